@@ -1,0 +1,241 @@
+//! The runtime-neutral snapshot of a node that the planner decides over.
+//!
+//! Adapters fill an [`Inventory`] from their engine's answers and convert
+//! every quirk at that boundary; nothing here knows bollard or containerd.
+//! The planner reads it and never touches a runtime.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+/// Labels as the runtime reports them, ordered for deterministic output.
+pub type Labels = BTreeMap<String, String>;
+
+/// Everything the planner needs to know about one node, taken at one moment.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Inventory {
+    /// Which runtime the snapshot came from: `docker` or `containerd`.
+    pub runtime: String,
+    pub containers: Vec<Container>,
+    pub images: Vec<Image>,
+    pub volumes: Vec<Volume>,
+    pub networks: Vec<Network>,
+    pub build_cache: Vec<BuildCacheEntry>,
+    /// Pod sandboxes as kubelet sees them, with their READY state.
+    pub sandboxes: Vec<PodSandbox>,
+}
+
+/// The lifecycle state of a container, folded across runtimes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerState {
+    Created,
+    Running,
+    Paused,
+    Restarting,
+    Removing,
+    Exited,
+    Dead,
+    /// The runtime reported a state we do not know; treated as live (kept).
+    Unknown,
+}
+
+impl ContainerState {
+    /// Parses Docker's `State` string; anything unexpected is `Unknown`.
+    #[must_use]
+    pub fn from_docker(state: &str) -> Self {
+        match state {
+            "created" => Self::Created,
+            "running" => Self::Running,
+            "paused" => Self::Paused,
+            "restarting" => Self::Restarting,
+            "removing" => Self::Removing,
+            "exited" => Self::Exited,
+            "dead" => Self::Dead,
+            _ => Self::Unknown,
+        }
+    }
+
+    /// Whether the container is alive or in a state we must not touch.
+    ///
+    /// `Unknown` counts as live: a state we cannot name is not one we delete in.
+    #[must_use]
+    pub fn is_live(self) -> bool {
+        matches!(
+            self,
+            Self::Running | Self::Paused | Self::Restarting | Self::Removing | Self::Unknown
+        )
+    }
+
+    /// The lowercase name used in reports.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Running => "running",
+            Self::Paused => "paused",
+            Self::Restarting => "restarting",
+            Self::Removing => "removing",
+            Self::Exited => "exited",
+            Self::Dead => "dead",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// Which pod a container belongs to, read from kubelet's labels.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PodIdentity {
+    /// The sandbox this container runs in (none for a sandbox itself).
+    pub sandbox_id: Option<String>,
+    pub pod_uid: Option<String>,
+    pub pod_name: Option<String>,
+    pub pod_namespace: Option<String>,
+    /// Whether this container is the pod's sandbox (pause) container.
+    pub is_sandbox: bool,
+}
+
+/// One container of any state.
+#[derive(Debug, Clone, Serialize)]
+pub struct Container {
+    /// Full runtime id (containerd: `<namespace>/<id>`).
+    pub id: String,
+    /// Names without Docker's leading `/`; may be empty.
+    pub names: Vec<String>,
+    pub state: ContainerState,
+    pub labels: Labels,
+    /// The id of the image it was created from (Docker `ImageID`).
+    pub image_id: String,
+    /// The reference it was created from, as given (may be an id).
+    pub image_ref: String,
+    pub created: DateTime<Utc>,
+    /// When it last exited; `None` if it never ran or the runtime did not say.
+    pub finished: Option<DateTime<Utc>>,
+    /// Names of the volumes it mounts.
+    pub volumes: Vec<String>,
+    /// Ids and names of the networks it is attached to.
+    pub networks: Vec<String>,
+    /// Set when kubelet made it; `None` for plain containers.
+    pub pod: Option<PodIdentity>,
+}
+
+impl Container {
+    /// The name to show: the first name, else the short id.
+    #[must_use]
+    pub fn display_name(&self) -> String {
+        self.names
+            .first()
+            .cloned()
+            .unwrap_or_else(|| short_id(&self.id).to_owned())
+    }
+}
+
+/// One image, with every reference that points at it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Image {
+    /// Full id (`sha256:...`; containerd: `<namespace>/<name>`).
+    pub id: String,
+    /// `repo:tag` references; empty for a dangling image.
+    pub tags: Vec<String>,
+    /// `repo@digest` references.
+    pub digests: Vec<String>,
+    pub created: Option<DateTime<Utc>>,
+    /// The last time the runtime itself saw it used: pulled, tagged, loaded.
+    /// The planner adds container use on top.
+    pub last_tagged: Option<DateTime<Utc>>,
+    /// Bytes on disk; `None` when the runtime does not say.
+    pub size: Option<u64>,
+    /// Pinned by the runtime (containerd's pinned label, the sandbox image).
+    pub pinned: bool,
+}
+
+impl Image {
+    /// The name to show: the first tag, else the first digest, else the id.
+    #[must_use]
+    pub fn display_name(&self) -> String {
+        self.tags
+            .first()
+            .or_else(|| self.digests.first())
+            .cloned()
+            .unwrap_or_else(|| short_id(&self.id).to_owned())
+    }
+
+    /// Whether the image has no tag (Docker's "dangling").
+    #[must_use]
+    pub fn is_dangling(&self) -> bool {
+        self.tags.is_empty()
+    }
+}
+
+/// One volume.
+#[derive(Debug, Clone, Serialize)]
+pub struct Volume {
+    pub name: String,
+    /// Made by the runtime for a container, with no name of its own.
+    pub anonymous: bool,
+    pub labels: Labels,
+    pub created: Option<DateTime<Utc>>,
+    pub size: Option<u64>,
+}
+
+/// One network.
+#[derive(Debug, Clone, Serialize)]
+pub struct Network {
+    pub id: String,
+    pub name: String,
+    pub created: Option<DateTime<Utc>>,
+    pub labels: Labels,
+}
+
+/// One build cache record.
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildCacheEntry {
+    pub id: String,
+    pub description: String,
+    pub created: Option<DateTime<Utc>>,
+    pub last_used: Option<DateTime<Utc>>,
+    pub size: Option<u64>,
+    /// Held by a running build right now.
+    pub in_use: bool,
+}
+
+/// A pod sandbox as kubelet sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PodSandbox {
+    pub id: String,
+    pub pod_uid: Option<String>,
+    pub pod_name: Option<String>,
+    pub pod_namespace: Option<String>,
+    /// READY: its sandbox container is running.
+    pub ready: bool,
+}
+
+/// The first 12 characters of an id, after any `sha256:` prefix.
+#[must_use]
+pub fn short_id(id: &str) -> &str {
+    let bare = id.strip_prefix("sha256:").unwrap_or(id);
+    match bare.char_indices().nth(12) {
+        Some((at, _)) => &bare[..at],
+        None => bare,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_id_strips_digest_prefix_and_truncates() {
+        assert_eq!(short_id("sha256:0123456789abcdef"), "0123456789ab");
+        assert_eq!(short_id("abc"), "abc");
+        assert_eq!(short_id(""), "");
+    }
+
+    #[test]
+    fn unknown_state_is_treated_as_live() {
+        assert!(ContainerState::from_docker("frobbed").is_live());
+        assert!(!ContainerState::from_docker("exited").is_live());
+        assert!(!ContainerState::from_docker("created").is_live());
+    }
+}

@@ -1,0 +1,9 @@
+//! safeprune: pod-aware, policy-driven pruning for Docker and containerd nodes.
+//!
+//! The crate is a pure planner ([`plan`]) between a runtime-neutral snapshot
+//! ([`inventory`]) and one executor that deletes; the binary in `main.rs` is a
+//! thin shell over [`app`].
+
+pub mod inventory;
+pub mod policy;
+pub mod runtime;

@@ -1,0 +1,6 @@
+//! The `safeprune` binary.
+
+fn main() {
+    let policy = safeprune::policy::Policy::builtin();
+    print!("{}", policy.to_yaml());
+}

@@ -1,0 +1,173 @@
+use super::*;
+
+fn parse(yaml: &str) -> Result<Policy, PolicyError> {
+    Policy::from_yaml(yaml, "test.yaml")
+}
+
+fn err(yaml: &str) -> String {
+    parse(yaml)
+        .expect_err("policy should be refused")
+        .to_string()
+}
+
+#[test]
+fn builtin_equals_an_empty_policy_with_all_defaults() {
+    // The documented file and the serde defaults must say the same thing, or
+    // a user who deletes a key gets a value the docs never showed.
+    let from_file = Policy::builtin().to_yaml();
+    let from_defaults = parse("{}").unwrap().to_yaml();
+    assert_eq!(from_file, from_defaults);
+}
+
+#[test]
+fn builtin_policy_has_the_documented_values() {
+    let p = Policy::builtin();
+    assert_eq!(p.runtime.kind, RuntimeKind::Auto);
+    assert_eq!(p.runtime.docker.endpoint, "unix:///var/run/docker.sock");
+    assert_eq!(p.runtime.containerd.namespaces, vec!["k8s.io"]);
+    assert_eq!(
+        p.protect.labels[0].as_str(),
+        "io.kubernetes.container.name=istio-init"
+    );
+    assert_eq!(p.containers.min_age, Age::hours(1));
+    assert_eq!(p.images.mode, ImageMode::Unused);
+    assert_eq!(p.images.min_age, Age::hours(24));
+    assert!(!p.volumes.enabled);
+    assert_eq!(p.volumes.min_age, Age::hours(168));
+    assert_eq!(p.safety.max_deletions, 1000);
+    assert_eq!(p.safety.concurrency, Concurrency(4));
+    assert_eq!(p.lock_file, PathBuf::from("/run/safeprune.lock"));
+    assert_eq!(p.timezone, Timezone::Utc);
+}
+
+#[test]
+fn printed_policy_parses_back_to_itself() {
+    let printed = Policy::builtin().to_yaml();
+    assert_eq!(parse(&printed).unwrap().to_yaml(), printed);
+}
+
+#[test]
+fn unknown_key_names_the_key_line_and_column() {
+    let e = err("version: 1\nimages:\n  enabled: true\n  kep: []\n");
+    assert!(e.contains("test.yaml"), "{e}");
+    assert!(e.contains("unknown field `kep`"), "{e}");
+    assert!(e.contains("line 4 column 3"), "{e}");
+}
+
+#[test]
+fn durations_accept_the_documented_forms() {
+    for (text, secs) in [
+        ("90m", 5400),
+        ("1h30m", 5400),
+        ("7d", 604_800),
+        ("45s", 45),
+        ("0", 0),
+        ("2w", 1_209_600),
+    ] {
+        assert_eq!(
+            Age::from_str(text).unwrap().as_duration().num_seconds(),
+            secs,
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn bad_durations_are_refused_with_their_location() {
+    for bad in ["1x", "h", "10", "-1h", "1.5h", "", "1h 30m"] {
+        assert!(Age::from_str(bad).is_err(), "{bad:?} should be refused");
+    }
+    let e = err("containers:\n  min_age: 10 minutes\n");
+    assert!(e.contains("invalid duration '10 minutes'"), "{e}");
+    assert!(e.contains("line 2 column 12"), "{e}");
+}
+
+#[test]
+fn durations_print_in_hours_and_minutes() {
+    assert_eq!(Age::from_str("7d").unwrap().to_string(), "168h");
+    assert_eq!(Age::from_str("90m").unwrap().to_string(), "1h30m");
+    assert_eq!(Age::from_str("0").unwrap().to_string(), "0");
+}
+
+#[test]
+fn schedule_must_be_a_crontab_line() {
+    assert!(parse("schedule: \"*/5 * * * *\"").is_ok());
+    assert!(parse("schedule: \"0 5 * * 7\"").is_ok());
+    let e = err("schedule: \"0 5 * *\"\n");
+    assert!(e.contains("invalid schedule"), "{e}");
+    assert!(e.contains("line 1"), "{e}");
+    assert!(err("schedule: \"61 5 * * 4\"").contains("invalid schedule"));
+    assert!(err("schedule: \"0 5 * * 4 2030 1\"").contains("invalid schedule"));
+}
+
+#[test]
+fn bad_glob_is_refused() {
+    let e = err("images:\n  keep: [\"registry.k8s.io/pause:[\"]\n");
+    assert!(e.contains("invalid glob"), "{e}");
+    assert!(e.contains("line 2"), "{e}");
+}
+
+#[test]
+fn label_rules_match_key_or_key_and_glob_value() {
+    let labels: Labels = [
+        (
+            "io.kubernetes.container.name".to_owned(),
+            "istio-init".to_owned(),
+        ),
+        ("team".to_owned(), String::new()),
+    ]
+    .into();
+    let rule = |s: &str| LabelRule::from_str(s).unwrap();
+    assert_eq!(
+        rule("io.kubernetes.container.name=istio-*")
+            .matches(&labels)
+            .as_deref(),
+        Some("io.kubernetes.container.name=istio-init")
+    );
+    assert!(
+        rule("io.kubernetes.container.name=app")
+            .matches(&labels)
+            .is_none()
+    );
+    assert_eq!(rule("team").matches(&labels).as_deref(), Some("team="));
+    assert!(rule("team=").matches(&labels).is_some());
+    assert!(rule("missing").matches(&labels).is_none());
+    assert!(LabelRule::from_str("=x").is_err());
+    assert!(LabelRule::from_str("").is_err());
+}
+
+#[test]
+fn wrong_types_and_enums_are_refused() {
+    assert!(err("containers:\n  enabled: maybe\n").contains("line 2"));
+    assert!(err("runtime:\n  kind: podman\n").contains("unknown variant `podman`"));
+    assert!(err("timezone: Europe/Paris\n").contains("unknown variant"));
+    assert!(err("version: 2\n").contains("unsupported policy version 2"));
+    assert!(err("safety:\n  concurrency: 0\n").contains("out of range"));
+    assert!(err("images:\n  mode: all\n").contains("unknown variant `all`"));
+}
+
+#[test]
+fn source_prefers_flag_then_env() {
+    let flag = Path::new("/a.yaml");
+    assert_eq!(
+        PolicySource::resolve(Some(flag), Some("/b.yaml")),
+        PolicySource::File(flag.into())
+    );
+    assert_eq!(
+        PolicySource::resolve(None, Some("/b.yaml")),
+        PolicySource::File("/b.yaml".into())
+    );
+}
+
+#[test]
+fn top_level_and_unquoted_values_are_located() {
+    let e = err("version: 1\nschedule: \"0 5 * *\"\n");
+    assert!(e.contains("line 2 column 11"), "{e}");
+    assert_eq!(
+        parse("containers:\n  min_age: 0\n")
+            .unwrap()
+            .containers
+            .min_age,
+        Age::from_str("0").unwrap()
+    );
+}

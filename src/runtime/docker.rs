@@ -1,0 +1,1 @@
+//! The Docker Engine adapter (bollard). Placeholder until the adapter lands.

@@ -1,0 +1,116 @@
+//! The runtimes safeprune talks to, behind one interface.
+//!
+//! [`Engine`] is what the app and the executor need from a runtime: a
+//! snapshot, fresh facts about one object just before its removal, and the
+//! removal itself. [`Runtime`] dispatches to the real adapters; tests of the
+//! planner and executor use an in-memory engine instead.
+
+pub mod docker;
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::inventory::Inventory;
+
+/// The kinds of object safeprune decides over, in removal order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Container,
+    Network,
+    Volume,
+    Image,
+    BuildCache,
+}
+
+impl Kind {
+    /// Every kind, in the order the executor removes them.
+    pub const REMOVAL_ORDER: [Kind; 5] = [
+        Kind::Container,
+        Kind::Network,
+        Kind::Volume,
+        Kind::Image,
+        Kind::BuildCache,
+    ];
+
+    /// The name used in reports and JSON.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Container => "container",
+            Self::Network => "network",
+            Self::Volume => "volume",
+            Self::Image => "image",
+            Self::BuildCache => "build_cache",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a runtime could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The engine did not answer at its endpoint.
+    #[error("cannot reach {runtime} at {endpoint}: {hint} ({source})")]
+    Unreachable {
+        runtime: &'static str,
+        endpoint: String,
+        hint: &'static str,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The engine answered, but a call failed.
+    #[error("{runtime} {call} failed: {source}")]
+    Call {
+        runtime: &'static str,
+        call: &'static str,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// What one removal attempt came to, as the runtime answered it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removal {
+    /// The object is gone, by this call.
+    Removed,
+    /// It was already gone (404).
+    Gone,
+    /// The runtime refused because it is in use or changed (409).
+    Conflict(String),
+    /// Any other failure.
+    Failed(String),
+}
+
+/// What the app and the executor need from a container runtime.
+///
+/// Implementations hold every runtime quirk; callers see only
+/// runtime-neutral data.
+#[expect(
+    async_fn_in_trait,
+    reason = "used only generically, never as dyn, within this crate"
+)]
+pub trait Engine: Sync {
+    /// `docker` or `containerd`.
+    fn name(&self) -> &'static str;
+
+    /// A full snapshot of the node.
+    async fn inventory(&self) -> Result<Inventory, RuntimeError>;
+
+    /// Fresh facts about one object, just before removing it: an inventory
+    /// holding that object if it still exists, and what its rules depend on.
+    ///
+    /// For a container: the container (with its exit time) and every pod
+    /// sandbox. For an image, volume or network: the object and every
+    /// container (exit times may be absent: at that stage any container left
+    /// counts as kept).
+    async fn recheck(&self, kind: Kind, id: &str) -> Result<Inventory, RuntimeError>;
+
+    /// Removes one object, never with force. An image is removed by `id`;
+    /// an adapter removes a multi-tagged image tag by tag.
+    async fn remove(&self, kind: Kind, id: &str) -> Removal;
+}

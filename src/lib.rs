@@ -5,5 +5,6 @@
 //! thin shell over [`app`].
 
 pub mod inventory;
+pub mod plan;
 pub mod policy;
 pub mod runtime;

@@ -321,7 +321,7 @@ impl<'de> Deserialize<'de> for Concurrency {
 pub struct ReportConfig {
     /// Write the last run's JSON report here; empty: do not.
     pub json_path: String,
-    /// A node_exporter textfile collector path; empty: do not.
+    /// A `node_exporter` textfile collector path; empty: do not.
     pub metrics_textfile: String,
     /// JSON lines, one per removal attempt; empty: do not.
     pub audit_log: String,

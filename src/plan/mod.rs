@@ -1,0 +1,228 @@
+//! The pure planner: every object of an [`Inventory`] gets exactly one
+//! [`Decision`], with a [`Rule`] code and a sentence saying why.
+//!
+//! `plan` reads no clock and calls no runtime: the same inventory, policy and
+//! `now` always give the same plan, in the same order. The executor calls
+//! [`recheck`] on fresh data just before each removal, so one set of rules
+//! decides both.
+
+mod refs;
+mod rules;
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::inventory::Inventory;
+use crate::policy::Policy;
+use crate::runtime::Kind;
+
+pub use refs::reference_forms;
+
+/// Delete or keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Delete,
+    Keep,
+}
+
+impl Action {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Delete => "delete",
+            Self::Keep => "keep",
+        }
+    }
+}
+
+/// The rule that decided an object. The codes are a contract (DESIGN.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    Running,
+    PodSandbox,
+    ProtectedLabel,
+    LivePodSandbox,
+    InUse,
+    KeepPattern,
+    Pinned,
+    Builtin,
+    Disabled,
+    Tagged,
+    NamedVolume,
+    TooYoung,
+    Eligible,
+}
+
+impl Rule {
+    /// The rule code as it appears in reports.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::PodSandbox => "pod_sandbox",
+            Self::ProtectedLabel => "protected_label",
+            Self::LivePodSandbox => "live_pod_sandbox",
+            Self::InUse => "in_use",
+            Self::KeepPattern => "keep_pattern",
+            Self::Pinned => "pinned",
+            Self::Builtin => "builtin",
+            Self::Disabled => "disabled",
+            Self::Tagged => "tagged",
+            Self::NamedVolume => "named_volume",
+            Self::TooYoung => "too_young",
+            Self::Eligible => "eligible",
+        }
+    }
+
+    /// The action this rule always leads to.
+    #[must_use]
+    pub fn action(self) -> Action {
+        if self == Self::Eligible {
+            Action::Delete
+        } else {
+            Action::Keep
+        }
+    }
+}
+
+/// The decision for one object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    pub kind: Kind,
+    /// The runtime's full id (volume: its name).
+    pub id: String,
+    /// A name for people: container name, first image reference, and so on.
+    pub name: String,
+    pub decision: Action,
+    pub rule: Rule,
+    /// One sentence on why.
+    pub detail: String,
+    /// Bytes freed by deleting it; `None` when the runtime does not say.
+    pub bytes: Option<u64>,
+    /// The facts behind the decision, for `explain`: (what, value).
+    #[serde(skip)]
+    pub facts: Vec<(String, String)>,
+}
+
+impl Decision {
+    fn new(kind: Kind, id: &str, name: String, rule: Rule, detail: String) -> Self {
+        Self {
+            kind,
+            id: id.to_owned(),
+            name,
+            decision: rule.action(),
+            rule,
+            detail,
+            bytes: None,
+            facts: Vec::new(),
+        }
+    }
+
+    fn with_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.bytes = bytes;
+        self
+    }
+
+    fn with_fact(mut self, what: &str, value: impl Into<String>) -> Self {
+        self.facts.push((what.to_owned(), value.into()));
+        self
+    }
+}
+
+/// Every decision for one inventory, sorted by kind (in removal order) and id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    pub decisions: Vec<Decision>,
+}
+
+impl Plan {
+    /// The decisions to delete, in removal order.
+    pub fn deletions(&self) -> impl Iterator<Item = &Decision> {
+        self.decisions
+            .iter()
+            .filter(|d| d.decision == Action::Delete)
+    }
+
+    /// How many objects are to be deleted.
+    #[must_use]
+    pub fn deletion_count(&self) -> usize {
+        self.deletions().count()
+    }
+
+    /// Bytes the deletions would free, counting unknown sizes as zero.
+    #[must_use]
+    pub fn reclaimable_bytes(&self) -> u64 {
+        self.deletions().filter_map(|d| d.bytes).sum()
+    }
+
+    /// How many objects each rule kept, by kind: what the summary shows.
+    #[must_use]
+    pub fn kept_by_rule(&self) -> BTreeMap<(Kind, Rule), usize> {
+        let mut counts = BTreeMap::new();
+        for d in self.decisions.iter().filter(|d| d.decision == Action::Keep) {
+            *counts.entry((d.kind, d.rule)).or_insert(0) += 1;
+        }
+        counts
+    }
+}
+
+/// Decides every object of `inventory` under `policy` as of `now`.
+#[must_use]
+pub fn plan(inventory: &Inventory, policy: &Policy, now: DateTime<Utc>) -> Plan {
+    rules::decide_all(inventory, policy, now, rules::ContainerUse::Kept)
+}
+
+/// Decides one object again on fresh data, just before its removal.
+///
+/// `fresh` is what the runtime answers now (see `Engine::recheck`). For an
+/// image, volume or network, every container in `fresh` counts as kept: by
+/// then the containers planned for deletion have been removed, so any left
+/// were skipped or are new, and they hold what they use. Returns `None` when
+/// the object no longer exists.
+#[must_use]
+pub fn recheck(
+    kind: Kind,
+    id: &str,
+    fresh: &Inventory,
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Option<Decision> {
+    let use_rule = if kind == Kind::Container {
+        rules::ContainerUse::Kept
+    } else {
+        rules::ContainerUse::All
+    };
+    rules::decide_all(fresh, policy, now, use_rule)
+        .decisions
+        .into_iter()
+        .find(|d| d.kind == kind && d.id == id)
+}
+
+/// A short human age: `3d4h`, `12m`, `45s`, `0s`.
+#[must_use]
+pub fn human_age(age: chrono::Duration) -> String {
+    let secs = age.num_seconds().max(0);
+    let (d, h, m, s) = (
+        secs / 86_400,
+        secs % 86_400 / 3600,
+        secs % 3600 / 60,
+        secs % 60,
+    );
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m"),
+        (0, _, 0) => format!("{h}h"),
+        (0, _, _) => format!("{h}h{m}m"),
+        (_, 0, _) => format!("{d}d"),
+        _ => format!("{d}d{h}h"),
+    }
+}
+
+#[cfg(test)]
+mod props;
+#[cfg(test)]
+mod tests;

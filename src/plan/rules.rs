@@ -1,0 +1,379 @@
+//! The rule tables of DESIGN.md, one function per kind, first match wins.
+//!
+//! Containers are decided first: images, volumes and networks are in use
+//! only through the containers that are kept, so what a planned deletion
+//! frees is freed in the same plan (as `docker system prune` does in
+//! sequence).
+
+use chrono::{DateTime, Utc};
+
+use super::refs::{reference_forms, same_reference};
+use super::{Decision, Plan, Rule, human_age};
+use crate::inventory::{
+    BuildCacheEntry, Container, Image, Inventory, Network, PodSandbox, Volume, short_id,
+};
+use crate::policy::{Age, ImageMode, Policy};
+use crate::runtime::Kind;
+
+/// Networks every Docker engine has and no one may remove.
+const BUILTIN_NETWORKS: [&str; 4] = ["bridge", "host", "none", "ingress"];
+
+/// Which containers hold the images, volumes and networks they use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ContainerUse {
+    /// Only containers the plan keeps (planning).
+    Kept,
+    /// Every container that exists (re-checking, after container removal).
+    All,
+}
+
+pub(super) fn decide_all(
+    inv: &Inventory,
+    policy: &Policy,
+    now: DateTime<Utc>,
+    use_rule: ContainerUse,
+) -> Plan {
+    // Sorted so that the sandbox or container named in a detail does not
+    // depend on the order the runtime listed them in.
+    let mut ready: Vec<&PodSandbox> = inv.sandboxes.iter().filter(|s| s.ready).collect();
+    ready.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut decisions: Vec<Decision> = inv
+        .containers
+        .iter()
+        .map(|c| container(c, &ready, policy, now))
+        .collect();
+    let mut holders: Vec<&Container> = inv
+        .containers
+        .iter()
+        .zip(&decisions)
+        .filter(|(_, d)| use_rule == ContainerUse::All || d.decision == super::Action::Keep)
+        .map(|(c, _)| c)
+        .collect();
+    holders.sort_by(|a, b| a.id.cmp(&b.id));
+    decisions.extend(
+        inv.networks
+            .iter()
+            .map(|n| network(n, &holders, policy, now)),
+    );
+    decisions.extend(inv.volumes.iter().map(|v| volume(v, &holders, policy, now)));
+    decisions.extend(
+        inv.images
+            .iter()
+            .map(|i| image(i, &holders, &inv.containers, policy, now)),
+    );
+    decisions.extend(inv.build_cache.iter().map(|b| build_cache(b, policy, now)));
+    // Stable order: removal order of kinds, then id. Duplicate ids within a
+    // kind (odd engine data) keep their input order thanks to a stable sort.
+    decisions.sort_by(|a, b| (a.kind, &a.id).cmp(&(b.kind, &b.id)));
+    Plan { decisions }
+}
+
+/// Whether `at` is less than `min_age` before `now`. An unknown time is young:
+/// what we cannot date we do not delete.
+fn too_young(at: Option<DateTime<Utc>>, min_age: Age, now: DateTime<Utc>) -> bool {
+    at.is_none_or(|t| now.signed_duration_since(t) < min_age.as_duration())
+}
+
+fn ago(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
+    at.map_or_else(
+        || "at an unknown time".to_owned(),
+        |t| format!("{} ago", human_age(now.signed_duration_since(t))),
+    )
+}
+
+fn container(
+    c: &Container,
+    ready: &[&PodSandbox],
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Decision {
+    let d = |rule, detail: String| {
+        Decision::new(Kind::Container, &c.id, c.display_name(), rule, detail)
+            .with_bytes(None)
+            .with_fact("state", c.state.as_str())
+            .with_fact("image", c.image_ref.clone())
+    };
+    if c.state.is_live() {
+        return d(Rule::Running, format!("container is {}", c.state.as_str()));
+    }
+    let pod = c.pod.as_ref();
+    let pod_name = pod.map(|p| {
+        format!(
+            "{}/{}",
+            p.pod_namespace.as_deref().unwrap_or("?"),
+            p.pod_name.as_deref().unwrap_or("?")
+        )
+    });
+    if policy.protect.pod_sandboxes && pod.is_some_and(|p| p.is_sandbox) {
+        return d(
+            Rule::PodSandbox,
+            format!(
+                "sandbox of pod {}: kubelet owns it",
+                pod_name.as_deref().unwrap_or("?")
+            ),
+        );
+    }
+    if let Some((rule, label)) = policy
+        .protect
+        .labels
+        .iter()
+        .find_map(|r| r.matches(&c.labels).map(|l| (r, l)))
+    {
+        return d(Rule::ProtectedLabel, format!("label {label} is protected"))
+            .with_fact("protect rule", rule.as_str());
+    }
+    if let Some((p, sandbox)) = pod
+        .filter(|_| policy.protect.live_pod_sandboxes)
+        .and_then(|p| live_sandbox(p, ready).map(|s| (p, s)))
+    {
+        let via = if p.sandbox_id.as_deref() == Some(sandbox.id.as_str()) {
+            "sandbox id"
+        } else {
+            "pod uid"
+        };
+        return d(
+            Rule::LivePodSandbox,
+            format!(
+                "pod {} is live: its sandbox {} is ready",
+                pod_name.as_deref().unwrap_or("?"),
+                short_id(&sandbox.id)
+            ),
+        )
+        .with_fact("ready sandbox", sandbox.id.clone())
+        .with_fact("matched by", via);
+    }
+    if !policy.containers.enabled {
+        return d(Rule::Disabled, "container pruning is disabled".to_owned());
+    }
+    // A container that never ran is aged from its creation.
+    let (event, at) = match c.finished {
+        Some(t) => ("exited", t),
+        None => ("created", c.created),
+    };
+    let min_age = policy.containers.min_age;
+    if too_young(Some(at), min_age, now) {
+        return d(
+            Rule::TooYoung,
+            format!(
+                "{event} {}, younger than min_age {min_age}",
+                ago(Some(at), now)
+            ),
+        );
+    }
+    d(Rule::Eligible, format!("{event} {}", ago(Some(at), now)))
+}
+
+fn live_sandbox<'a>(
+    pod: &crate::inventory::PodIdentity,
+    ready: &[&'a PodSandbox],
+) -> Option<&'a PodSandbox> {
+    let by_id = pod
+        .sandbox_id
+        .as_deref()
+        .filter(|id| !id.is_empty())
+        .and_then(|id| ready.iter().find(|s| s.id == id));
+    let by_pod_uid = || {
+        pod.pod_uid
+            .as_deref()
+            .filter(|uid| !uid.is_empty())
+            .and_then(|uid| ready.iter().find(|s| s.pod_uid.as_deref() == Some(uid)))
+    };
+    by_id.or_else(by_pod_uid).copied()
+}
+
+/// Whether container `c` was made from `image` (by id, or by any reference).
+fn uses_image(c: &Container, image: &Image) -> bool {
+    (!c.image_id.is_empty() && c.image_id == image.id)
+        || (!c.image_ref.is_empty()
+            && (c.image_ref == image.id
+                || image
+                    .tags
+                    .iter()
+                    .chain(&image.digests)
+                    .any(|r| same_reference(r, &c.image_ref))))
+}
+
+fn image(
+    i: &Image,
+    holders: &[&Container],
+    all_containers: &[Container],
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Decision {
+    let d = |rule, detail: String| {
+        Decision::new(Kind::Image, &i.id, i.display_name(), rule, detail).with_bytes(i.size)
+    };
+    if let Some(user) = holders.iter().find(|c| uses_image(c, i)) {
+        return d(
+            Rule::InUse,
+            format!("used by kept container {}", user.display_name()),
+        )
+        .with_fact("used by", user.id.clone());
+    }
+    let rules = &policy.images;
+    for reference in i.tags.iter().chain(&i.digests) {
+        let forms = reference_forms(reference);
+        if let Some(p) = rules
+            .keep
+            .iter()
+            .find(|p| forms.iter().any(|f| p.is_match(f)))
+        {
+            return d(
+                Rule::KeepPattern,
+                format!("{reference} matches keep pattern {}", p.as_str()),
+            );
+        }
+    }
+    if i.pinned {
+        return d(Rule::Pinned, "pinned by the runtime".to_owned());
+    }
+    if !rules.enabled {
+        return d(Rule::Disabled, "image pruning is disabled".to_owned());
+    }
+    if rules.mode == ImageMode::Dangling && !i.is_dangling() {
+        return d(Rule::Tagged, "tagged, and mode is dangling".to_owned());
+    }
+    // Last use: the latest of its creation, its last tag or pull, and the
+    // creation and exit of any container made from it (deleted ones too:
+    // they were use).
+    let last_used = all_containers
+        .iter()
+        .filter(|c| uses_image(c, i))
+        .flat_map(|c| [Some(c.created), c.finished])
+        .chain([i.created, i.last_tagged])
+        .flatten()
+        .max();
+    if too_young(last_used, rules.min_age, now) {
+        return d(
+            Rule::TooYoung,
+            format!(
+                "last used {}, younger than min_age {}",
+                ago(last_used, now),
+                rules.min_age
+            ),
+        );
+    }
+    d(
+        Rule::Eligible,
+        format!("unused, last used {}", ago(last_used, now)),
+    )
+}
+
+fn volume(v: &Volume, holders: &[&Container], policy: &Policy, now: DateTime<Utc>) -> Decision {
+    let d = |rule, detail: String| {
+        Decision::new(Kind::Volume, &v.name, v.name.clone(), rule, detail).with_bytes(v.size)
+    };
+    if let Some(user) = holders.iter().find(|c| c.volumes.contains(&v.name)) {
+        return d(
+            Rule::InUse,
+            format!("mounted by kept container {}", user.display_name()),
+        )
+        .with_fact("mounted by", user.id.clone());
+    }
+    let rules = &policy.volumes;
+    if !rules.enabled {
+        return d(Rule::Disabled, "volume pruning is disabled".to_owned());
+    }
+    if rules.anonymous_only && !v.anonymous {
+        return d(
+            Rule::NamedVolume,
+            "named volume, and anonymous_only is set".to_owned(),
+        );
+    }
+    if let Some(label) = rules.keep_labels.iter().find_map(|r| r.matches(&v.labels)) {
+        return d(Rule::ProtectedLabel, format!("label {label} is protected"));
+    }
+    if too_young(v.created, rules.min_age, now) {
+        return d(
+            Rule::TooYoung,
+            format!(
+                "created {}, younger than min_age {}",
+                ago(v.created, now),
+                rules.min_age
+            ),
+        );
+    }
+    d(
+        Rule::Eligible,
+        format!("unused, created {}", ago(v.created, now)),
+    )
+}
+
+fn network(n: &Network, holders: &[&Container], policy: &Policy, now: DateTime<Utc>) -> Decision {
+    let d = |rule, detail: String| {
+        Decision::new(Kind::Network, &n.id, n.name.clone(), rule, detail).with_bytes(Some(0))
+    };
+    if BUILTIN_NETWORKS.contains(&n.name.as_str()) {
+        return d(Rule::Builtin, format!("{} is a built-in network", n.name));
+    }
+    if let Some(user) = holders
+        .iter()
+        .find(|c| c.networks.iter().any(|x| *x == n.id || *x == n.name))
+    {
+        return d(
+            Rule::InUse,
+            format!("kept container {} is attached", user.display_name()),
+        )
+        .with_fact("attached", user.id.clone());
+    }
+    let rules = &policy.networks;
+    if !rules.enabled {
+        return d(Rule::Disabled, "network pruning is disabled".to_owned());
+    }
+    if too_young(n.created, rules.min_age, now) {
+        return d(
+            Rule::TooYoung,
+            format!(
+                "created {}, younger than min_age {}",
+                ago(n.created, now),
+                rules.min_age
+            ),
+        );
+    }
+    d(
+        Rule::Eligible,
+        format!("unused, created {}", ago(n.created, now)),
+    )
+}
+
+fn build_cache(b: &BuildCacheEntry, policy: &Policy, now: DateTime<Utc>) -> Decision {
+    let d = |rule, detail: String| {
+        let name = if b.description.is_empty() {
+            short_id(&b.id).to_owned()
+        } else {
+            b.description.clone()
+        };
+        Decision::new(Kind::BuildCache, &b.id, name, rule, detail).with_bytes(b.size)
+    };
+    let rules = &policy.build_cache;
+    if !rules.enabled {
+        return d(Rule::Disabled, "build cache pruning is disabled".to_owned());
+    }
+    let last_used = b.last_used.or(b.created);
+    // A record a build holds right now is as young as it gets.
+    if b.in_use || too_young(last_used, rules.min_age, now) {
+        return d(
+            Rule::TooYoung,
+            if b.in_use {
+                "in use by a build now".to_owned()
+            } else {
+                format!(
+                    "last used {}, younger than min_age {}",
+                    ago(last_used, now),
+                    rules.min_age
+                )
+            },
+        );
+    }
+    d(Rule::Eligible, format!("last used {}", ago(last_used, now)))
+}
+
+/// The ids of every container the plan keeps, for tests and reports.
+#[cfg(test)]
+pub(super) fn kept_ids(plan: &Plan) -> std::collections::BTreeSet<String> {
+    plan.decisions
+        .iter()
+        .filter(|d| d.kind == Kind::Container && d.decision == super::Action::Keep)
+        .map(|d| d.id.clone())
+        .collect()
+}

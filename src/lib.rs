@@ -7,4 +7,5 @@
 pub mod inventory;
 pub mod plan;
 pub mod policy;
+pub mod report;
 pub mod runtime;

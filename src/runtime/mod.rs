@@ -25,6 +25,15 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind, in the order reports list them.
+    pub const ALL: [Kind; 5] = [
+        Kind::Container,
+        Kind::Image,
+        Kind::Volume,
+        Kind::Network,
+        Kind::BuildCache,
+    ];
+
     /// Every kind, in the order the executor removes them.
     pub const REMOVAL_ORDER: [Kind; 5] = [
         Kind::Container,

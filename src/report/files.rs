@@ -1,0 +1,140 @@
+//! Report files: the JSON report written atomically, the audit log appended.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use chrono::{SecondsFormat, Utc};
+use serde::Serialize;
+
+use super::Outcome;
+
+/// Writes `contents` to `path` so that readers see the old file or the new
+/// one, never half of one: a temporary file beside it, synced, then renamed.
+///
+/// # Errors
+/// The directory is missing or not writable.
+pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".tmp.{}", std::process::id()));
+    let tmp: PathBuf = dir.join(tmp_name);
+    let result = (|| {
+        let mut file = File::create(&tmp)?;
+        file.write_all(contents)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// The audit log: one JSON line per removal attempt, appended and flushed at
+/// once so a crash loses at most the attempt in flight.
+#[derive(Debug)]
+pub struct AuditLog {
+    file: File,
+    path: PathBuf,
+}
+
+#[derive(Serialize)]
+struct AuditLine<'a> {
+    time: String,
+    node: &'a str,
+    runtime: &'a str,
+    #[serde(flatten)]
+    outcome: &'a Outcome,
+}
+
+impl AuditLog {
+    /// Opens (creating) the log for appending.
+    ///
+    /// # Errors
+    /// The file cannot be opened for appending.
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(Self {
+            file,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Where the log is.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one attempt.
+    ///
+    /// # Errors
+    /// The write failed (disk full, say).
+    pub fn record(&mut self, node: &str, runtime: &str, outcome: &Outcome) -> io::Result<()> {
+        let line = AuditLine {
+            time: Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true),
+            node,
+            runtime,
+            outcome,
+        };
+        let mut text = serde_json::to_string(&line).map_err(io::Error::other)?;
+        text.push('\n');
+        // One write per line: O_APPEND keeps concurrent writers' lines whole.
+        self.file.write_all(text.as_bytes())?;
+        self.file.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::RemovalResult;
+    use crate::runtime::Kind;
+
+    #[test]
+    fn atomic_write_replaces_the_whole_file_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        write_atomically(&path, b"first, and longer").unwrap();
+        write_atomically(&path, b"second").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "second");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert!(write_atomically(&dir.path().join("missing/r.json"), b"x").is_err());
+    }
+
+    #[test]
+    fn audit_log_appends_one_json_line_per_attempt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let outcome = Outcome {
+            kind: Kind::Container,
+            id: "abc".into(),
+            name: "web".into(),
+            result: RemovalResult::Skipped,
+            bytes: None,
+            error: Some("in use".into()),
+        };
+        for _ in 0..2 {
+            let mut log = AuditLog::open(&path).unwrap();
+            log.record("node1", "docker", &outcome).unwrap();
+        }
+        let text = fs::read_to_string(&path).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1]["result"], "skipped");
+        assert_eq!(lines[1]["kind"], "container");
+        assert_eq!(lines[1]["node"], "node1");
+        assert_eq!(lines[1]["error"], "in use");
+    }
+}

@@ -1,0 +1,179 @@
+//! What a plan or a run comes to, for people (table) and scripts (JSON).
+//!
+//! One [`Report`] model feeds every reporter: the table, the JSON document of
+//! DESIGN.md, the `report.json_path` file and the audit log.
+
+mod files;
+mod table;
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Serialize, Serializer};
+
+use crate::plan::{Action, Decision, Plan, Rule};
+use crate::runtime::Kind;
+
+pub use files::{AuditLog, write_atomically};
+pub use table::{human_bytes, render_table};
+
+/// What came of one removal attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RemovalResult {
+    Deleted,
+    /// Changed since planning, already gone, or in use (404/409).
+    Skipped,
+    Failed,
+}
+
+impl RemovalResult {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Deleted => "deleted",
+            Self::Skipped => "skipped",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// One removal attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Outcome {
+    pub kind: Kind,
+    pub id: String,
+    pub name: String,
+    pub result: RemovalResult,
+    /// Bytes freed (deleted), or that would have been (skipped, failed).
+    pub bytes: Option<u64>,
+    /// Why it was not deleted; `null` when it was.
+    pub error: Option<String>,
+}
+
+/// Counts by kind, in the JSON's fixed shape.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct KindCounts {
+    pub container: usize,
+    pub image: usize,
+    pub volume: usize,
+    pub network: usize,
+    pub build_cache: usize,
+}
+
+impl KindCounts {
+    fn add(&mut self, kind: Kind) {
+        *match kind {
+            Kind::Container => &mut self.container,
+            Kind::Image => &mut self.image,
+            Kind::Volume => &mut self.volume,
+            Kind::Network => &mut self.network,
+            Kind::BuildCache => &mut self.build_cache,
+        } += 1;
+    }
+
+    /// The count for one kind.
+    #[must_use]
+    pub fn get(&self, kind: Kind) -> usize {
+        match kind {
+            Kind::Container => self.container,
+            Kind::Image => self.image,
+            Kind::Volume => self.volume,
+            Kind::Network => self.network,
+            Kind::BuildCache => self.build_cache,
+        }
+    }
+}
+
+/// The totals at the end of the report.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub delete: KindCounts,
+    pub keep: KindCounts,
+    /// Objects kept, by kind and rule: how many `protected_label`,
+    /// `live_pod_sandbox` and so on. An addition to DESIGN.md's summary.
+    pub kept_by_rule: BTreeMap<Kind, BTreeMap<Rule, usize>>,
+    pub reclaimable_bytes: u64,
+    pub reclaimed_bytes: u64,
+    pub skipped: usize,
+    pub failed: usize,
+}
+
+/// The whole report of one plan or run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub version: u32,
+    pub runtime: String,
+    pub node: String,
+    #[serde(serialize_with = "rfc3339")]
+    pub started_at: DateTime<Utc>,
+    pub dry_run: bool,
+    pub decisions: Vec<Decision>,
+    pub outcomes: Vec<Outcome>,
+    pub summary: Summary,
+}
+
+fn rfc3339<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Secs, true))
+}
+
+impl Report {
+    /// Builds the report of a plan and, for a run, its outcomes.
+    #[must_use]
+    pub fn new(
+        runtime: &str,
+        node: &str,
+        started_at: DateTime<Utc>,
+        dry_run: bool,
+        plan: &Plan,
+        outcomes: Vec<Outcome>,
+    ) -> Self {
+        let mut summary = Summary::default();
+        for d in &plan.decisions {
+            match d.decision {
+                Action::Delete => summary.delete.add(d.kind),
+                Action::Keep => {
+                    summary.keep.add(d.kind);
+                    *summary
+                        .kept_by_rule
+                        .entry(d.kind)
+                        .or_default()
+                        .entry(d.rule)
+                        .or_insert(0) += 1;
+                }
+            }
+        }
+        summary.reclaimable_bytes = plan.reclaimable_bytes();
+        for o in &outcomes {
+            match o.result {
+                RemovalResult::Deleted => summary.reclaimed_bytes += o.bytes.unwrap_or(0),
+                RemovalResult::Skipped => summary.skipped += 1,
+                RemovalResult::Failed => summary.failed += 1,
+            }
+        }
+        Self {
+            version: 1,
+            runtime: runtime.to_owned(),
+            node: node.to_owned(),
+            started_at,
+            dry_run,
+            decisions: plan.decisions.clone(),
+            outcomes,
+            summary,
+        }
+    }
+
+    /// The JSON document of DESIGN.md, pretty-printed, with a final newline.
+    ///
+    /// # Panics
+    /// Never: every field serializes.
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).expect("a report always serializes");
+        text.push('\n');
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests;

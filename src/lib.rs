@@ -4,6 +4,7 @@
 //! ([`inventory`]) and one executor that deletes; the binary in `main.rs` is a
 //! thin shell over [`app`].
 
+pub mod execute;
 pub mod inventory;
 pub mod plan;
 pub mod policy;

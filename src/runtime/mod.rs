@@ -6,6 +6,8 @@
 //! planner and executor use an in-memory engine instead.
 
 pub mod docker;
+#[cfg(test)]
+pub mod memory;
 
 use std::fmt;
 

@@ -1,0 +1,216 @@
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::*;
+use crate::inventory::{
+    ContainerState, Image, Inventory, Network, PodIdentity, PodSandbox, Volume,
+};
+use crate::plan::plan;
+use crate::runtime::memory::MemoryEngine;
+
+fn node() -> Inventory {
+    let now = Utc::now();
+    let old = now - chrono::Duration::days(10);
+    let container = |id: &str, image: &str| crate::inventory::Container {
+        id: id.to_owned(),
+        names: vec![id.to_owned()],
+        state: ContainerState::Exited,
+        labels: crate::inventory::Labels::new(),
+        image_id: image.to_owned(),
+        image_ref: String::new(),
+        created: old,
+        finished: Some(old),
+        volumes: vec![format!("vol-{id}")],
+        networks: vec![format!("net-{id}")],
+        pod: None,
+    };
+    let mut init = container("init", "sha256:app");
+    init.pod = Some(PodIdentity {
+        sandbox_id: Some("sb".into()),
+        pod_uid: Some("uid".into()),
+        ..PodIdentity::default()
+    });
+    Inventory {
+        runtime: "memory".into(),
+        containers: vec![container("a", "sha256:a"), container("b", "sha256:b"), init],
+        images: ["sha256:a", "sha256:b", "sha256:app"]
+            .iter()
+            .map(|id| Image {
+                id: (*id).to_owned(),
+                tags: vec![],
+                digests: vec![],
+                created: Some(old),
+                last_tagged: None,
+                size: Some(100),
+                pinned: false,
+            })
+            .collect(),
+        volumes: ["vol-a", "vol-b"]
+            .iter()
+            .map(|n| Volume {
+                name: (*n).to_owned(),
+                anonymous: true,
+                labels: crate::inventory::Labels::new(),
+                created: Some(old),
+                size: None,
+            })
+            .collect(),
+        networks: vec![Network {
+            id: "net-a".into(),
+            name: "net-a".into(),
+            created: Some(old),
+            labels: crate::inventory::Labels::new(),
+        }],
+        build_cache: vec![],
+        sandboxes: vec![PodSandbox {
+            id: "sb".into(),
+            pod_uid: Some("uid".into()),
+            pod_name: None,
+            pod_namespace: None,
+            ready: false,
+        }],
+    }
+}
+
+fn policy() -> Policy {
+    let mut p = Policy::builtin();
+    p.volumes.enabled = true;
+    p
+}
+
+async fn run(engine: &MemoryEngine, stop: &AtomicBool) -> Vec<Outcome> {
+    let p = plan(&engine.inventory().await.unwrap(), &policy(), Utc::now());
+    execute(engine, &p, &policy(), stop, |_, _, _| {}).await
+}
+
+fn results(outcomes: &[Outcome]) -> BTreeSet<(Kind, String, RemovalResult)> {
+    outcomes
+        .iter()
+        .map(|o| (o.kind, o.id.clone(), o.result))
+        .collect()
+}
+
+#[tokio::test]
+async fn removes_containers_before_what_they_held() {
+    let engine = MemoryEngine::new(node());
+    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    assert!(
+        outcomes.iter().all(|o| o.result == RemovalResult::Deleted),
+        "{outcomes:?}"
+    );
+    let removed = engine.removed.lock().unwrap().clone();
+    let first_other = removed
+        .iter()
+        .position(|(k, _)| *k != Kind::Container)
+        .unwrap();
+    assert!(
+        removed[first_other..]
+            .iter()
+            .all(|(k, _)| *k != Kind::Container)
+    );
+    // Images go last of the four kinds here, after the containers using them.
+    assert_eq!(removed.last().unwrap().0, Kind::Image);
+    assert_eq!(removed.len(), 3 + 1 + 2 + 3);
+}
+
+#[tokio::test]
+async fn a_pod_that_came_back_is_skipped_not_removed() {
+    let mut engine = MemoryEngine::new(node());
+    engine.before_recheck = Some(Box::new(|inv: &mut Inventory| {
+        inv.sandboxes[0].ready = true;
+    }));
+    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    let init = outcomes.iter().find(|o| o.id == "init").unwrap();
+    assert_eq!(init.result, RemovalResult::Skipped);
+    assert!(
+        init.error.as_deref().unwrap().contains("live_pod_sandbox"),
+        "{init:?}"
+    );
+    // Its image is now held by a container that stays: skipped too.
+    let image = outcomes.iter().find(|o| o.id == "sha256:app").unwrap();
+    assert_eq!(image.result, RemovalResult::Skipped);
+    assert!(
+        engine
+            .state
+            .lock()
+            .unwrap()
+            .containers
+            .iter()
+            .any(|c| c.id == "init")
+    );
+}
+
+#[tokio::test]
+async fn a_restarted_container_is_skipped() {
+    let mut engine = MemoryEngine::new(node());
+    engine.before_recheck = Some(Box::new(|inv: &mut Inventory| {
+        if let Some(c) = inv.containers.iter_mut().find(|c| c.id == "a") {
+            c.state = ContainerState::Running;
+        }
+    }));
+    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    let got = results(&outcomes);
+    assert!(got.contains(&(Kind::Container, "a".into(), RemovalResult::Skipped)));
+    assert!(got.contains(&(Kind::Image, "sha256:a".into(), RemovalResult::Skipped)));
+    assert!(got.contains(&(Kind::Volume, "vol-a".into(), RemovalResult::Skipped)));
+    assert!(got.contains(&(Kind::Container, "b".into(), RemovalResult::Deleted)));
+}
+
+#[tokio::test]
+async fn vanished_objects_and_server_errors_are_reported_as_such() {
+    let mut engine = MemoryEngine::new(node());
+    engine.failing = ["b".to_owned()].into();
+    engine.before_recheck = Some(Box::new(|inv: &mut Inventory| {
+        inv.networks.clear();
+    }));
+    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    let got = results(&outcomes);
+    assert!(got.contains(&(Kind::Container, "b".into(), RemovalResult::Failed)));
+    assert!(got.contains(&(Kind::Network, "net-a".into(), RemovalResult::Skipped)));
+    let b = outcomes.iter().find(|o| o.id == "b").unwrap();
+    assert!(b.error.as_deref().unwrap().contains("server error"));
+}
+
+#[tokio::test]
+async fn concurrency_is_bounded_by_the_policy() {
+    let mut inv = node();
+    inv.containers = (0..20)
+        .map(|i| {
+            let mut c = inv.containers[0].clone();
+            c.id = format!("c{i:02}");
+            c
+        })
+        .collect();
+    let mut engine = MemoryEngine::new(inv);
+    engine.removal_delay = Duration::from_millis(20);
+    let mut policy = policy();
+    policy.safety.concurrency = crate::policy::Concurrency(3);
+    let p = plan(&engine.inventory().await.unwrap(), &policy, Utc::now());
+    let mut seen = Vec::new();
+    let outcomes = execute(
+        &engine,
+        &p,
+        &policy,
+        &AtomicBool::new(false),
+        |_, done, total| {
+            seen.push((done, total));
+        },
+    )
+    .await;
+    assert_eq!(
+        engine
+            .max_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst),
+        3
+    );
+    assert_eq!(outcomes.len(), p.deletion_count());
+    assert_eq!(seen.last().unwrap().0, seen.last().unwrap().1);
+}
+
+#[tokio::test]
+async fn nothing_new_starts_after_stop() {
+    let engine = MemoryEngine::new(node());
+    let outcomes = run(&engine, &AtomicBool::new(true)).await;
+    assert!(engine.removed.lock().unwrap().is_empty());
+    assert!(outcomes.iter().all(|o| o.result == RemovalResult::Skipped));
+}

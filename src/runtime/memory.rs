@@ -1,0 +1,110 @@
+//! An engine in memory, for the planner's and executor's unit tests.
+//!
+//! It refuses what Docker refuses (a live container, an image or volume a
+//! container uses: 409) so executor tests meet the same answers as the real
+//! engine. Integration tests never use it: they run real engines.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use super::{Engine, Kind, Removal, RuntimeError};
+use crate::inventory::Inventory;
+
+type Hook = Box<dyn Fn(&mut Inventory) + Send + Sync>;
+
+/// A node held in memory.
+#[derive(Default)]
+pub struct MemoryEngine {
+    pub state: Mutex<Inventory>,
+    /// Runs on the inventory before each re-check: the world moving on.
+    pub before_recheck: Option<Hook>,
+    /// Ids whose removal fails with a server error.
+    pub failing: BTreeSet<String>,
+    /// How long each removal takes.
+    pub removal_delay: Duration,
+    pub removed: Mutex<Vec<(Kind, String)>>,
+    in_flight: AtomicUsize,
+    pub max_in_flight: AtomicUsize,
+}
+
+impl MemoryEngine {
+    #[must_use]
+    pub fn new(inventory: Inventory) -> Self {
+        Self {
+            state: Mutex::new(inventory),
+            ..Self::default()
+        }
+    }
+
+    fn exists(inv: &Inventory, kind: Kind, id: &str) -> bool {
+        match kind {
+            Kind::Container => inv.containers.iter().any(|c| c.id == id),
+            Kind::Image => inv.images.iter().any(|i| i.id == id),
+            Kind::Volume => inv.volumes.iter().any(|v| v.name == id),
+            Kind::Network => inv.networks.iter().any(|n| n.id == id),
+            Kind::BuildCache => inv.build_cache.iter().any(|b| b.id == id),
+        }
+    }
+
+    fn conflict(inv: &Inventory, kind: Kind, id: &str) -> Option<String> {
+        let used = match kind {
+            Kind::Container => inv
+                .containers
+                .iter()
+                .any(|c| c.id == id && c.state.is_live()),
+            Kind::Image => inv.containers.iter().any(|c| c.image_id == id),
+            Kind::Volume => inv
+                .containers
+                .iter()
+                .any(|c| c.volumes.iter().any(|v| v == id)),
+            Kind::Network | Kind::BuildCache => false,
+        };
+        used.then(|| format!("{kind} {id} is in use"))
+    }
+}
+
+impl Engine for MemoryEngine {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn inventory(&self) -> Result<Inventory, RuntimeError> {
+        Ok(self.state.lock().unwrap().clone())
+    }
+
+    async fn recheck(&self, _kind: Kind, _id: &str) -> Result<Inventory, RuntimeError> {
+        let mut state = self.state.lock().unwrap();
+        if let Some(hook) = &self.before_recheck {
+            hook(&mut state);
+        }
+        Ok(state.clone())
+    }
+
+    async fn remove(&self, kind: Kind, id: &str) -> Removal {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(self.removal_delay).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if self.failing.contains(id) {
+            return Removal::Failed(format!("server error removing {id}"));
+        }
+        let mut inv = self.state.lock().unwrap();
+        if !Self::exists(&inv, kind, id) {
+            return Removal::Gone;
+        }
+        if let Some(msg) = Self::conflict(&inv, kind, id) {
+            return Removal::Conflict(msg);
+        }
+        match kind {
+            Kind::Container => inv.containers.retain(|c| c.id != id),
+            Kind::Image => inv.images.retain(|i| i.id != id),
+            Kind::Volume => inv.volumes.retain(|v| v.name != id),
+            Kind::Network => inv.networks.retain(|n| n.id != id),
+            Kind::BuildCache => inv.build_cache.retain(|b| b.id != id),
+        }
+        self.removed.lock().unwrap().push((kind, id.to_owned()));
+        Removal::Removed
+    }
+}

@@ -4,7 +4,10 @@
 //! ([`inventory`]) and one executor that deletes; the binary in `main.rs` is a
 //! thin shell over [`app`].
 
+pub mod app;
+pub mod cli;
 pub mod execute;
+pub mod explain;
 pub mod inventory;
 pub mod plan;
 pub mod policy;

@@ -1,6 +1,52 @@
-//! The `safeprune` binary.
+//! The `safeprune` binary: parse, set up logging, run, map errors to exit codes.
 
-fn main() {
-    let policy = safeprune::policy::Policy::builtin();
-    print!("{}", policy.to_yaml());
+use std::process::ExitCode;
+
+use clap::Parser;
+use safeprune::app;
+use safeprune::cli::{Cli, LogFormat};
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(&cli);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("safeprune: error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(app::run(&cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("safeprune: error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// Logs go to stderr: text for a terminal, JSON lines for collectors. The
+/// level comes from `RUST_LOG`, else `-q` (errors), `-v` (info), `-vv` (debug),
+/// else warnings.
+fn init_tracing(cli: &Cli) {
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        _ => "debug",
+    };
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("safeprune={level},warn")));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.with_target(false).init(),
+    }
 }

@@ -93,9 +93,6 @@ fn container(
             .with_fact("state", c.state.as_str())
             .with_fact("image", c.image_ref.clone())
     };
-    if c.state.is_live() {
-        return d(Rule::Running, format!("container is {}", c.state.as_str()));
-    }
     let pod = c.pod.as_ref();
     let pod_name = pod.map(|p| {
         format!(
@@ -104,6 +101,19 @@ fn container(
             p.pod_name.as_deref().unwrap_or("?")
         )
     });
+    let d = |rule, detail| {
+        let mut decision = d(rule, detail);
+        if let (Some(p), Some(name)) = (pod, &pod_name) {
+            decision = decision.with_fact("pod", name.clone());
+            if let Some(sandbox) = &p.sandbox_id {
+                decision = decision.with_fact("sandbox", sandbox.clone());
+            }
+        }
+        decision
+    };
+    if c.state.is_live() {
+        return d(Rule::Running, format!("container is {}", c.state.as_str()));
+    }
     if policy.protect.pod_sandboxes && pod.is_some_and(|p| p.is_sandbox) {
         return d(
             Rule::PodSandbox,

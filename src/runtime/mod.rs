@@ -75,6 +75,12 @@ pub enum RuntimeError {
         hint: &'static str,
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The policy asks for something this build cannot do.
+    #[error("{what} is not supported: {hint}")]
+    Unsupported {
+        what: &'static str,
+        hint: &'static str,
+    },
     /// The engine answered, but a call failed.
     #[error("{runtime} {call} failed: {source}")]
     Call {
@@ -124,4 +130,57 @@ pub trait Engine: Sync {
     /// Removes one object, never with force. An image is removed by `id`;
     /// an adapter removes a multi-tagged image tag by tag.
     async fn remove(&self, kind: Kind, id: &str) -> Removal;
+}
+
+/// The runtime chosen by the policy: one enum, so the app stays generic-free.
+pub enum Runtime {
+    Docker(docker::DockerRuntime),
+}
+
+impl Runtime {
+    /// Connects to the runtime the policy names. `auto` means Docker when its
+    /// socket answers.
+    ///
+    /// # Errors
+    /// The runtime does not answer, or is one this build cannot speak to yet.
+    pub async fn connect(config: &crate::policy::RuntimeConfig) -> Result<Self, RuntimeError> {
+        use crate::policy::RuntimeKind;
+        match config.kind {
+            RuntimeKind::Docker | RuntimeKind::Auto => {
+                let docker = docker::DockerRuntime::connect(&config.docker.endpoint).await?;
+                tracing::debug!(endpoint = %config.docker.endpoint, "using docker");
+                Ok(Self::Docker(docker))
+            }
+            RuntimeKind::Containerd => Err(RuntimeError::Unsupported {
+                what: "runtime.kind: containerd",
+                hint: "this version of safeprune speaks to Docker only; set runtime.kind: docker",
+            }),
+        }
+    }
+}
+
+impl Engine for Runtime {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Docker(d) => d.name(),
+        }
+    }
+
+    async fn inventory(&self) -> Result<Inventory, RuntimeError> {
+        match self {
+            Self::Docker(d) => d.inventory().await,
+        }
+    }
+
+    async fn recheck(&self, kind: Kind, id: &str) -> Result<Inventory, RuntimeError> {
+        match self {
+            Self::Docker(d) => d.recheck(kind, id).await,
+        }
+    }
+
+    async fn remove(&self, kind: Kind, id: &str) -> Removal {
+        match self {
+            Self::Docker(d) => d.remove(kind, id).await,
+        }
+    }
 }

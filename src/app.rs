@@ -1,0 +1,288 @@
+//! The commands: load the policy, reach the runtime, plan, execute, report.
+//!
+//! Each failure is an [`AppError`] whose variant fixes the exit code of
+//! DESIGN.md; `main` only maps and prints it.
+
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use chrono::Utc;
+
+use crate::cli::{Cli, Command, Output, RunArgs};
+use crate::execute::execute;
+use crate::explain;
+use crate::inventory::Inventory;
+use crate::plan::{Plan, plan};
+use crate::policy::{Policy, PolicyError, PolicySource};
+use crate::report::{AuditLog, RemovalResult, Report, render_table, write_atomically};
+use crate::runtime::{Engine, Runtime, RuntimeError};
+
+/// Why a command did not finish cleanly; each variant has its exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error("cannot use {path}: {source}")]
+    File {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("another safeprune run holds the lock {}: nothing done", .0.display())]
+    Locked(PathBuf),
+    #[error(
+        "the plan deletes {planned} objects, more than the limit of {limit}: nothing removed \
+         (review it with `safeprune plan`, then raise safety.max_deletions or pass --max-deletions)"
+    )]
+    OverLimit { planned: usize, limit: u64 },
+    #[error("{failed} removals failed (see the report)")]
+    RemovalsFailed { failed: usize },
+    #[error("{0}")]
+    NotImplemented(&'static str),
+}
+
+impl AppError {
+    /// The exit code of DESIGN.md for this error.
+    #[must_use]
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Policy(_) | Self::Usage(_) => 2,
+            Self::Runtime(_) | Self::File { .. } | Self::NotImplemented(_) => 1,
+            Self::RemovalsFailed { .. } => 3,
+            Self::Locked(_) => 4,
+            Self::OverLimit { .. } => 5,
+        }
+    }
+}
+
+/// Runs the command `cli` names.
+///
+/// # Errors
+/// See [`AppError`]: each maps to an exit code.
+pub async fn run(cli: &Cli) -> Result<(), AppError> {
+    let source = PolicySource::resolve(
+        cli.config.as_deref(),
+        std::env::var("SAFEPRUNE_CONFIG").ok().as_deref(),
+    );
+    let policy = source.load()?;
+    tracing::debug!(source = ?source, "policy loaded");
+    match &cli.command {
+        Command::Check => {
+            print!("{}", policy.to_yaml());
+            Ok(())
+        }
+        Command::Plan(args) => {
+            let node = Node::connect(&policy).await?;
+            let report = node.report(&node.plan(&policy), true, vec![]);
+            emit(&report, args.output, cli.quiet);
+            Ok(())
+        }
+        Command::Run(args) => run_once(&policy, args, cli.quiet).await,
+        Command::Explain { object } => {
+            let node = Node::connect(&policy).await?;
+            let plan = node.plan(&policy);
+            let found = explain::find(&plan, &node.inventory, object);
+            if found.is_empty() {
+                return Err(AppError::Usage(format!(
+                    "no container, image, volume or network matches '{object}' on {}",
+                    node.runtime.name()
+                )));
+            }
+            let texts: Vec<String> = found.into_iter().map(explain::render).collect();
+            print!("{}", texts.join("\n"));
+            Ok(())
+        }
+        Command::Daemon => Err(AppError::NotImplemented(
+            "daemon is not available in this version: run `safeprune run` from cron or the systemd timer",
+        )),
+    }
+}
+
+/// A connected runtime and its snapshot, taken once per command.
+struct Node {
+    runtime: Runtime,
+    inventory: Inventory,
+    name: String,
+    started_at: chrono::DateTime<Utc>,
+}
+
+impl Node {
+    async fn connect(policy: &Policy) -> Result<Self, AppError> {
+        let started_at = Utc::now();
+        let runtime = Runtime::connect(&policy.runtime).await?;
+        let inventory = runtime.inventory().await?;
+        tracing::info!(
+            runtime = runtime.name(),
+            containers = inventory.containers.len(),
+            images = inventory.images.len(),
+            volumes = inventory.volumes.len(),
+            networks = inventory.networks.len(),
+            "inventory taken"
+        );
+        Ok(Self {
+            runtime,
+            inventory,
+            name: hostname::get().map_or_else(|_| "unknown".into(), |h| h.to_string_lossy().into()),
+            started_at,
+        })
+    }
+
+    fn plan(&self, policy: &Policy) -> Plan {
+        plan(&self.inventory, policy, self.started_at)
+    }
+
+    fn report(&self, plan: &Plan, dry_run: bool, outcomes: Vec<crate::report::Outcome>) -> Report {
+        Report::new(
+            self.runtime.name(),
+            &self.name,
+            self.started_at,
+            dry_run,
+            plan,
+            outcomes,
+        )
+    }
+}
+
+/// Prints the report on stdout: one JSON document, or the table unless quiet.
+fn emit(report: &Report, output: Output, quiet: bool) {
+    let text = match output {
+        Output::Json => report.to_json(),
+        Output::Table if quiet => return,
+        Output::Table => render_table(report),
+    };
+    let mut stdout = std::io::stdout().lock();
+    // A closed pipe (`| head`) is not an error worth a non-zero exit.
+    let _ = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
+}
+
+/// Takes the exclusive, non-blocking flock of DESIGN.md, held while the
+/// returned file lives.
+fn lock(path: &Path) -> Result<File, AppError> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|source| AppError::File {
+            path: path.to_owned(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(AppError::Locked(path.to_owned())),
+        Err(std::fs::TryLockError::Error(source)) => Err(AppError::File {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// A non-empty report path from the policy.
+fn configured(path: &str) -> Option<&Path> {
+    (!path.is_empty()).then(|| Path::new(path))
+}
+
+async fn run_once(policy: &Policy, args: &RunArgs, quiet: bool) -> Result<(), AppError> {
+    let _lock = if args.dry_run {
+        None
+    } else {
+        Some(lock(&policy.lock_file)?)
+    };
+    // Open the audit log before anything is removed: a bad path stops the run
+    // while nothing has happened yet.
+    let mut audit = match configured(&policy.report.audit_log) {
+        Some(path) if !args.dry_run => {
+            Some(AuditLog::open(path).map_err(|source| AppError::File {
+                path: path.to_owned(),
+                source,
+            })?)
+        }
+        _ => None,
+    };
+    let node = Node::connect(policy).await?;
+    let plan = node.plan(policy);
+    let limit = args.max_deletions.unwrap_or(policy.safety.max_deletions);
+    let planned = plan.deletion_count();
+    if !args.dry_run && u64::try_from(planned).unwrap_or(u64::MAX) > limit {
+        emit(&node.report(&plan, true, vec![]), args.output.output, quiet);
+        return Err(AppError::OverLimit { planned, limit });
+    }
+    let outcomes = if args.dry_run {
+        Vec::new()
+    } else {
+        let stop = Arc::new(AtomicBool::new(false));
+        let signals = tokio::spawn(watch_signals(Arc::clone(&stop)));
+        let progress = std::io::stderr().is_terminal() && !quiet;
+        let outcomes = execute(&node.runtime, &plan, policy, &stop, |o, done, total| {
+            if let Some(log) = audit.as_mut()
+                && let Err(e) = log.record(&node.name, node.runtime.name(), o)
+            {
+                tracing::error!(path = %log.path().display(), error = %e, "cannot append to the audit log");
+            }
+            if progress {
+                eprint!("\rremoved {done}/{total}  ");
+                if done == total {
+                    eprintln!();
+                }
+            }
+        })
+        .await;
+        signals.abort();
+        if stop.load(Ordering::SeqCst) {
+            tracing::warn!(
+                "stopped by a signal: removals in flight finished, the rest not attempted"
+            );
+        }
+        outcomes
+    };
+    let report = node.report(&plan, args.dry_run, outcomes);
+    tracing::info!(
+        deleted = report
+            .outcomes
+            .iter()
+            .filter(|o| o.result == RemovalResult::Deleted)
+            .count(),
+        skipped = report.summary.skipped,
+        failed = report.summary.failed,
+        reclaimed_bytes = report.summary.reclaimed_bytes,
+        "run finished"
+    );
+    emit(&report, args.output.output, quiet);
+    if let Some(path) = configured(&policy.report.json_path) {
+        write_atomically(path, report.to_json().as_bytes()).map_err(|source| AppError::File {
+            path: path.to_owned(),
+            source,
+        })?;
+    }
+    match report.summary.failed {
+        0 => Ok(()),
+        failed => Err(AppError::RemovalsFailed { failed }),
+    }
+}
+
+/// Sets `stop` on the first SIGINT or SIGTERM: removals in flight finish,
+/// no new one starts, and the report is still written.
+async fn watch_signals(stop: Arc<AtomicBool>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::warn!("cannot listen for signals: a signal will stop safeprune at once");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    tracing::warn!("signal received: finishing the removals in flight");
+    stop.store(true, Ordering::SeqCst);
+}

@@ -1,0 +1,87 @@
+//! The command line, as clap definitions only: DESIGN.md fixes its shape.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Pod-aware pruning for Docker and containerd nodes: `docker system prune`
+/// without deleting what kubelet still needs.
+#[derive(Debug, Parser)]
+#[command(name = "safeprune", version, about, max_term_width = 100)]
+pub struct Cli {
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        help = "Policy file [default: $SAFEPRUNE_CONFIG, else /etc/safeprune/policy.yaml if it exists, else the built-in default]"
+    )]
+    pub config: Option<PathBuf>,
+
+    /// Log format on stderr
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// More logs (-v info, -vv debug); `RUST_LOG` overrides
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+
+    /// Only errors: no report on stdout for table output, no logs but errors
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Dry-run: decide and report, delete nothing
+    Plan(OutputArgs),
+    /// One cycle: decide, delete, report
+    Run(RunArgs),
+    /// Cycle on the policy's schedule until SIGTERM/SIGINT
+    Daemon,
+    /// Validate the policy and print it with defaults filled in
+    Check,
+    /// The decision for one object: its rule code and why
+    Explain {
+        /// A container id or name, image id or reference, volume name, network id or name
+        object: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Report format on stdout
+    #[arg(long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    /// Decide and report, but delete nothing
+    #[arg(long)]
+    pub dry_run: bool,
+
+    #[arg(
+        long,
+        value_name = "N",
+        help = "Refuse the whole run if it would delete more than N objects [default: the policy's safety.max_deletions]"
+    )]
+    pub max_deletions: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}

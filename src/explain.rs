@@ -1,0 +1,140 @@
+//! `explain`: find the objects a user names and say why each is kept or goes.
+
+use std::fmt::Write as _;
+
+use crate::inventory::Inventory;
+use crate::plan::{Decision, Plan, reference_forms};
+use crate::report::human_bytes;
+use crate::runtime::Kind;
+
+/// Shortest id prefix accepted, so `a` does not match half the node.
+const MIN_PREFIX: usize = 4;
+
+/// The decisions for every object that `query` names: an id or unique id
+/// prefix, a container, volume or network name, or an image reference in any
+/// spelling.
+#[must_use]
+pub fn find<'p>(plan: &'p Plan, inventory: &Inventory, query: &str) -> Vec<&'p Decision> {
+    let query = query.trim();
+    let bare = |id: &str| id.strip_prefix("sha256:").unwrap_or(id).to_owned();
+    let wanted = bare(query.trim_start_matches('/'));
+    let names = |d: &Decision| -> Vec<String> {
+        match d.kind {
+            Kind::Container => inventory
+                .containers
+                .iter()
+                .filter(|c| c.id == d.id)
+                .flat_map(|c| c.names.clone())
+                .collect(),
+            Kind::Image => inventory
+                .images
+                .iter()
+                .filter(|i| i.id == d.id)
+                .flat_map(|i| i.tags.iter().chain(&i.digests))
+                .flat_map(|r| reference_forms(r))
+                .collect(),
+            Kind::Volume | Kind::Network | Kind::BuildCache => vec![d.name.clone()],
+        }
+    };
+    let exact: Vec<&Decision> = plan
+        .decisions
+        .iter()
+        .filter(|d| bare(&d.id) == wanted || names(d).iter().any(|n| n == query || *n == wanted))
+        .collect();
+    if !exact.is_empty() || wanted.len() < MIN_PREFIX {
+        return exact;
+    }
+    plan.decisions
+        .iter()
+        .filter(|d| bare(&d.id).starts_with(&wanted))
+        .collect()
+}
+
+/// One decision, with the facts behind it, for people.
+#[must_use]
+pub fn render(d: &Decision) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{} {}", d.kind, d.name);
+    let mut rows: Vec<(String, String)> = vec![
+        ("id".into(), d.id.clone()),
+        ("decision".into(), d.decision.as_str().into()),
+        ("rule".into(), d.rule.as_str().into()),
+        ("why".into(), d.detail.clone()),
+    ];
+    if let Some(bytes) = d.bytes {
+        rows.push(("size".into(), human_bytes(bytes)));
+    }
+    rows.extend(d.facts.iter().cloned());
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
+    for (what, value) in rows {
+        let _ = writeln!(out, "  {:<width$} {value}", format!("{what}:"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::*;
+    use crate::inventory::{Container, ContainerState, Image, Labels};
+    use crate::plan::plan;
+    use crate::policy::Policy;
+
+    fn node() -> (Inventory, Plan) {
+        let now = Utc::now();
+        let inv = Inventory {
+            runtime: "docker".into(),
+            containers: vec![Container {
+                id: "abcdef0123456789".into(),
+                names: vec!["web".into()],
+                state: ContainerState::Running,
+                labels: Labels::new(),
+                image_id: "sha256:5555aaaa".into(),
+                image_ref: "nginx:1.25".into(),
+                created: now,
+                finished: None,
+                volumes: vec![],
+                networks: vec![],
+                pod: None,
+            }],
+            images: vec![Image {
+                id: "sha256:5555aaaa".into(),
+                tags: vec!["nginx:1.25".into()],
+                digests: vec![],
+                created: None,
+                last_tagged: None,
+                size: Some(187_000_000),
+                pinned: false,
+            }],
+            ..Inventory::default()
+        };
+        let p = plan(&inv, &Policy::builtin(), now);
+        (inv, p)
+    }
+
+    #[test]
+    fn finds_by_name_id_prefix_and_any_reference_spelling() {
+        let (inv, p) = node();
+        let kinds = |q: &str| find(&p, &inv, q).iter().map(|d| d.kind).collect::<Vec<_>>();
+        assert_eq!(kinds("web"), vec![Kind::Container]);
+        assert_eq!(kinds("/web"), vec![Kind::Container]);
+        assert_eq!(kinds("abcdef"), vec![Kind::Container]);
+        assert_eq!(kinds("abcdef0123456789"), vec![Kind::Container]);
+        assert_eq!(kinds("docker.io/library/nginx:1.25"), vec![Kind::Image]);
+        assert_eq!(kinds("sha256:5555aaaa"), vec![Kind::Image]);
+        assert_eq!(kinds("5555"), vec![Kind::Image]);
+        assert!(kinds("ab").is_empty(), "too short a prefix matches nothing");
+        assert!(kinds("nope").is_empty());
+    }
+
+    #[test]
+    fn render_names_rule_and_facts() {
+        let (inv, p) = node();
+        let text = render(find(&p, &inv, "nginx:1.25")[0]);
+        assert!(text.contains("rule:"), "{text}");
+        assert!(text.contains("in_use"), "{text}");
+        assert!(text.contains("used by:"), "{text}");
+        assert!(text.contains("abcdef0123456789"), "{text}");
+    }
+}

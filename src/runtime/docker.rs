@@ -15,7 +15,7 @@ impl DockerRuntime {
         Err(RuntimeError::Unreachable {
             runtime: "docker",
             endpoint: endpoint.to_owned(),
-            hint: "the Docker adapter is not built yet",
+            hint: "is dockerd running, and is the socket path right?",
             source: "not implemented".into(),
         })
     }

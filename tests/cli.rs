@@ -1,0 +1,116 @@
+//! The command-line contract without an engine: policy errors, the built-in
+//! default, the lock, and an unreachable runtime.
+
+use std::fs::File;
+use std::process::{Command, Output};
+
+fn safeprune(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_safeprune"))
+        .args(args)
+        .env_remove("SAFEPRUNE_CONFIG")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("safeprune runs")
+}
+
+fn write_policy(dir: &tempfile::TempDir, yaml: &str) -> String {
+    let path = dir.path().join("policy.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// A policy pointing at a socket where nothing listens, with a private lock.
+fn unreachable_policy(dir: &tempfile::TempDir) -> String {
+    let sock = dir.path().join("nothing.sock");
+    let lock = dir.path().join("safeprune.lock");
+    write_policy(
+        dir,
+        &format!(
+            "runtime:\n  kind: docker\n  docker: {{ endpoint: unix://{} }}\nlock_file: {}\n",
+            sock.display(),
+            lock.display()
+        ),
+    )
+}
+
+#[test]
+fn check_prints_the_documented_default_policy() {
+    let out = safeprune(&["--config", "config/policy.yaml", "check"]);
+    assert!(out.status.success());
+    let from_file = String::from_utf8(out.stdout).unwrap();
+    assert!(from_file.contains("io.kubernetes.container.name=istio-init"));
+    assert!(from_file.contains("schedule: 0 5 * * 4"));
+}
+
+#[test]
+fn bad_policy_exits_2_naming_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_policy(&dir, "version: 1\nimages:\n  kep: []\n");
+    for cmd in ["check", "plan", "run"] {
+        let out = safeprune(&["--config", &path, cmd]);
+        assert_eq!(out.status.code(), Some(2), "{cmd}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains(&path), "{err}");
+        assert!(err.contains("unknown field `kep`"), "{err}");
+        assert!(err.contains("line 3 column 3"), "{err}");
+        assert!(out.stdout.is_empty(), "nothing on stdout for {cmd}");
+    }
+}
+
+#[test]
+fn missing_policy_file_exits_2() {
+    let out = safeprune(&["--config", "/nonexistent/policy.yaml", "check"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/policy.yaml"));
+}
+
+#[test]
+fn config_comes_from_the_environment_when_no_flag_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_policy(&dir, "safety:\n  max_deletions: 7\n");
+    let out = Command::new(env!("CARGO_BIN_EXE_safeprune"))
+        .arg("check")
+        .env("SAFEPRUNE_CONFIG", &path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("max_deletions: 7"));
+}
+
+#[test]
+fn unreachable_engine_exits_1_and_names_the_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = unreachable_policy(&dir);
+    for args in [vec!["plan"], vec!["run"], vec!["explain", "x"]] {
+        let mut full = vec!["--config", path.as_str()];
+        full.extend(args.iter());
+        let out = safeprune(&full);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains("nothing.sock"), "{err}");
+        assert!(err.contains("dockerd"), "says what to check: {err}");
+    }
+}
+
+#[test]
+fn held_lock_exits_4_before_contacting_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = unreachable_policy(&dir);
+    let lock = File::create(dir.path().join("safeprune.lock")).unwrap();
+    lock.try_lock().unwrap();
+    let out = safeprune(&["--config", &path, "run"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("holds the lock"));
+    // plan takes no lock: it gets as far as the (absent) engine.
+    let out = safeprune(&["--config", &path, "plan"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn unknown_command_and_flag_are_usage_errors() {
+    assert_eq!(safeprune(&["prune"]).status.code(), Some(2));
+    assert_eq!(
+        safeprune(&["plan", "--output", "xml"]).status.code(),
+        Some(2)
+    );
+}

@@ -5,9 +5,11 @@
 //! frees is freed in the same plan (as `docker system prune` does in
 //! sequence).
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 
-use super::refs::{reference_forms, same_reference};
+use super::refs::reference_forms;
 use super::{Decision, Plan, Rule, human_age};
 use crate::inventory::{
     BuildCacheEntry, Container, Image, Inventory, Network, PodSandbox, Volume, short_id,
@@ -37,6 +39,7 @@ pub(super) fn decide_all(
     // depend on the order the runtime listed them in.
     let mut ready: Vec<&PodSandbox> = inv.sandboxes.iter().filter(|s| s.ready).collect();
     ready.sort_by(|a, b| a.id.cmp(&b.id));
+    let ready = ReadySandboxes::new(&ready);
     let mut decisions: Vec<Decision> = inv
         .containers
         .iter()
@@ -50,6 +53,8 @@ pub(super) fn decide_all(
         .map(|(c, _)| c)
         .collect();
     holders.sort_by(|a, b| a.id.cmp(&b.id));
+    let holders = Users::new(holders);
+    let everyone = Users::new(inv.containers.iter().collect());
     decisions.extend(
         inv.networks
             .iter()
@@ -59,7 +64,7 @@ pub(super) fn decide_all(
     decisions.extend(
         inv.images
             .iter()
-            .map(|i| image(i, &holders, &inv.containers, policy, now)),
+            .map(|i| image(i, &holders, &everyone, policy, now)),
     );
     decisions.extend(inv.build_cache.iter().map(|b| build_cache(b, policy, now)));
     // Stable order: removal order of kinds, then id. Duplicate ids within a
@@ -83,7 +88,7 @@ fn ago(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
 
 fn container(
     c: &Container,
-    ready: &[&PodSandbox],
+    ready: &ReadySandboxes,
     policy: &Policy,
     now: DateTime<Utc>,
 ) -> Decision {
@@ -173,47 +178,120 @@ fn container(
     d(Rule::Eligible, format!("{event} {}", ago(Some(at), now)))
 }
 
+/// READY sandboxes by id and by pod uid; the first by id wins a tie.
+struct ReadySandboxes<'a> {
+    by_id: HashMap<&'a str, &'a PodSandbox>,
+    by_uid: HashMap<&'a str, &'a PodSandbox>,
+}
+
+impl<'a> ReadySandboxes<'a> {
+    /// `ready` must be sorted by id.
+    fn new(ready: &[&'a PodSandbox]) -> Self {
+        let mut index = Self {
+            by_id: HashMap::new(),
+            by_uid: HashMap::new(),
+        };
+        for s in ready {
+            index.by_id.entry(s.id.as_str()).or_insert(s);
+            if let Some(uid) = s.pod_uid.as_deref() {
+                index.by_uid.entry(uid).or_insert(s);
+            }
+        }
+        index
+    }
+}
+
+/// The READY sandbox of a container's pod: its own sandbox, or any sandbox of
+/// the same pod uid (a recreated sandbox still means a live pod).
 fn live_sandbox<'a>(
     pod: &crate::inventory::PodIdentity,
-    ready: &[&'a PodSandbox],
+    ready: &ReadySandboxes<'a>,
 ) -> Option<&'a PodSandbox> {
     let by_id = pod
         .sandbox_id
         .as_deref()
         .filter(|id| !id.is_empty())
-        .and_then(|id| ready.iter().find(|s| s.id == id));
+        .and_then(|id| ready.by_id.get(id));
     let by_pod_uid = || {
         pod.pod_uid
             .as_deref()
             .filter(|uid| !uid.is_empty())
-            .and_then(|uid| ready.iter().find(|s| s.pod_uid.as_deref() == Some(uid)))
+            .and_then(|uid| ready.by_uid.get(uid))
     };
     by_id.or_else(by_pod_uid).copied()
 }
 
-/// Whether container `c` was made from `image` (by id, or by any reference).
-fn uses_image(c: &Container, image: &Image) -> bool {
-    (!c.image_id.is_empty() && c.image_id == image.id)
-        || (!c.image_ref.is_empty()
-            && (c.image_ref == image.id
-                || image
-                    .tags
-                    .iter()
-                    .chain(&image.digests)
-                    .any(|r| same_reference(r, &c.image_ref))))
+/// Containers indexed by what they refer to, so that deciding an image,
+/// volume or network costs a lookup, not a scan of every container.
+struct Users<'a> {
+    /// By image id, and by every spelling of the reference they were made from.
+    images: HashMap<String, Vec<&'a Container>>,
+    volumes: HashMap<&'a str, Vec<&'a Container>>,
+    /// By network id and name.
+    networks: HashMap<&'a str, Vec<&'a Container>>,
+}
+
+impl<'a> Users<'a> {
+    /// Indexes `containers`; each list keeps their order.
+    fn new(containers: Vec<&'a Container>) -> Self {
+        let mut users = Self {
+            images: HashMap::new(),
+            volumes: HashMap::new(),
+            networks: HashMap::new(),
+        };
+        for c in containers {
+            let mut keys = Vec::new();
+            if !c.image_id.is_empty() {
+                keys.push(c.image_id.clone());
+            }
+            if !c.image_ref.is_empty() {
+                keys.extend(reference_forms(&c.image_ref));
+            }
+            keys.sort();
+            keys.dedup();
+            for key in keys {
+                users.images.entry(key).or_default().push(c);
+            }
+            for v in &c.volumes {
+                users.volumes.entry(v).or_default().push(c);
+            }
+            for n in &c.networks {
+                users.networks.entry(n).or_default().push(c);
+            }
+        }
+        users
+    }
+
+    /// Every container made from `image`, by id or by any reference.
+    fn of_image(&self, image: &Image) -> Vec<&'a Container> {
+        let mut found: Vec<&Container> = std::iter::once(&image.id)
+            .chain(&image.tags)
+            .chain(&image.digests)
+            .filter_map(|key| self.images.get(key.as_str()))
+            .flatten()
+            .copied()
+            .collect();
+        found.sort_by(|a, b| a.id.cmp(&b.id));
+        found.dedup_by(|a, b| std::ptr::eq(*a, *b));
+        found
+    }
+
+    fn first(list: Option<&Vec<&'a Container>>) -> Option<&'a Container> {
+        list.and_then(|l| l.first()).copied()
+    }
 }
 
 fn image(
     i: &Image,
-    holders: &[&Container],
-    all_containers: &[Container],
+    holders: &Users,
+    everyone: &Users,
     policy: &Policy,
     now: DateTime<Utc>,
 ) -> Decision {
     let d = |rule, detail: String| {
         Decision::new(Kind::Image, &i.id, i.display_name(), rule, detail).with_bytes(i.size)
     };
-    if let Some(user) = holders.iter().find(|c| uses_image(c, i)) {
+    if let Some(user) = holders.of_image(i).first() {
         return d(
             Rule::InUse,
             format!("used by kept container {}", user.display_name()),
@@ -246,9 +324,9 @@ fn image(
     // Last use: the latest of its creation, its last tag or pull, and the
     // creation and exit of any container made from it (deleted ones too:
     // they were use).
-    let last_used = all_containers
-        .iter()
-        .filter(|c| uses_image(c, i))
+    let last_used = everyone
+        .of_image(i)
+        .into_iter()
         .flat_map(|c| [Some(c.created), c.finished])
         .chain([i.created, i.last_tagged])
         .flatten()
@@ -269,11 +347,11 @@ fn image(
     )
 }
 
-fn volume(v: &Volume, holders: &[&Container], policy: &Policy, now: DateTime<Utc>) -> Decision {
+fn volume(v: &Volume, holders: &Users, policy: &Policy, now: DateTime<Utc>) -> Decision {
     let d = |rule, detail: String| {
         Decision::new(Kind::Volume, &v.name, v.name.clone(), rule, detail).with_bytes(v.size)
     };
-    if let Some(user) = holders.iter().find(|c| c.volumes.contains(&v.name)) {
+    if let Some(user) = Users::first(holders.volumes.get(v.name.as_str())) {
         return d(
             Rule::InUse,
             format!("mounted by kept container {}", user.display_name()),
@@ -309,16 +387,20 @@ fn volume(v: &Volume, holders: &[&Container], policy: &Policy, now: DateTime<Utc
     )
 }
 
-fn network(n: &Network, holders: &[&Container], policy: &Policy, now: DateTime<Utc>) -> Decision {
+fn network(n: &Network, holders: &Users, policy: &Policy, now: DateTime<Utc>) -> Decision {
     let d = |rule, detail: String| {
         Decision::new(Kind::Network, &n.id, n.name.clone(), rule, detail).with_bytes(Some(0))
     };
     if BUILTIN_NETWORKS.contains(&n.name.as_str()) {
         return d(Rule::Builtin, format!("{} is a built-in network", n.name));
     }
-    if let Some(user) = holders
-        .iter()
-        .find(|c| c.networks.iter().any(|x| *x == n.id || *x == n.name))
+    let by_id = Users::first(holders.networks.get(n.id.as_str()));
+    let by_name = Users::first(holders.networks.get(n.name.as_str()));
+    // Both may match different containers: name the first by id.
+    if let Some(user) = by_id
+        .into_iter()
+        .chain(by_name)
+        .min_by(|a, b| a.id.cmp(&b.id))
     {
         return d(
             Rule::InUse,

@@ -716,10 +716,16 @@ fn sandboxes_of(containers: &[Container]) -> Vec<PodSandbox> {
 
 fn image_from_inspect(inspect: ImageInspect) -> Option<Image> {
     let id = inspect.id.filter(|id| !id.is_empty())?;
+    // Sorted: the first tag is the image's display name, and the same image
+    // should read the same on every run.
+    let sorted = |mut refs: Vec<String>| {
+        refs.sort();
+        refs
+    };
     Some(Image {
         id,
-        tags: real_refs(inspect.repo_tags.unwrap_or_default()),
-        digests: real_refs(inspect.repo_digests.unwrap_or_default()),
+        tags: sorted(real_refs(inspect.repo_tags.unwrap_or_default())),
+        digests: sorted(real_refs(inspect.repo_digests.unwrap_or_default())),
         created: inspect.created.as_deref().and_then(parse_docker_time),
         // Zero for an image never tagged (a build's intermediate image).
         last_tagged: inspect

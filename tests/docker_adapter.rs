@@ -1,0 +1,573 @@
+//! The Docker adapter against a real Docker Engine: what `inventory` reads,
+//! what `recheck` answers, what `remove` does and what it refuses.
+//!
+//! Each test starts its own private dockerd (see `util`), so tests run in
+//! parallel and touch only what they made.
+
+mod util;
+
+use bollard::models::HostConfig;
+use chrono::Utc;
+use safeprune::inventory::{Container, ContainerState, Inventory};
+use safeprune::runtime::docker::DockerRuntime;
+use safeprune::runtime::{Engine, Kind, Removal, RuntimeError};
+use util::{Pod, PrivateDockerd, RUN_FOREVER, TEST_LABEL};
+
+async fn engine() -> (PrivateDockerd, DockerRuntime) {
+    let dockerd = PrivateDockerd::start().await;
+    let runtime = DockerRuntime::connect(dockerd.endpoint())
+        .await
+        .expect("connect to the private dockerd");
+    (dockerd, runtime)
+}
+
+fn container<'a>(inventory: &'a Inventory, id: &str) -> &'a Container {
+    inventory
+        .containers
+        .iter()
+        .find(|c| c.id == id)
+        .unwrap_or_else(|| panic!("container {id} in the inventory"))
+}
+
+async fn image_exists(dockerd: &PrivateDockerd, reference: &str) -> bool {
+    dockerd.docker().inspect_image(reference).await.is_ok()
+}
+
+#[tokio::test]
+async fn inventory_reads_pods_sandbox_readiness_and_exit_times() {
+    let (dockerd, runtime) = engine().await;
+    let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
+
+    let web = Pod::new("web", "default");
+    let web_sandbox = dockerd.create_sandbox(&web, &image, true).await;
+    let init = dockerd
+        .create_pod_container(&web, &web_sandbox, "istio-init", 0, &image, util::EXIT_0)
+        .await;
+    dockerd.start_container(&init).await;
+    dockerd.wait_container(&init).await;
+    let app = dockerd
+        .create_pod_container(&web, &web_sandbox, "app", 0, &image, RUN_FOREVER)
+        .await;
+    dockerd.start_container(&app).await;
+
+    let gone = Pod::new("gone", "jobs");
+    let gone_sandbox = dockerd.create_sandbox(&gone, &image, false).await;
+    let never_started = dockerd
+        .create_container("plain", &image, &[], RUN_FOREVER)
+        .await;
+
+    let inventory = runtime.inventory().await.expect("inventory");
+    let now = Utc::now();
+    assert_eq!(inventory.runtime, "docker");
+
+    let sandbox = container(&inventory, &web_sandbox);
+    let pod = sandbox.pod.as_ref().expect("the sandbox belongs to a pod");
+    assert!(pod.is_sandbox);
+    assert_eq!(pod.sandbox_id, None);
+    assert_eq!(pod.pod_uid.as_deref(), Some(web.uid.as_str()));
+    assert_eq!(pod.pod_name.as_deref(), Some("web"));
+    assert_eq!(pod.pod_namespace.as_deref(), Some("default"));
+    assert_eq!(sandbox.names, ["k8s_POD_web_default_uid-default-web_0"]);
+
+    let init = container(&inventory, &init);
+    assert_eq!(init.state, ContainerState::Exited);
+    assert_eq!(init.names, ["k8s_istio-init_web_default_uid-default-web_0"]);
+    let pod = init
+        .pod
+        .as_ref()
+        .expect("the init container belongs to a pod");
+    assert!(!pod.is_sandbox);
+    assert_eq!(pod.sandbox_id.as_deref(), Some(web_sandbox.as_str()));
+    assert_eq!(
+        init.labels
+            .get("io.kubernetes.container.name")
+            .map(String::as_str),
+        Some("istio-init")
+    );
+    let finished = init.finished.expect("an exited container has an exit time");
+    assert!(finished >= init.created && finished <= now, "{finished}");
+    assert_eq!(init.image_id, image);
+    assert_eq!(init.image_ref, image, "created from the id, so named by it");
+
+    let app = container(&inventory, &app);
+    assert_eq!(app.state, ContainerState::Running);
+    assert_eq!(app.finished, None);
+
+    let plain = container(&inventory, &never_started);
+    assert_eq!(plain.state, ContainerState::Created);
+    assert_eq!(
+        plain.finished, None,
+        "never ran: Docker's zero time is None"
+    );
+    assert_eq!(plain.pod, None);
+    assert_eq!(plain.names, ["plain"]);
+
+    let mut ready: Vec<(String, bool)> = inventory
+        .sandboxes
+        .iter()
+        .map(|s| (s.id.clone(), s.ready))
+        .collect();
+    ready.sort();
+    let mut expected = vec![(web_sandbox, true), (gone_sandbox.clone(), false)];
+    expected.sort();
+    assert_eq!(ready, expected);
+    let gone_entry = inventory
+        .sandboxes
+        .iter()
+        .find(|s| s.id == gone_sandbox)
+        .unwrap();
+    assert_eq!(gone_entry.pod_uid.as_deref(), Some(gone.uid.as_str()));
+    assert_eq!(gone_entry.pod_namespace.as_deref(), Some("jobs"));
+}
+
+#[tokio::test]
+async fn inventory_reads_tags_dangling_images_and_last_tag_time() {
+    let (dockerd, runtime) = engine().await;
+    let before = Utc::now() - chrono::Duration::seconds(1);
+    let tagged = dockerd.import_busybox_image("sp/a:v1", Some("a")).await;
+    dockerd.tag_image(&tagged, "sp/a:v2").await;
+    dockerd.tag_image(&tagged, "other/a:latest").await;
+    // Importing again under the same tag leaves the first image dangling,
+    // as a `docker pull` of a moved tag does.
+    let replaced = dockerd.import_busybox_image("sp/b:v1", Some("one")).await;
+    let current = dockerd.import_busybox_image("sp/b:v1", Some("two")).await;
+    let untagged = dockerd.import_dangling_image(Some("d")).await;
+
+    let inventory = runtime.inventory().await.expect("inventory");
+    let image = |id: &str| {
+        inventory
+            .images
+            .iter()
+            .find(|i| i.id == id)
+            .unwrap_or_else(|| panic!("image {id} in the inventory"))
+    };
+
+    let a = image(&tagged);
+    assert_eq!(a.tags, ["other/a:latest", "sp/a:v1", "sp/a:v2"]);
+    assert!(a.digests.is_empty(), "imported images have no digest");
+    assert!(a.size.is_some_and(|s| s > 0));
+    let created = a.created.expect("created");
+    assert!(created >= before, "{created}");
+    let last_tagged = a.last_tagged.expect("a tagged image has LastTagTime");
+    assert!(last_tagged >= created, "{last_tagged} before {created}");
+    assert_eq!(a.display_name(), "other/a:latest");
+
+    assert!(image(&replaced).is_dangling());
+    assert_eq!(image(&current).tags, ["sp/b:v1"]);
+    let d = image(&untagged);
+    assert!(d.is_dangling());
+    assert!(d.digests.is_empty());
+    assert_eq!(
+        d.last_tagged, None,
+        "never tagged: zero LastTagTime is None"
+    );
+    assert_eq!(inventory.images.len(), 4);
+}
+
+#[tokio::test]
+async fn inventory_tells_anonymous_from_named_volumes_and_reads_networks() {
+    let (dockerd, runtime) = engine().await;
+    let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
+    let named = dockerd.create_volume(Some("pgdata")).await;
+    let anonymous = dockerd.create_volume(None).await;
+    let network = dockerd.create_network("backend", &[("team", "a")]).await;
+    let user = dockerd
+        .create_container_with(
+            "db",
+            &image,
+            &[],
+            RUN_FOREVER,
+            HostConfig {
+                network_mode: Some("backend".to_owned()),
+                binds: Some(vec![
+                    format!("{named}:/data"),
+                    format!("{anonymous}:/scratch"),
+                ]),
+                ..HostConfig::default()
+            },
+        )
+        .await;
+    dockerd.start_container(&user).await;
+
+    let inventory = runtime.inventory().await.expect("inventory");
+
+    let volume = |name: &str| {
+        inventory
+            .volumes
+            .iter()
+            .find(|v| v.name == name)
+            .unwrap_or_else(|| panic!("volume {name} in the inventory"))
+    };
+    assert!(!volume(&named).anonymous);
+    assert!(volume(&anonymous).anonymous, "{anonymous}");
+    assert!(volume(&named).created.is_some());
+    assert_eq!(
+        volume(&named).labels.get(TEST_LABEL).map(String::as_str),
+        Some(dockerd.scope())
+    );
+    assert_eq!(volume(&named).size, None, "the volume list has no sizes");
+
+    let backend = inventory
+        .networks
+        .iter()
+        .find(|n| n.id == network)
+        .expect("the network in the inventory");
+    assert_eq!(backend.name, "backend");
+    assert!(backend.created.is_some());
+    assert_eq!(backend.labels.get("team").map(String::as_str), Some("a"));
+    let mut network_names: Vec<&str> = inventory.networks.iter().map(|n| n.name.as_str()).collect();
+    network_names.sort_unstable();
+    assert_eq!(
+        network_names,
+        ["backend", "host", "none"],
+        "--bridge=none: no bridge"
+    );
+
+    let db = container(&inventory, &user);
+    let mut volumes = vec![named.clone(), anonymous.clone()];
+    volumes.sort();
+    assert_eq!(db.volumes, volumes);
+    assert!(db.networks.contains(&network), "{:?}", db.networks);
+    assert!(db.networks.contains(&"backend".to_owned()));
+}
+
+#[tokio::test]
+async fn removing_a_running_container_is_a_conflict_and_leaves_it_running() {
+    let (dockerd, runtime) = engine().await;
+    let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
+    let running = dockerd.run_forever("busy", &image, &[]).await;
+
+    let removal = runtime.remove(Kind::Container, &running).await;
+    assert!(
+        matches!(&removal, Removal::Conflict(msg) if msg.contains("running")),
+        "{removal:?}"
+    );
+    let state = dockerd
+        .docker()
+        .inspect_container(&running, None)
+        .await
+        .expect("still there")
+        .state
+        .and_then(|s| s.running);
+    assert_eq!(state, Some(true));
+
+    dockerd.stop_container(&running).await;
+    assert_eq!(
+        runtime.remove(Kind::Container, &running).await,
+        Removal::Removed
+    );
+}
+
+#[tokio::test]
+async fn removing_what_does_not_exist_is_gone() {
+    let (_dockerd, runtime) = engine().await;
+    let missing_id = "0".repeat(64);
+    for (kind, id) in [
+        (Kind::Container, missing_id.clone()),
+        (Kind::Image, format!("sha256:{missing_id}")),
+        (Kind::Volume, "no-such-volume".to_owned()),
+        (Kind::Network, missing_id.clone()),
+        (Kind::BuildCache, "nosuchrecord0000000000000".to_owned()),
+    ] {
+        assert_eq!(runtime.remove(kind, &id).await, Removal::Gone, "{kind}");
+    }
+}
+
+#[tokio::test]
+async fn a_multi_tagged_image_loses_every_tag_and_goes() {
+    let (dockerd, runtime) = engine().await;
+    let image = dockerd.import_busybox_image("sp/m:v1", None).await;
+    dockerd.tag_image(&image, "sp/m:v2").await;
+    dockerd.tag_image(&image, "other/m:v3").await;
+    let bystander = dockerd.import_busybox_image("sp/keep:v1", None).await;
+
+    assert_eq!(runtime.remove(Kind::Image, &image).await, Removal::Removed);
+
+    for reference in [image.as_str(), "sp/m:v1", "sp/m:v2", "other/m:v3"] {
+        assert!(!image_exists(&dockerd, reference).await, "{reference}");
+    }
+    assert!(image_exists(&dockerd, &bystander).await);
+    assert_eq!(runtime.remove(Kind::Image, &image).await, Removal::Gone);
+}
+
+#[tokio::test]
+async fn an_image_a_stopped_container_uses_is_a_conflict_and_keeps_its_tags() {
+    let (dockerd, runtime) = engine().await;
+    let image = dockerd.import_busybox_image("sp/u:v1", None).await;
+    dockerd.tag_image(&image, "sp/u:v2").await;
+    let user = dockerd.run_to_exit("user", &image, &[]).await;
+
+    let removal = runtime.remove(Kind::Image, &image).await;
+    assert!(
+        matches!(&removal, Removal::Conflict(msg) if msg.contains(&user)),
+        "{removal:?}"
+    );
+    // Docker would have untagged all but the last tag; none may be lost.
+    for reference in ["sp/u:v1", "sp/u:v2"] {
+        assert!(image_exists(&dockerd, reference).await, "{reference}");
+    }
+
+    assert_eq!(
+        runtime.remove(Kind::Container, &user).await,
+        Removal::Removed
+    );
+    assert_eq!(runtime.remove(Kind::Image, &image).await, Removal::Removed);
+}
+
+#[tokio::test]
+async fn a_single_tagged_and_a_dangling_image_are_removed_by_id() {
+    let (dockerd, runtime) = engine().await;
+    let tagged = dockerd.import_busybox_image("sp/one:v1", None).await;
+    let dangling = dockerd.import_dangling_image(None).await;
+
+    assert_eq!(runtime.remove(Kind::Image, &tagged).await, Removal::Removed);
+    assert_eq!(
+        runtime.remove(Kind::Image, &dangling).await,
+        Removal::Removed
+    );
+    assert!(!image_exists(&dockerd, "sp/one:v1").await);
+    assert!(!image_exists(&dockerd, &dangling).await);
+}
+
+#[tokio::test]
+async fn volumes_and_networks_in_use_are_conflicts_until_freed() {
+    let (dockerd, runtime) = engine().await;
+    let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
+    let volume = dockerd.create_volume(Some("cache")).await;
+    let network = dockerd.create_network("front", &[]).await;
+    let user = dockerd
+        .create_container_with(
+            "user",
+            &image,
+            &[],
+            RUN_FOREVER,
+            HostConfig {
+                network_mode: Some("front".to_owned()),
+                binds: Some(vec![format!("{volume}:/cache")]),
+                ..HostConfig::default()
+            },
+        )
+        .await;
+    dockerd.start_container(&user).await;
+
+    // Docker answers 409 for the volume but 403 for the network with
+    // endpoints; both mean "in use".
+    let removal = runtime.remove(Kind::Volume, &volume).await;
+    assert!(
+        matches!(&removal, Removal::Conflict(msg) if msg.contains("in use")),
+        "{removal:?}"
+    );
+    let removal = runtime.remove(Kind::Network, &network).await;
+    assert!(
+        matches!(&removal, Removal::Conflict(msg) if msg.contains("active endpoints")),
+        "{removal:?}"
+    );
+
+    dockerd.stop_container(&user).await;
+    assert_eq!(
+        runtime.remove(Kind::Container, &user).await,
+        Removal::Removed
+    );
+    assert_eq!(
+        runtime.remove(Kind::Volume, &volume).await,
+        Removal::Removed
+    );
+    assert_eq!(
+        runtime.remove(Kind::Network, &network).await,
+        Removal::Removed
+    );
+}
+
+#[tokio::test]
+async fn recheck_of_a_container_carries_sandboxes_and_is_empty_once_removed() {
+    let (dockerd, runtime) = engine().await;
+    let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
+    let pod = Pod::new("web", "default");
+    let sandbox = dockerd.create_sandbox(&pod, &image, true).await;
+    let init = dockerd
+        .create_pod_container(&pod, &sandbox, "istio-init", 0, &image, util::EXIT_0)
+        .await;
+    dockerd.start_container(&init).await;
+    dockerd.wait_container(&init).await;
+    let other = dockerd.run_to_exit("bystander", &image, &[]).await;
+
+    let fresh = runtime
+        .recheck(Kind::Container, &init)
+        .await
+        .expect("recheck");
+    assert_eq!(fresh.containers.len(), 1, "only the container asked about");
+    assert_eq!(fresh.containers[0].id, init);
+    assert!(fresh.containers[0].finished.is_some());
+    assert_eq!(fresh.sandboxes.len(), 1);
+    assert_eq!(fresh.sandboxes[0].id, sandbox);
+    assert!(fresh.sandboxes[0].ready);
+
+    assert_eq!(
+        runtime.remove(Kind::Container, &init).await,
+        Removal::Removed
+    );
+    let fresh = runtime
+        .recheck(Kind::Container, &init)
+        .await
+        .expect("recheck");
+    assert!(fresh.containers.is_empty(), "{:?}", fresh.containers);
+    assert_eq!(fresh.sandboxes.len(), 1);
+    // An id prefix is not the container.
+    let fresh = runtime
+        .recheck(Kind::Container, &other[..12])
+        .await
+        .expect("recheck");
+    assert!(fresh.containers.is_empty());
+}
+
+#[tokio::test]
+async fn recheck_of_an_image_volume_or_network_lists_every_container() {
+    let (dockerd, runtime) = engine().await;
+    let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
+    let volume = dockerd.create_volume(Some("data")).await;
+    let network = dockerd.create_network("net", &[]).await;
+    let user = dockerd
+        .create_container_with(
+            "user",
+            &image,
+            &[],
+            RUN_FOREVER,
+            HostConfig {
+                network_mode: Some("net".to_owned()),
+                binds: Some(vec![format!("{volume}:/data")]),
+                ..HostConfig::default()
+            },
+        )
+        .await;
+    let exited = dockerd.run_to_exit("exited", &image, &[]).await;
+
+    for (kind, id) in [
+        (Kind::Image, image.as_str()),
+        (Kind::Volume, volume.as_str()),
+        (Kind::Network, network.as_str()),
+    ] {
+        let fresh = runtime.recheck(kind, id).await.expect("recheck");
+        let found = match kind {
+            Kind::Image => fresh.images.iter().any(|i| i.id == id),
+            Kind::Volume => fresh.volumes.iter().any(|v| v.name == id),
+            _ => fresh.networks.iter().any(|n| n.id == id),
+        };
+        assert!(found, "{kind} {id} in its recheck");
+        let mut ids: Vec<&str> = fresh.containers.iter().map(|c| c.id.as_str()).collect();
+        ids.sort_unstable();
+        let mut expected = vec![user.as_str(), exited.as_str()];
+        expected.sort_unstable();
+        assert_eq!(ids, expected, "{kind}: every container");
+        assert!(fresh.containers.iter().all(|c| c.finished.is_none()));
+    }
+
+    assert_eq!(
+        runtime.remove(Kind::Container, &user).await,
+        Removal::Removed
+    );
+    assert_eq!(
+        runtime.remove(Kind::Network, &network).await,
+        Removal::Removed
+    );
+    let fresh = runtime
+        .recheck(Kind::Network, &network)
+        .await
+        .expect("recheck");
+    assert!(fresh.networks.is_empty());
+    assert_eq!(fresh.containers.len(), 1);
+}
+
+#[tokio::test]
+async fn build_cache_records_are_listed_and_removed_one_at_a_time() {
+    let (dockerd, runtime) = engine().await;
+    let context = tempfile::tempdir().expect("build context");
+    std::fs::write(context.path().join("f"), "hi").unwrap();
+    std::fs::write(
+        context.path().join("Dockerfile"),
+        "FROM scratch\nCOPY f /f\n",
+    )
+    .unwrap();
+    // BuildKit needs a session with the client, which bollard offers only
+    // behind its `buildkit` feature; the docker CLI does it.
+    let output = dockerd
+        .cli()
+        .env("DOCKER_BUILDKIT", "1")
+        .args(["build", "-q", "-t", "sp/built:v1"])
+        .arg(context.path())
+        .output()
+        .expect("run the docker CLI");
+    assert!(
+        output.status.success(),
+        "docker build: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let inventory = runtime.inventory().await.expect("inventory");
+    assert!(
+        !inventory.build_cache.is_empty(),
+        "a BuildKit build leaves cache records"
+    );
+    let record = inventory
+        .build_cache
+        .iter()
+        .find(|r| !r.in_use)
+        .expect("a record not in use");
+    assert!(record.created.is_some());
+    assert!(record.last_used.is_some());
+
+    // A prefix of a real id is not that record, and must not prune it.
+    assert_eq!(
+        runtime.remove(Kind::BuildCache, &record.id[..4]).await,
+        Removal::Gone
+    );
+    assert_eq!(
+        runtime.remove(Kind::BuildCache, &record.id).await,
+        Removal::Removed
+    );
+    let after = runtime.inventory().await.expect("inventory");
+    assert!(!after.build_cache.iter().any(|r| r.id == record.id));
+    assert_eq!(
+        after.build_cache.len(),
+        inventory.build_cache.len() - 1,
+        "only that record went"
+    );
+    assert_eq!(
+        runtime.remove(Kind::BuildCache, &record.id).await,
+        Removal::Gone
+    );
+}
+
+#[tokio::test]
+async fn connecting_to_nothing_is_unreachable_with_a_hint() {
+    for endpoint in [
+        "unix:///tmp/sp-none/docker.sock",
+        "/tmp/sp-none/docker.sock",
+        "tcp://127.0.0.1:2375",
+    ] {
+        let Err(error) = DockerRuntime::connect(endpoint).await else {
+            panic!("{endpoint} connected");
+        };
+        assert!(
+            matches!(error, RuntimeError::Unreachable { .. }),
+            "{error:?}"
+        );
+        let message = error.to_string();
+        assert!(message.contains(endpoint), "{message}");
+    }
+}
+
+#[tokio::test]
+async fn a_bare_socket_path_connects() {
+    let dockerd = PrivateDockerd::start().await;
+    let path = dockerd.endpoint().trim_start_matches("unix://").to_owned();
+    let runtime = DockerRuntime::connect(&path).await.expect("connect");
+    assert_eq!(runtime.name(), "docker");
+    assert!(
+        runtime
+            .inventory()
+            .await
+            .expect("inventory")
+            .containers
+            .is_empty()
+    );
+}

@@ -297,11 +297,14 @@ async fn an_image_a_stopped_container_uses_is_a_conflict_and_keeps_its_tags() {
     dockerd.tag_image(&image, "sp/u:v2").await;
     let user = dockerd.run_to_exit("user", &image, &[]).await;
 
-    let removal = runtime.remove(Kind::Image, &image).await;
-    assert!(
-        matches!(&removal, Removal::Conflict(msg) if msg.contains(&user)),
-        "{removal:?}"
-    );
+    let short_id = &image.trim_start_matches("sha256:")[..12];
+    for id in [image.as_str(), short_id] {
+        let removal = runtime.remove(Kind::Image, id).await;
+        assert!(
+            matches!(&removal, Removal::Conflict(msg) if msg.contains(&user)),
+            "{id}: {removal:?}"
+        );
+    }
     // Docker would have untagged all but the last tag; none may be lost.
     for reference in ["sp/u:v1", "sp/u:v2"] {
         assert!(image_exists(&dockerd, reference).await, "{reference}");

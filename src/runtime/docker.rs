@@ -314,6 +314,9 @@ impl DockerRuntime {
             Ok(inspect) => inspect,
             Err(e) => return removal_from_error(e),
         };
+        // Containers name their image by its full id.
+        let id = inspect.id.clone().unwrap_or_else(|| id.to_owned());
+        let id = id.as_str();
         match self.list_containers(&HashMap::new()).await {
             Ok(all) => {
                 if let Some(user) = all.iter().find(|c| c.image_id.as_deref() == Some(id)) {
@@ -420,13 +423,20 @@ impl Engine for DockerRuntime {
 
     async fn inventory(&self) -> Result<Inventory, RuntimeError> {
         let no_filter = HashMap::new();
-        let (containers, images, volumes, networks) = tokio::try_join!(
-            self.containers(&no_filter, true),
-            self.images(),
-            self.volumes(),
-            self.networks(&no_filter),
-        )?;
-        let build_cache = self.build_cache().await;
+        // The build cache read runs alongside: on API 1.41 it is a full
+        // `/system/df`, the slowest call here.
+        let (listed, build_cache) = tokio::join!(
+            async {
+                tokio::try_join!(
+                    self.containers(&no_filter, true),
+                    self.images(),
+                    self.volumes(),
+                    self.networks(&no_filter),
+                )
+            },
+            self.build_cache(),
+        );
+        let (containers, images, volumes, networks) = listed?;
         let sandboxes = sandboxes_of(&containers);
         tracing::debug!(
             containers = containers.len(),

@@ -96,7 +96,7 @@ impl PrivateDockerd {
             .args([
                 "sh",
                 "-c",
-                r#"mount -t tmpfs -o mode=755 sp-run /run && exec dockerd "$@""#,
+                r#"mount -n -t tmpfs -o mode=755 sp-run /run && exec dockerd "$@""#,
             ])
             .arg("dockerd")
             .args(["--config-file", &d("daemon.json")])

@@ -1,38 +1,36 @@
 //! The Docker Engine adapter: bollard's answers in, an [`Inventory`] out, and
 //! one removal at a time, never with force.
 //!
-//! Every Docker quirk safeprune has to know lives here, next to the code that
-//! handles it, with where it was seen. "Measured" means: against Docker Engine
-//! 20.10.24 (API 1.41) from Debian 12, see `tests/docker_adapter.rs`.
-//!
-//! Timestamps arrive as strings (bollard is built without its `chrono` or
-//! `time` feature) and are parsed here, so one odd value costs one field, not
-//! the whole listing.
+//! Every Docker quirk safeprune has to know lives in this module, next to
+//! the code that handles it, with where it was seen. "Measured" means:
+//! against Docker Engine 20.10.24 (API 1.41) from Debian 12, see
+//! `tests/docker_adapter.rs`. `convert` turns Docker's data into the
+//! inventory's; `disk_usage` reads the build cache bollard cannot.
 
-use std::collections::{BTreeSet, HashMap};
+mod convert;
+mod disk_usage;
+
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use bollard::errors::Error as BollardError;
-use bollard::models::{
-    ContainerSummary, ContainerSummaryStateEnum, ImageInspect, Network as DockerNetwork,
-    Volume as DockerVolume,
-};
+use bollard::models::ContainerSummary;
 use bollard::query_parameters::{
     ListContainersOptionsBuilder, ListImagesOptionsBuilder, ListNetworksOptionsBuilder,
     PruneBuildOptionsBuilder, RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder,
     RemoveVolumeOptionsBuilder,
 };
 use bollard::{API_DEFAULT_VERSION, Docker};
-use chrono::{DateTime, Datelike, Utc};
 use futures_util::{StreamExt, TryStreamExt, stream};
-use serde::Deserialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use self::convert::{
+    LABEL_DOCKER_TYPE, TYPE_SANDBOX, container_from_summary, image_from_inspect,
+    network_from_docker, parse_docker_time, real_refs, sandboxes_of, volume_from_docker,
+};
 use super::{Engine, Kind, Removal, RuntimeError};
 use crate::inventory::{
-    BuildCacheEntry, Container, ContainerState, Image, Inventory, Labels, Network, PodIdentity,
-    PodSandbox, Volume,
+    BuildCacheEntry, Container, ContainerState, Image, Inventory, Network, PodSandbox, Volume,
 };
 
 const RUNTIME: &str = "docker";
@@ -44,22 +42,11 @@ const REQUEST_TIMEOUT_SECS: u64 = 120;
 /// load a busy dockerd.
 const INSPECT_CONCURRENCY: usize = 8;
 
-/// cri-dockerd's labels (`core/docker_service.go`, `core/sandbox_helpers.go`).
-const LABEL_DOCKER_TYPE: &str = "io.kubernetes.docker.type";
-const LABEL_SANDBOX_ID: &str = "io.kubernetes.sandbox.id";
-const LABEL_POD_UID: &str = "io.kubernetes.pod.uid";
-const LABEL_POD_NAME: &str = "io.kubernetes.pod.name";
-const LABEL_POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
-const TYPE_SANDBOX: &str = "podsandbox";
-const TYPE_CONTAINER: &str = "container";
-/// API 1.42+ labels anonymous volumes; 1.41 does not (moby#44216).
-const LABEL_ANONYMOUS_VOLUME: &str = "com.docker.volume.anonymous";
-
 /// A connection to one Docker Engine, over its unix socket.
 pub struct DockerRuntime {
     docker: Docker,
-    /// The socket path, for the one call bollard cannot make (`/system/df`
-    /// on API < 1.52, see [`DockerRuntime::build_cache`]).
+    /// The socket path, for the one call bollard cannot make: the build
+    /// cache records of `/system/df` (see `disk_usage`).
     socket: PathBuf,
 }
 
@@ -268,33 +255,10 @@ impl DockerRuntime {
         }
     }
 
-    /// Reads `/system/df` itself, because bollard cannot: its
-    /// `SystemDataUsageResponse` models only API 1.52's shape
-    /// (`BuildCacheUsage.Items`), so on older engines every field of
-    /// `Docker::df()` is `None` (measured on 1.41, which answers with a
-    /// top-level `BuildCache` array). bollard has no raw-request API, so
-    /// this is one plain HTTP/1.0 GET on the same socket; HTTP/1.0 keeps the
-    /// answer unchunked and the connection closes after it.
-    ///
-    /// `type=build-cache` spares 1.42+ engines from sizing images and
-    /// volumes; 1.41 ignores it and computes everything (measured).
     async fn build_cache_records(&self) -> Result<Vec<BuildCacheEntry>, String> {
-        let version = self.docker.client_version();
-        let path = format!("/v{version}/system/df?type=build-cache&verbose=1");
-        let request = async {
-            let mut stream = tokio::net::UnixStream::connect(&self.socket).await?;
-            let head = format!("GET {path} HTTP/1.0\r\nHost: docker\r\n\r\n");
-            stream.write_all(head.as_bytes()).await?;
-            let mut raw = Vec::new();
-            stream.read_to_end(&mut raw).await?;
-            Ok::<_, std::io::Error>(raw)
-        };
-        let raw = tokio::time::timeout(Duration::from_secs(REQUEST_TIMEOUT_SECS), request)
-            .await
-            .map_err(|_| format!("GET {path} timed out"))?
-            .map_err(|e| format!("GET {path}: {e}"))?;
-        let body = http_body(&raw).map_err(|e| format!("GET {path}: {e}"))?;
-        let records = build_cache_from_df(body).map_err(|e| format!("GET {path}: {e}"))?;
+        let version = self.docker.client_version().to_string();
+        let timeout = Duration::from_secs(REQUEST_TIMEOUT_SECS);
+        let records = disk_usage::build_cache(&self.socket, &version, timeout).await?;
         if records.is_empty() {
             tracing::debug!("docker reports no build cache records");
         }
@@ -534,6 +498,11 @@ impl Engine for DockerRuntime {
     }
 }
 
+fn sorted_by_id(mut containers: Vec<Container>) -> Vec<Container> {
+    containers.sort_by(|a, b| a.id.cmp(&b.id));
+    containers
+}
+
 /// The socket path of a `unix://` endpoint or a bare path; `None` for any
 /// other scheme.
 fn socket_path(endpoint: &str) -> Option<PathBuf> {
@@ -564,397 +533,9 @@ fn removal_from_error(e: BollardError) -> Removal {
     }
 }
 
-/// Parses a Docker timestamp (RFC 3339). Docker's zero time
-/// `0001-01-01T00:00:00Z` ("never"), an empty string and junk are `None`.
-fn parse_docker_time(s: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(s)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
-        .filter(|t| t.year() > 1)
-}
-
-fn from_unix_seconds(secs: i64) -> Option<DateTime<Utc>> {
-    DateTime::from_timestamp(secs, 0)
-}
-
-/// A size in bytes; Docker says -1 for "not computed".
-fn byte_size(n: i64) -> Option<u64> {
-    u64::try_from(n).ok()
-}
-
-fn labels_of(map: Option<HashMap<String, String>>) -> Labels {
-    map.unwrap_or_default().into_iter().collect()
-}
-
-/// A label's value, with an empty value read as absent.
-fn label<'a>(labels: &'a Labels, key: &str) -> Option<&'a str> {
-    labels
-        .get(key)
-        .map(String::as_str)
-        .filter(|v| !v.is_empty())
-}
-
-/// Which pod a container belongs to, from cri-dockerd's labels; `None` for a
-/// container kubelet did not make.
-fn pod_identity(labels: &Labels) -> Option<PodIdentity> {
-    let kind = label(labels, LABEL_DOCKER_TYPE);
-    let pod_uid = label(labels, LABEL_POD_UID);
-    if !matches!(kind, Some(TYPE_SANDBOX | TYPE_CONTAINER)) && pod_uid.is_none() {
-        return None;
-    }
-    let is_sandbox = kind == Some(TYPE_SANDBOX);
-    let owned = |key| label(labels, key).map(str::to_owned);
-    Some(PodIdentity {
-        sandbox_id: if is_sandbox {
-            None
-        } else {
-            owned(LABEL_SANDBOX_ID)
-        },
-        pod_uid: pod_uid.map(str::to_owned),
-        pod_name: owned(LABEL_POD_NAME),
-        pod_namespace: owned(LABEL_POD_NAMESPACE),
-        is_sandbox,
-    })
-}
-
-/// Whether a volume is anonymous: named by Docker with 64 lowercase hex
-/// characters, or (API 1.42+) labelled so.
-fn is_anonymous_volume(name: &str, labels: &Labels) -> bool {
-    labels.contains_key(LABEL_ANONYMOUS_VOLUME)
-        || (name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
-}
-
-/// Container names without the leading `/`. Legacy links add names like
-/// `/web/db` (the alias `db` inside `web`) to the list; those name another
-/// container's view, not this one, and are dropped.
-fn container_names(names: Option<Vec<String>>) -> Vec<String> {
-    names
-        .unwrap_or_default()
-        .into_iter()
-        .map(|n| n.strip_prefix('/').map(str::to_owned).unwrap_or(n))
-        .filter(|n| !n.is_empty() && !n.contains('/'))
-        .collect()
-}
-
-/// Image references without API 1.41's placeholders for "none"
-/// (`<none>:<none>`, `<none>@<none>`).
-fn real_refs(refs: Vec<String>) -> Vec<String> {
-    refs.into_iter()
-        .filter(|r| !r.is_empty() && !r.starts_with("<none>"))
-        .collect()
-}
-
-fn container_state(state: Option<&ContainerSummaryStateEnum>) -> ContainerState {
-    match state {
-        Some(state) => ContainerState::from_docker(state.as_ref()),
-        None => ContainerState::Unknown,
-    }
-}
-
-/// A container from its list entry, exit time not yet known. `None` when
-/// the entry has no id.
-fn container_from_summary(summary: ContainerSummary) -> Option<Container> {
-    let id = summary.id.filter(|id| !id.is_empty())?;
-    let labels = labels_of(summary.labels);
-    let volumes: BTreeSet<String> = summary
-        .mounts
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|m| m.typ.as_deref() == Some("volume"))
-        .filter_map(|m| m.name.filter(|n| !n.is_empty()))
-        .collect();
-    // Both names and ids: a policy or a report may speak of either. With
-    // the default bridge disabled, Docker still lists `bridge` with an empty
-    // NetworkID (measured).
-    let mut networks = BTreeSet::new();
-    for (name, endpoint) in summary
-        .network_settings
-        .and_then(|s| s.networks)
-        .unwrap_or_default()
-    {
-        if let Some(network_id) = endpoint.network_id.filter(|i| !i.is_empty()) {
-            networks.insert(network_id);
-        }
-        networks.insert(name);
-    }
-    Some(Container {
-        names: container_names(summary.names),
-        state: container_state(summary.state.as_ref()),
-        pod: pod_identity(&labels),
-        labels,
-        image_id: summary.image_id.unwrap_or_default(),
-        image_ref: summary.image.unwrap_or_default(),
-        // Docker always sends `Created`; were it missing, "just now" keeps
-        // the container for a while instead of making it look ancient.
-        created: summary
-            .created
-            .and_then(from_unix_seconds)
-            .unwrap_or_else(Utc::now),
-        finished: None,
-        volumes: volumes.into_iter().collect(),
-        networks: networks.into_iter().collect(),
-        id,
-    })
-}
-
-fn sorted_by_id(mut containers: Vec<Container>) -> Vec<Container> {
-    containers.sort_by(|a, b| a.id.cmp(&b.id));
-    containers
-}
-
-/// One sandbox per pod sandbox container.
-///
-/// cri-dockerd reports a sandbox READY when `State.Running` is true, and
-/// Docker keeps `Running` true while a container is paused or restarting.
-/// So every live state counts as READY here: calling a sandbox ready keeps
-/// its pod's containers, the safe side.
-fn sandboxes_of(containers: &[Container]) -> Vec<PodSandbox> {
-    containers
-        .iter()
-        .filter_map(|c| {
-            let pod = c.pod.as_ref().filter(|p| p.is_sandbox)?;
-            Some(PodSandbox {
-                id: c.id.clone(),
-                pod_uid: pod.pod_uid.clone(),
-                pod_name: pod.pod_name.clone(),
-                pod_namespace: pod.pod_namespace.clone(),
-                ready: c.state.is_live(),
-            })
-        })
-        .collect()
-}
-
-fn image_from_inspect(inspect: ImageInspect) -> Option<Image> {
-    let id = inspect.id.filter(|id| !id.is_empty())?;
-    // Sorted: the first tag is the image's display name, and the same image
-    // should read the same on every run.
-    let sorted = |mut refs: Vec<String>| {
-        refs.sort();
-        refs
-    };
-    Some(Image {
-        id,
-        tags: sorted(real_refs(inspect.repo_tags.unwrap_or_default())),
-        digests: sorted(real_refs(inspect.repo_digests.unwrap_or_default())),
-        created: inspect.created.as_deref().and_then(parse_docker_time),
-        // Zero for an image never tagged (a build's intermediate image).
-        last_tagged: inspect
-            .metadata
-            .and_then(|m| m.last_tag_time)
-            .as_deref()
-            .and_then(parse_docker_time),
-        size: inspect.size.and_then(byte_size),
-        // Docker pins nothing; the policy's `images.keep` covers the pause
-        // image.
-        pinned: false,
-    })
-}
-
-fn volume_from_docker(volume: DockerVolume) -> Volume {
-    let labels: Labels = volume.labels.into_iter().collect();
-    Volume {
-        anonymous: is_anonymous_volume(&volume.name, &labels),
-        created: volume.created_at.as_deref().and_then(parse_docker_time),
-        // Only `/system/df` fills UsageData; the list leaves it out.
-        size: volume.usage_data.and_then(|u| byte_size(u.size)),
-        labels,
-        name: volume.name,
-    }
-}
-
-fn network_from_docker(network: DockerNetwork) -> Option<Network> {
-    let id = network.id.filter(|id| !id.is_empty())?;
-    Some(Network {
-        name: network.name.unwrap_or_default(),
-        created: network.created.as_deref().and_then(parse_docker_time),
-        labels: labels_of(network.labels),
-        id,
-    })
-}
-
-/// The body of a raw HTTP/1.x response, if its status is 2xx.
-fn http_body(raw: &[u8]) -> Result<&[u8], String> {
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or("no end of headers in the response")?;
-    let head = String::from_utf8_lossy(&raw[..split]);
-    let status_line = head.lines().next().unwrap_or_default();
-    let status = status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse::<u16>().ok())
-        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
-    let body = &raw[split + 4..];
-    if (200..300).contains(&status) {
-        Ok(body)
-    } else {
-        Err(format!(
-            "status {status}: {}",
-            String::from_utf8_lossy(body).trim()
-        ))
-    }
-}
-
-/// One build cache record as `/system/df` gives it: the same fields in the
-/// 1.41 array and in 1.52's `BuildCacheUsage.Items`.
-#[derive(Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct BuildCacheRecord {
-    #[serde(rename = "ID")]
-    id: Option<String>,
-    description: Option<String>,
-    in_use: Option<bool>,
-    size: Option<i64>,
-    created_at: Option<String>,
-    last_used_at: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct DiskUsage {
-    /// API < 1.52.
-    build_cache: Option<Vec<BuildCacheRecord>>,
-    /// API 1.52+.
-    build_cache_usage: Option<BuildCacheUsage>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct BuildCacheUsage {
-    items: Option<Vec<BuildCacheRecord>>,
-}
-
-/// Build cache entries from a `/system/df` body of either API shape.
-fn build_cache_from_df(body: &[u8]) -> Result<Vec<BuildCacheEntry>, serde_json::Error> {
-    let usage: DiskUsage = serde_json::from_slice(body)?;
-    let records = usage
-        .build_cache
-        .or_else(|| usage.build_cache_usage.and_then(|u| u.items))
-        .unwrap_or_default();
-    let mut entries: Vec<BuildCacheEntry> = records
-        .into_iter()
-        .filter_map(|r| {
-            Some(BuildCacheEntry {
-                id: r.id.filter(|id| !id.is_empty())?,
-                description: r.description.unwrap_or_default(),
-                created: r.created_at.as_deref().and_then(parse_docker_time),
-                last_used: r.last_used_at.as_deref().and_then(parse_docker_time),
-                size: r.size.and_then(byte_size),
-                in_use: r.in_use.unwrap_or(false),
-            })
-        })
-        .collect();
-    entries.sort_by(|a, b| a.id.cmp(&b.id));
-    Ok(entries)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
-
-    #[test]
-    fn zero_empty_and_junk_times_are_none() {
-        assert_eq!(parse_docker_time("0001-01-01T00:00:00Z"), None);
-        assert_eq!(parse_docker_time(""), None);
-        assert_eq!(parse_docker_time("yesterday"), None);
-        let t = parse_docker_time("2026-11-22T16:23:05.838801127Z").unwrap();
-        assert_eq!(t.timestamp(), 1_795_364_585);
-        let offset = parse_docker_time("2026-11-22T17:23:05+01:00").unwrap();
-        assert_eq!(offset.timestamp(), 1_795_364_585);
-    }
-
-    #[test]
-    fn negative_sizes_mean_unknown() {
-        assert_eq!(byte_size(-1), None);
-        assert_eq!(byte_size(0), Some(0));
-        assert_eq!(byte_size(1_982_270), Some(1_982_270));
-    }
-
-    #[test]
-    fn anonymous_volumes_by_name_or_label() {
-        let hex = "a3370ccf827bc78b9677d5ae60d92d1a5002f6d6d61ee13807aca435019b14e3";
-        assert!(is_anonymous_volume(hex, &Labels::new()));
-        assert!(!is_anonymous_volume(&hex.to_uppercase(), &Labels::new()));
-        assert!(!is_anonymous_volume(&hex[1..], &Labels::new()));
-        assert!(!is_anonymous_volume("pgdata", &Labels::new()));
-        assert!(is_anonymous_volume(
-            "pgdata",
-            &labels(&[(LABEL_ANONYMOUS_VOLUME, "")])
-        ));
-    }
-
-    #[test]
-    fn sandbox_labels_make_a_sandbox_identity() {
-        let pod = pod_identity(&labels(&[
-            (LABEL_DOCKER_TYPE, "podsandbox"),
-            (LABEL_POD_UID, "uid-1"),
-            (LABEL_POD_NAME, "web"),
-            (LABEL_POD_NAMESPACE, "default"),
-            (LABEL_SANDBOX_ID, "ignored-for-a-sandbox"),
-        ]))
-        .unwrap();
-        assert!(pod.is_sandbox);
-        assert_eq!(pod.sandbox_id, None);
-        assert_eq!(pod.pod_uid.as_deref(), Some("uid-1"));
-        assert_eq!(pod.pod_name.as_deref(), Some("web"));
-        assert_eq!(pod.pod_namespace.as_deref(), Some("default"));
-    }
-
-    #[test]
-    fn container_labels_name_their_sandbox() {
-        let pod = pod_identity(&labels(&[
-            (LABEL_DOCKER_TYPE, "container"),
-            (LABEL_SANDBOX_ID, "abc"),
-            (LABEL_POD_UID, "uid-1"),
-        ]))
-        .unwrap();
-        assert!(!pod.is_sandbox);
-        assert_eq!(pod.sandbox_id.as_deref(), Some("abc"));
-        assert_eq!(pod.pod_name, None);
-    }
-
-    #[test]
-    fn empty_or_missing_kube_labels_are_no_pod() {
-        assert_eq!(pod_identity(&Labels::new()), None);
-        assert_eq!(pod_identity(&labels(&[(LABEL_DOCKER_TYPE, "")])), None);
-        assert_eq!(pod_identity(&labels(&[(LABEL_DOCKER_TYPE, "other")])), None);
-        // A pod uid alone is enough to belong to a pod; empty values are absent.
-        let pod =
-            pod_identity(&labels(&[(LABEL_POD_UID, "uid-1"), (LABEL_SANDBOX_ID, "")])).unwrap();
-        assert_eq!(pod.sandbox_id, None);
-        assert!(!pod.is_sandbox);
-    }
-
-    #[test]
-    fn names_lose_slash_and_link_aliases() {
-        let names = container_names(Some(vec![
-            "/web".to_owned(),
-            "/web/db".to_owned(),
-            "/".to_owned(),
-            "plain".to_owned(),
-        ]));
-        assert_eq!(names, ["web", "plain"]);
-        assert!(container_names(None).is_empty());
-    }
-
-    #[test]
-    fn none_placeholders_are_not_references() {
-        let refs = real_refs(vec![
-            "<none>:<none>".to_owned(),
-            "<none>@<none>".to_owned(),
-            String::new(),
-            "busybox:1.36".to_owned(),
-        ]);
-        assert_eq!(refs, ["busybox:1.36"]);
-    }
 
     #[test]
     fn endpoints_are_unix_sockets_only() {
@@ -968,92 +549,6 @@ mod tests {
         );
         assert_eq!(socket_path("tcp://10.0.0.1:2375"), None);
         assert_eq!(socket_path(""), None);
-    }
-
-    #[test]
-    fn a_summary_with_odd_data_still_converts() {
-        let summary = ContainerSummary {
-            id: Some("c1".to_owned()),
-            ..ContainerSummary::default()
-        };
-        let c = container_from_summary(summary).unwrap();
-        assert!(c.names.is_empty());
-        assert_eq!(c.state, ContainerState::Unknown);
-        assert_eq!(c.pod, None);
-        assert_eq!(c.display_name(), "c1");
-        assert!(container_from_summary(ContainerSummary::default()).is_none());
-    }
-
-    #[test]
-    fn paused_sandboxes_are_ready() {
-        let summary = |id: &str, state| ContainerSummary {
-            id: Some(id.to_owned()),
-            state: Some(state),
-            labels: Some(HashMap::from([(
-                LABEL_DOCKER_TYPE.to_owned(),
-                TYPE_SANDBOX.to_owned(),
-            )])),
-            ..ContainerSummary::default()
-        };
-        let containers: Vec<Container> = [
-            summary("running", ContainerSummaryStateEnum::RUNNING),
-            summary("paused", ContainerSummaryStateEnum::PAUSED),
-            summary("exited", ContainerSummaryStateEnum::EXITED),
-        ]
-        .into_iter()
-        .filter_map(container_from_summary)
-        .collect();
-        let ready: Vec<(String, bool)> = sandboxes_of(&containers)
-            .into_iter()
-            .map(|s| (s.id, s.ready))
-            .collect();
-        assert_eq!(
-            ready,
-            [
-                ("running".to_owned(), true),
-                ("paused".to_owned(), true),
-                ("exited".to_owned(), false)
-            ]
-        );
-    }
-
-    #[test]
-    fn http_body_needs_a_2xx_status() {
-        let ok = b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{\"a\":1}";
-        assert_eq!(http_body(ok).unwrap(), b"{\"a\":1}");
-        let err = b"HTTP/1.0 400 Bad Request\r\n\r\n{\"message\":\"bad\"}";
-        assert!(http_body(err).unwrap_err().contains("400"));
-        assert!(http_body(b"garbage").is_err());
-    }
-
-    #[test]
-    fn build_cache_from_both_df_shapes() {
-        // API 1.41, as measured: a top-level array.
-        let legacy = br#"{"LayersSize":3,"Images":[],"BuildCache":[
-            {"ID":"xfzro1bqaozbipmoy0gch83dw","Parent":"","Type":"regular",
-             "Description":"fileop target","InUse":false,"Shared":true,"Size":3,
-             "CreatedAt":"2026-11-22T16:35:16.226165852Z",
-             "LastUsedAt":"2026-11-22T16:35:16.245494149Z","UsageCount":1},
-            {"ID":"","Size":1}],"BuilderSize":29}"#;
-        let entries = build_cache_from_df(legacy).unwrap();
-        assert_eq!(entries.len(), 1);
-        assert_eq!(entries[0].id, "xfzro1bqaozbipmoy0gch83dw");
-        assert_eq!(entries[0].size, Some(3));
-        assert!(entries[0].last_used.is_some());
-        // API 1.52: under BuildCacheUsage.Items; LastUsedAt may be null.
-        let new = br#"{"BuildCacheUsage":{"TotalSize":5,"Items":[
-            {"ID":"b2","Type":"source.local","InUse":true,"LastUsedAt":null}]}}"#;
-        let entries = build_cache_from_df(new).unwrap();
-        assert_eq!(entries[0].id, "b2");
-        assert!(entries[0].in_use);
-        assert_eq!(entries[0].last_used, None);
-        // Nothing at all: no records.
-        assert!(build_cache_from_df(b"{}").unwrap().is_empty());
-        assert!(
-            build_cache_from_df(br#"{"BuildCache":null}"#)
-                .unwrap()
-                .is_empty()
-        );
     }
 
     #[test]

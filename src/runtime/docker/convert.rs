@@ -1,0 +1,387 @@
+//! Docker's answers as runtime-neutral data: pure conversions, each quirk
+//! of the data Docker sends handled where it is read.
+//!
+//! Timestamps arrive as strings (bollard is built without its `chrono` or
+//! `time` feature) and are parsed here, so one odd value costs one field, not
+//! the whole listing.
+
+use std::collections::{BTreeSet, HashMap};
+
+use bollard::models::{
+    ContainerSummary, ContainerSummaryStateEnum, ImageInspect, Network as DockerNetwork,
+    Volume as DockerVolume,
+};
+use chrono::{DateTime, Datelike, Utc};
+
+use crate::inventory::{
+    Container, ContainerState, Image, Labels, Network, PodIdentity, PodSandbox, Volume,
+};
+
+/// cri-dockerd's labels (`core/docker_service.go`, `core/sandbox_helpers.go`).
+pub(super) const LABEL_DOCKER_TYPE: &str = "io.kubernetes.docker.type";
+const LABEL_SANDBOX_ID: &str = "io.kubernetes.sandbox.id";
+const LABEL_POD_UID: &str = "io.kubernetes.pod.uid";
+const LABEL_POD_NAME: &str = "io.kubernetes.pod.name";
+const LABEL_POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
+pub(super) const TYPE_SANDBOX: &str = "podsandbox";
+const TYPE_CONTAINER: &str = "container";
+/// API 1.42+ labels anonymous volumes; 1.41 does not.
+const LABEL_ANONYMOUS_VOLUME: &str = "com.docker.volume.anonymous";
+
+/// Parses a Docker timestamp (RFC 3339). Docker's zero time
+/// `0001-01-01T00:00:00Z` ("never"), an empty string and junk are `None`.
+pub(super) fn parse_docker_time(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+        .filter(|t| t.year() > 1)
+}
+
+fn from_unix_seconds(secs: i64) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp(secs, 0)
+}
+
+/// A size in bytes; Docker says -1 for "not computed".
+pub(super) fn byte_size(n: i64) -> Option<u64> {
+    u64::try_from(n).ok()
+}
+
+fn labels_of(map: Option<HashMap<String, String>>) -> Labels {
+    map.unwrap_or_default().into_iter().collect()
+}
+
+/// A label's value, with an empty value read as absent.
+fn label<'a>(labels: &'a Labels, key: &str) -> Option<&'a str> {
+    labels
+        .get(key)
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+}
+
+/// Which pod a container belongs to, from cri-dockerd's labels; `None` for a
+/// container kubelet did not make.
+fn pod_identity(labels: &Labels) -> Option<PodIdentity> {
+    let kind = label(labels, LABEL_DOCKER_TYPE);
+    let pod_uid = label(labels, LABEL_POD_UID);
+    if !matches!(kind, Some(TYPE_SANDBOX | TYPE_CONTAINER)) && pod_uid.is_none() {
+        return None;
+    }
+    let is_sandbox = kind == Some(TYPE_SANDBOX);
+    let owned = |key| label(labels, key).map(str::to_owned);
+    Some(PodIdentity {
+        sandbox_id: if is_sandbox {
+            None
+        } else {
+            owned(LABEL_SANDBOX_ID)
+        },
+        pod_uid: pod_uid.map(str::to_owned),
+        pod_name: owned(LABEL_POD_NAME),
+        pod_namespace: owned(LABEL_POD_NAMESPACE),
+        is_sandbox,
+    })
+}
+
+/// Whether a volume is anonymous: named by Docker with 64 lowercase hex
+/// characters, or (API 1.42+) labelled so.
+fn is_anonymous_volume(name: &str, labels: &Labels) -> bool {
+    labels.contains_key(LABEL_ANONYMOUS_VOLUME)
+        || (name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
+/// Container names without the leading `/`. Legacy links add names like
+/// `/web/db` (the alias `db` inside `web`) to the list; those name another
+/// container's view, not this one, and are dropped.
+fn container_names(names: Option<Vec<String>>) -> Vec<String> {
+    names
+        .unwrap_or_default()
+        .into_iter()
+        .map(|n| n.strip_prefix('/').map(str::to_owned).unwrap_or(n))
+        .filter(|n| !n.is_empty() && !n.contains('/'))
+        .collect()
+}
+
+/// Image references without API 1.41's placeholders for "none"
+/// (`<none>:<none>`, `<none>@<none>`).
+pub(super) fn real_refs(refs: Vec<String>) -> Vec<String> {
+    refs.into_iter()
+        .filter(|r| !r.is_empty() && !r.starts_with("<none>"))
+        .collect()
+}
+
+fn container_state(state: Option<&ContainerSummaryStateEnum>) -> ContainerState {
+    match state {
+        Some(state) => ContainerState::from_docker(state.as_ref()),
+        None => ContainerState::Unknown,
+    }
+}
+
+/// A container from its list entry, exit time not yet known. `None` when
+/// the entry has no id.
+pub(super) fn container_from_summary(summary: ContainerSummary) -> Option<Container> {
+    let id = summary.id.filter(|id| !id.is_empty())?;
+    let labels = labels_of(summary.labels);
+    let volumes: BTreeSet<String> = summary
+        .mounts
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.typ.as_deref() == Some("volume"))
+        .filter_map(|m| m.name.filter(|n| !n.is_empty()))
+        .collect();
+    // Both names and ids: a policy or a report may speak of either. With
+    // the default bridge disabled, Docker still lists `bridge` with an empty
+    // NetworkID (measured).
+    let mut networks = BTreeSet::new();
+    for (name, endpoint) in summary
+        .network_settings
+        .and_then(|s| s.networks)
+        .unwrap_or_default()
+    {
+        if let Some(network_id) = endpoint.network_id.filter(|i| !i.is_empty()) {
+            networks.insert(network_id);
+        }
+        networks.insert(name);
+    }
+    Some(Container {
+        names: container_names(summary.names),
+        state: container_state(summary.state.as_ref()),
+        pod: pod_identity(&labels),
+        labels,
+        image_id: summary.image_id.unwrap_or_default(),
+        image_ref: summary.image.unwrap_or_default(),
+        // Docker always sends `Created`; were it missing, "just now" keeps
+        // the container for a while instead of making it look ancient.
+        created: summary
+            .created
+            .and_then(from_unix_seconds)
+            .unwrap_or_else(Utc::now),
+        finished: None,
+        volumes: volumes.into_iter().collect(),
+        networks: networks.into_iter().collect(),
+        id,
+    })
+}
+
+/// One sandbox per pod sandbox container.
+///
+/// cri-dockerd reports a sandbox READY when `State.Running` is true, and
+/// Docker keeps `Running` true while a container is paused or restarting.
+/// So every live state counts as READY here: calling a sandbox ready keeps
+/// its pod's containers, the safe side.
+pub(super) fn sandboxes_of(containers: &[Container]) -> Vec<PodSandbox> {
+    containers
+        .iter()
+        .filter_map(|c| {
+            let pod = c.pod.as_ref().filter(|p| p.is_sandbox)?;
+            Some(PodSandbox {
+                id: c.id.clone(),
+                pod_uid: pod.pod_uid.clone(),
+                pod_name: pod.pod_name.clone(),
+                pod_namespace: pod.pod_namespace.clone(),
+                ready: c.state.is_live(),
+            })
+        })
+        .collect()
+}
+
+pub(super) fn image_from_inspect(inspect: ImageInspect) -> Option<Image> {
+    let id = inspect.id.filter(|id| !id.is_empty())?;
+    // Sorted: the first tag is the image's display name, and the same image
+    // should read the same on every run.
+    let sorted = |mut refs: Vec<String>| {
+        refs.sort();
+        refs
+    };
+    Some(Image {
+        id,
+        tags: sorted(real_refs(inspect.repo_tags.unwrap_or_default())),
+        digests: sorted(real_refs(inspect.repo_digests.unwrap_or_default())),
+        created: inspect.created.as_deref().and_then(parse_docker_time),
+        // Zero for an image never tagged (a build's intermediate image).
+        last_tagged: inspect
+            .metadata
+            .and_then(|m| m.last_tag_time)
+            .as_deref()
+            .and_then(parse_docker_time),
+        size: inspect.size.and_then(byte_size),
+        // Docker pins nothing; the policy's `images.keep` covers the pause
+        // image.
+        pinned: false,
+    })
+}
+
+pub(super) fn volume_from_docker(volume: DockerVolume) -> Volume {
+    let labels: Labels = volume.labels.into_iter().collect();
+    Volume {
+        anonymous: is_anonymous_volume(&volume.name, &labels),
+        created: volume.created_at.as_deref().and_then(parse_docker_time),
+        // Only `/system/df` fills UsageData; the list leaves it out.
+        size: volume.usage_data.and_then(|u| byte_size(u.size)),
+        labels,
+        name: volume.name,
+    }
+}
+
+pub(super) fn network_from_docker(network: DockerNetwork) -> Option<Network> {
+    let id = network.id.filter(|id| !id.is_empty())?;
+    Some(Network {
+        name: network.name.unwrap_or_default(),
+        created: network.created.as_deref().and_then(parse_docker_time),
+        labels: labels_of(network.labels),
+        id,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn zero_empty_and_junk_times_are_none() {
+        assert_eq!(parse_docker_time("0001-01-01T00:00:00Z"), None);
+        assert_eq!(parse_docker_time(""), None);
+        assert_eq!(parse_docker_time("yesterday"), None);
+        let t = parse_docker_time("2026-11-22T16:23:05.838801127Z").unwrap();
+        assert_eq!(t.timestamp(), 1_795_364_585);
+        let offset = parse_docker_time("2026-11-22T17:23:05+01:00").unwrap();
+        assert_eq!(offset.timestamp(), 1_795_364_585);
+    }
+
+    #[test]
+    fn negative_sizes_mean_unknown() {
+        assert_eq!(byte_size(-1), None);
+        assert_eq!(byte_size(0), Some(0));
+        assert_eq!(byte_size(1_982_270), Some(1_982_270));
+    }
+
+    #[test]
+    fn anonymous_volumes_by_name_or_label() {
+        let hex = "a3370ccf827bc78b9677d5ae60d92d1a5002f6d6d61ee13807aca435019b14e3";
+        assert!(is_anonymous_volume(hex, &Labels::new()));
+        assert!(!is_anonymous_volume(&hex.to_uppercase(), &Labels::new()));
+        assert!(!is_anonymous_volume(&hex[1..], &Labels::new()));
+        assert!(!is_anonymous_volume("pgdata", &Labels::new()));
+        assert!(is_anonymous_volume(
+            "pgdata",
+            &labels(&[(LABEL_ANONYMOUS_VOLUME, "")])
+        ));
+    }
+
+    #[test]
+    fn sandbox_labels_make_a_sandbox_identity() {
+        let pod = pod_identity(&labels(&[
+            (LABEL_DOCKER_TYPE, "podsandbox"),
+            (LABEL_POD_UID, "uid-1"),
+            (LABEL_POD_NAME, "web"),
+            (LABEL_POD_NAMESPACE, "default"),
+            (LABEL_SANDBOX_ID, "ignored-for-a-sandbox"),
+        ]))
+        .unwrap();
+        assert!(pod.is_sandbox);
+        assert_eq!(pod.sandbox_id, None);
+        assert_eq!(pod.pod_uid.as_deref(), Some("uid-1"));
+        assert_eq!(pod.pod_name.as_deref(), Some("web"));
+        assert_eq!(pod.pod_namespace.as_deref(), Some("default"));
+    }
+
+    #[test]
+    fn container_labels_name_their_sandbox() {
+        let pod = pod_identity(&labels(&[
+            (LABEL_DOCKER_TYPE, "container"),
+            (LABEL_SANDBOX_ID, "abc"),
+            (LABEL_POD_UID, "uid-1"),
+        ]))
+        .unwrap();
+        assert!(!pod.is_sandbox);
+        assert_eq!(pod.sandbox_id.as_deref(), Some("abc"));
+        assert_eq!(pod.pod_name, None);
+    }
+
+    #[test]
+    fn empty_or_missing_kube_labels_are_no_pod() {
+        assert_eq!(pod_identity(&Labels::new()), None);
+        assert_eq!(pod_identity(&labels(&[(LABEL_DOCKER_TYPE, "")])), None);
+        assert_eq!(pod_identity(&labels(&[(LABEL_DOCKER_TYPE, "other")])), None);
+        // A pod uid alone is enough to belong to a pod; empty values are absent.
+        let pod =
+            pod_identity(&labels(&[(LABEL_POD_UID, "uid-1"), (LABEL_SANDBOX_ID, "")])).unwrap();
+        assert_eq!(pod.sandbox_id, None);
+        assert!(!pod.is_sandbox);
+    }
+
+    #[test]
+    fn names_lose_slash_and_link_aliases() {
+        let names = container_names(Some(vec![
+            "/web".to_owned(),
+            "/web/db".to_owned(),
+            "/".to_owned(),
+            "plain".to_owned(),
+        ]));
+        assert_eq!(names, ["web", "plain"]);
+        assert!(container_names(None).is_empty());
+    }
+
+    #[test]
+    fn none_placeholders_are_not_references() {
+        let refs = real_refs(vec![
+            "<none>:<none>".to_owned(),
+            "<none>@<none>".to_owned(),
+            String::new(),
+            "busybox:1.36".to_owned(),
+        ]);
+        assert_eq!(refs, ["busybox:1.36"]);
+    }
+
+    #[test]
+    fn a_summary_with_odd_data_still_converts() {
+        let summary = ContainerSummary {
+            id: Some("c1".to_owned()),
+            ..ContainerSummary::default()
+        };
+        let c = container_from_summary(summary).unwrap();
+        assert!(c.names.is_empty());
+        assert_eq!(c.state, ContainerState::Unknown);
+        assert_eq!(c.pod, None);
+        assert_eq!(c.display_name(), "c1");
+        assert!(container_from_summary(ContainerSummary::default()).is_none());
+    }
+
+    #[test]
+    fn paused_sandboxes_are_ready() {
+        let summary = |id: &str, state| ContainerSummary {
+            id: Some(id.to_owned()),
+            state: Some(state),
+            labels: Some(HashMap::from([(
+                LABEL_DOCKER_TYPE.to_owned(),
+                TYPE_SANDBOX.to_owned(),
+            )])),
+            ..ContainerSummary::default()
+        };
+        let containers: Vec<Container> = [
+            summary("running", ContainerSummaryStateEnum::RUNNING),
+            summary("paused", ContainerSummaryStateEnum::PAUSED),
+            summary("exited", ContainerSummaryStateEnum::EXITED),
+        ]
+        .into_iter()
+        .filter_map(container_from_summary)
+        .collect();
+        let ready: Vec<(String, bool)> = sandboxes_of(&containers)
+            .into_iter()
+            .map(|s| (s.id, s.ready))
+            .collect();
+        assert_eq!(
+            ready,
+            [
+                ("running".to_owned(), true),
+                ("paused".to_owned(), true),
+                ("exited".to_owned(), false)
+            ]
+        );
+    }
+}

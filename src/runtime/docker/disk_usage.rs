@@ -1,0 +1,166 @@
+//! Build cache records from `/system/df`, read without bollard.
+//!
+//! bollard's `SystemDataUsageResponse` models only API 1.52's shape
+//! (`BuildCacheUsage.Items`), so on older engines every field of
+//! `Docker::df()` is `None` (measured on 1.41, which answers with a
+//! top-level `BuildCache` array). bollard has no raw-request API, so this is
+//! one plain HTTP/1.0 GET on the engine's socket: HTTP/1.0 keeps the answer
+//! unchunked, and the connection closes after it. Both shapes are parsed.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::convert::{byte_size, parse_docker_time};
+use crate::inventory::BuildCacheEntry;
+
+/// Every build cache record of the engine at `socket`, asked in API
+/// `version` (`1.41`).
+///
+/// `type=build-cache` spares 1.42+ engines from sizing images, containers
+/// and volumes; 1.41 ignores it and computes everything (measured), which
+/// makes this the slowest call of an inventory there.
+pub(super) async fn build_cache(
+    socket: &Path,
+    version: &str,
+    timeout: Duration,
+) -> Result<Vec<BuildCacheEntry>, String> {
+    let path = format!("/v{version}/system/df?type=build-cache&verbose=1");
+    let request = async {
+        let mut stream = tokio::net::UnixStream::connect(socket).await?;
+        let head = format!("GET {path} HTTP/1.0\r\nHost: docker\r\n\r\n");
+        stream.write_all(head.as_bytes()).await?;
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await?;
+        Ok::<_, std::io::Error>(raw)
+    };
+    let raw = tokio::time::timeout(timeout, request)
+        .await
+        .map_err(|_| format!("GET {path} timed out"))?
+        .map_err(|e| format!("GET {path}: {e}"))?;
+    let body = http_body(&raw).map_err(|e| format!("GET {path}: {e}"))?;
+    build_cache_from_df(body).map_err(|e| format!("GET {path}: {e}"))
+}
+
+/// The body of a raw HTTP/1.x response, if its status is 2xx.
+fn http_body(raw: &[u8]) -> Result<&[u8], String> {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or("no end of headers in the response")?;
+    let head = String::from_utf8_lossy(&raw[..split]);
+    let status_line = head.lines().next().unwrap_or_default();
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok())
+        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
+    let body = &raw[split + 4..];
+    if (200..300).contains(&status) {
+        Ok(body)
+    } else {
+        Err(format!(
+            "status {status}: {}",
+            String::from_utf8_lossy(body).trim()
+        ))
+    }
+}
+
+/// One build cache record as `/system/df` gives it: the same fields in the
+/// 1.41 array and in 1.52's `BuildCacheUsage.Items`.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct BuildCacheRecord {
+    #[serde(rename = "ID")]
+    id: Option<String>,
+    description: Option<String>,
+    in_use: Option<bool>,
+    size: Option<i64>,
+    created_at: Option<String>,
+    last_used_at: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct DiskUsage {
+    /// API < 1.52.
+    build_cache: Option<Vec<BuildCacheRecord>>,
+    /// API 1.52+.
+    build_cache_usage: Option<BuildCacheUsage>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct BuildCacheUsage {
+    items: Option<Vec<BuildCacheRecord>>,
+}
+
+/// Build cache entries from a `/system/df` body of either API shape.
+fn build_cache_from_df(body: &[u8]) -> Result<Vec<BuildCacheEntry>, serde_json::Error> {
+    let usage: DiskUsage = serde_json::from_slice(body)?;
+    let records = usage
+        .build_cache
+        .or_else(|| usage.build_cache_usage.and_then(|u| u.items))
+        .unwrap_or_default();
+    let mut entries: Vec<BuildCacheEntry> = records
+        .into_iter()
+        .filter_map(|r| {
+            Some(BuildCacheEntry {
+                id: r.id.filter(|id| !id.is_empty())?,
+                description: r.description.unwrap_or_default(),
+                created: r.created_at.as_deref().and_then(parse_docker_time),
+                last_used: r.last_used_at.as_deref().and_then(parse_docker_time),
+                size: r.size.and_then(byte_size),
+                in_use: r.in_use.unwrap_or(false),
+            })
+        })
+        .collect();
+    entries.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_body_needs_a_2xx_status() {
+        let ok = b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{\"a\":1}";
+        assert_eq!(http_body(ok).unwrap(), b"{\"a\":1}");
+        let err = b"HTTP/1.0 400 Bad Request\r\n\r\n{\"message\":\"bad\"}";
+        assert!(http_body(err).unwrap_err().contains("400"));
+        assert!(http_body(b"garbage").is_err());
+    }
+
+    #[test]
+    fn build_cache_from_both_df_shapes() {
+        // API 1.41, as measured: a top-level array.
+        let legacy = br#"{"LayersSize":3,"Images":[],"BuildCache":[
+            {"ID":"xfzro1bqaozbipmoy0gch83dw","Parent":"","Type":"regular",
+             "Description":"fileop target","InUse":false,"Shared":true,"Size":3,
+             "CreatedAt":"2026-11-22T16:35:16.226165852Z",
+             "LastUsedAt":"2026-11-22T16:35:16.245494149Z","UsageCount":1},
+            {"ID":"","Size":1}],"BuilderSize":29}"#;
+        let entries = build_cache_from_df(legacy).unwrap();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].id, "xfzro1bqaozbipmoy0gch83dw");
+        assert_eq!(entries[0].size, Some(3));
+        assert!(entries[0].last_used.is_some());
+        // API 1.52: under BuildCacheUsage.Items; LastUsedAt may be null.
+        let new = br#"{"BuildCacheUsage":{"TotalSize":5,"Items":[
+            {"ID":"b2","Type":"source.local","InUse":true,"LastUsedAt":null}]}}"#;
+        let entries = build_cache_from_df(new).unwrap();
+        assert_eq!(entries[0].id, "b2");
+        assert!(entries[0].in_use);
+        assert_eq!(entries[0].last_used, None);
+        // Nothing at all: no records.
+        assert!(build_cache_from_df(b"{}").unwrap().is_empty());
+        assert!(
+            build_cache_from_df(br#"{"BuildCache":null}"#)
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

@@ -302,6 +302,14 @@ impl DockerRuntime {
         };
         if refs.len() > 1 {
             for reference in &refs {
+                // A tag may have moved to another image since the inspect (a
+                // pull of `app:latest`): untag only what still names this one.
+                match self.docker.inspect_image(reference).await {
+                    Ok(now) if now.id.as_deref() == Some(id) => {}
+                    Ok(_) => continue,
+                    Err(e) if status_code(&e) == Some(404) => continue,
+                    Err(e) => return removal_from_error(e),
+                }
                 match self
                     .docker
                     .remove_image(reference, Some(options()), None)
@@ -315,11 +323,20 @@ impl DockerRuntime {
                 }
             }
             // The last untag normally deleted the image. If it is still
-            // there (a child image holds it), delete it by id below.
+            // there (a child image holds it), delete it by id below, unless
+            // it was tagged again meanwhile.
             match self.docker.inspect_image(id).await {
                 Err(e) if status_code(&e) == Some(404) => return Removal::Removed,
                 Err(e) => return removal_from_error(e),
-                Ok(_) => {}
+                Ok(now) => {
+                    let tags = real_refs(now.repo_tags.unwrap_or_default());
+                    if !tags.is_empty() {
+                        return Removal::Conflict(format!(
+                            "image was tagged again while being removed: {}",
+                            tags.join(", ")
+                        ));
+                    }
+                }
             }
         }
         match self.docker.remove_image(id, Some(options()), None).await {

@@ -518,6 +518,13 @@ async fn build_cache_records_are_listed_and_removed_one_at_a_time() {
     assert!(record.created.is_some());
     assert!(record.last_used.is_some());
 
+    let fresh = runtime
+        .recheck(Kind::BuildCache, &record.id)
+        .await
+        .expect("recheck");
+    assert_eq!(fresh.build_cache.len(), 1);
+    assert_eq!(fresh.build_cache[0].id, record.id);
+
     // A prefix of a real id is not that record, and must not prune it.
     assert_eq!(
         runtime.remove(Kind::BuildCache, &record.id[..4]).await,

@@ -470,9 +470,16 @@ impl Engine for DockerRuntime {
                     .collect();
             }
             Kind::BuildCache => {
+                // Unlike the inventory, a failed read must not look like
+                // "gone".
                 fresh.build_cache = self
-                    .build_cache()
+                    .build_cache_records()
                     .await
+                    .map_err(|e| RuntimeError::Call {
+                        runtime: RUNTIME,
+                        call: "read build cache",
+                        source: e.into(),
+                    })?
                     .into_iter()
                     .filter(|b| b.id == id)
                     .collect();

@@ -13,6 +13,9 @@ command -v containerd >/dev/null 2>&1 || need+=(containerd)
 command -v runc >/dev/null 2>&1 || need+=(runc)
 command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
+# The test harness runs each private dockerd under unshare(1), with mount(8).
+command -v unshare >/dev/null 2>&1 || need+=(util-linux)
+command -v mount >/dev/null 2>&1 || need+=(mount)
 if [ ${#need[@]} -gt 0 ]; then
   echo "deps: installing ${need[*]}" >&2
   $sudo apt-get update -qq

@@ -121,13 +121,22 @@ async fn lay_out(engine: &PrivateDockerd) -> Layout {
         engine.create_sandbox(&db, &pause, true).await,
     );
 
-    // Plain containers, volumes and networks.
+    lay_out_plain(engine, &base, &mut ids).await;
+    Layout { ids }
+}
+
+/// Plain containers, images, volumes and networks beside the pods.
+async fn lay_out_plain(
+    engine: &PrivateDockerd,
+    base: &str,
+    ids: &mut BTreeMap<&'static str, String>,
+) {
     let used_volume = engine.create_volume(None).await;
     let used_net = engine.create_network("used-net", &[]).await;
     let running = engine
         .create_container_with(
             "plain-running",
-            &base,
+            base,
             &[],
             RUN_FOREVER,
             HostConfig {
@@ -143,11 +152,11 @@ async fn lay_out(engine: &PrivateDockerd) -> Layout {
     ids.insert("network in use", used_net);
     ids.insert(
         "plain exited",
-        engine.run_to_exit("plain-exited", &base, &[]).await,
+        engine.run_to_exit("plain-exited", base, &[]).await,
     );
     // Stopped rather than exited by itself, so that a test can start it again.
     let stopped = engine
-        .create_container("plain-stopped", &base, &[], RUN_FOREVER)
+        .create_container("plain-stopped", base, &[], RUN_FOREVER)
         .await;
     engine.start_container(&stopped).await;
     engine.stop_container(&stopped).await;
@@ -181,7 +190,6 @@ async fn lay_out(engine: &PrivateDockerd) -> Layout {
         "network unused",
         engine.create_network("unused-net", &[]).await,
     );
-    Layout { ids }
 }
 
 /// A policy for the private engine: every age limit at zero so the layout,

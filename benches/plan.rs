@@ -56,6 +56,7 @@ fn node(pods: usize) -> Inventory {
                 finished: Some(old),
                 volumes: vec![format!("vol-{p}")],
                 networks: vec![format!("net-{p}")],
+                size: Some(4096),
                 pod: Some(PodIdentity {
                     sandbox_id: (k > 0).then(|| sandbox_id.clone()),
                     pod_uid: Some(uid.clone()),

@@ -97,6 +97,7 @@ mod tests {
                 volumes: vec![],
                 networks: vec![],
                 pod: None,
+                size: None,
             }],
             images: vec![Image {
                 id: "sha256:5555aaaa".into(),

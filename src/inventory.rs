@@ -118,6 +118,10 @@ pub struct Container {
     pub networks: Vec<String>,
     /// Set when kubelet made it; `None` for plain containers.
     pub pod: Option<PodIdentity>,
+    /// Bytes of its writable layer: what removing it frees. `None` when
+    /// the runtime does not say (Docker computes it only for stopped
+    /// containers, which are the ones that can go).
+    pub size: Option<u64>,
 }
 
 impl Container {

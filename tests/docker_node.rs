@@ -331,6 +331,12 @@ async fn plan_then_run_removes_exactly_the_expected_objects() {
     assert_eq!(rule("volume anonymous in use"), "in_use");
     assert_eq!(rule("network in use"), "in_use");
     assert_eq!(existing(&engine).await, before, "plan removed something");
+    // What goes has a size: images theirs, stopped containers their writable layer.
+    for role in ["plain exited", "image unused", "image multi-tagged"] {
+        let bytes = &decision(&report, layout.id(role))["bytes"];
+        assert!(bytes.is_u64(), "{role}: bytes {bytes}");
+    }
+    assert!(report["summary"]["reclaimable_bytes"].as_u64().unwrap() > 0);
 
     // The table tells an operator what was spared and why.
     let table = String::from_utf8(setup.safeprune(&["plan"]).stdout).unwrap();

@@ -23,6 +23,7 @@ fn node() -> Inventory {
         volumes: vec![format!("vol-{id}")],
         networks: vec![format!("net-{id}")],
         pod: None,
+        size: Some(5),
     };
     let mut init = container("init", "sha256:app");
     init.pod = Some(PodIdentity {

@@ -94,7 +94,7 @@ fn container(
 ) -> Decision {
     let d = |rule, detail: String| {
         Decision::new(Kind::Container, &c.id, c.display_name(), rule, detail)
-            .with_bytes(None)
+            .with_bytes(c.size)
             .with_fact("state", c.state.as_str())
             .with_fact("image", c.image_ref.clone())
     };

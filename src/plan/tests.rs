@@ -30,6 +30,7 @@ pub(super) fn exited(id: &str, hours: i64) -> Container {
         volumes: vec![],
         networks: vec![],
         pod: None,
+        size: Some(5),
     }
 }
 
@@ -449,6 +450,7 @@ fn plan_counts_and_sizes() {
     let p = decide(&inv);
     // "b" is kept (too young) and uses the image, so the image stays.
     assert_eq!(p.deletion_count(), 1);
-    assert_eq!(p.reclaimable_bytes(), 0);
+    // Only "a" goes: its writable layer, not the image "b" still holds.
+    assert_eq!(p.reclaimable_bytes(), 5);
     assert_eq!(p.kept_by_rule()[&(Kind::Image, Rule::InUse)], 1);
 }

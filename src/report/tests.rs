@@ -27,6 +27,7 @@ fn sample_report(outcomes: Vec<Outcome>) -> Report {
             finished: Some(ago(48)),
             volumes: vec![],
             networks: vec![],
+            size: Some(12_000),
             pod: sandbox.map(|s| PodIdentity {
                 sandbox_id: Some(format!("{s:0<64}")),
                 pod_uid: Some("uid-1".into()),

@@ -17,15 +17,15 @@ use std::time::Duration;
 use bollard::errors::Error as BollardError;
 use bollard::models::ContainerSummary;
 use bollard::query_parameters::{
-    ListContainersOptionsBuilder, ListImagesOptionsBuilder, ListNetworksOptionsBuilder,
-    PruneBuildOptionsBuilder, RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder,
-    RemoveVolumeOptionsBuilder,
+    InspectContainerOptionsBuilder, ListContainersOptionsBuilder, ListImagesOptionsBuilder,
+    ListNetworksOptionsBuilder, PruneBuildOptionsBuilder, RemoveContainerOptionsBuilder,
+    RemoveImageOptionsBuilder, RemoveVolumeOptionsBuilder,
 };
 use bollard::{API_DEFAULT_VERSION, Docker};
 use futures_util::{StreamExt, TryStreamExt, stream};
 
 use self::convert::{
-    LABEL_DOCKER_TYPE, TYPE_SANDBOX, container_from_summary, image_from_inspect,
+    LABEL_DOCKER_TYPE, TYPE_SANDBOX, byte_size, container_from_summary, image_from_inspect,
     network_from_docker, parse_docker_time, real_refs, sandboxes_of, volume_from_docker,
 };
 use super::{Engine, Kind, Removal, RuntimeError};
@@ -144,8 +144,16 @@ impl DockerRuntime {
                 ) {
                     return Ok(Some(container));
                 }
-                match self.docker.inspect_container(&container.id, None).await {
+                // With `size`, the engine adds the writable layer's size
+                // (`SizeRw`): what removing the container frees.
+                let options = InspectContainerOptionsBuilder::default().size(true).build();
+                match self
+                    .docker
+                    .inspect_container(&container.id, Some(options))
+                    .await
+                {
                     Ok(inspect) => {
+                        container.size = inspect.size_rw.and_then(byte_size);
                         container.finished = inspect
                             .state
                             .and_then(|s| s.finished_at)

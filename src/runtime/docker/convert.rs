@@ -155,6 +155,7 @@ pub(super) fn container_from_summary(summary: ContainerSummary) -> Option<Contai
             .and_then(from_unix_seconds)
             .unwrap_or_else(Utc::now),
         finished: None,
+        size: None,
         volumes: volumes.into_iter().collect(),
         networks: networks.into_iter().collect(),
         id,

@@ -550,3 +550,80 @@ async fn explain_names_the_rule_and_the_facts() {
     let out = setup.safeprune(&["explain", "no-such-thing"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_finishes_the_removals_in_flight_and_still_reports() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let engine = PrivateDockerd::start().await;
+    let base = engine.import_busybox_image("base:1", None).await;
+    let mut created = Vec::new();
+    for i in 0..60 {
+        created.push(
+            engine
+                .create_container(&format!("never-ran-{i}"), &base, &[], util::EXIT_0)
+                .await,
+        );
+    }
+    let setup = Setup::new(&engine, "safety: { concurrency: 1 }\n");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_safeprune"))
+        .arg("--config")
+        .arg(&setup.policy)
+        .args(["-v", "run", "--output", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the first removal, then ask it to stop.
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut lines = stderr.lines();
+    for line in lines.by_ref() {
+        if line.unwrap().contains("removed") {
+            break;
+        }
+    }
+    let pid = child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{rest:?}");
+    assert!(
+        rest.iter().any(|l| l.contains("signal received")),
+        "{rest:?}"
+    );
+
+    let report: Value = serde_json::from_slice(&out.stdout).expect("one JSON report on stdout");
+    let outcomes = report["outcomes"].as_array().unwrap();
+    // Every planned object has an outcome: the containers, and the image
+    // they would free.
+    assert_eq!(outcomes.len(), created.len() + 1);
+    let deleted = outcomes.iter().filter(|o| o["result"] == "deleted").count();
+    let not_attempted: Vec<&Value> = outcomes
+        .iter()
+        .filter(|o| o["result"] == "skipped")
+        .collect();
+    assert!(deleted >= 1, "{outcomes:#?}");
+    assert!(
+        !not_attempted.is_empty(),
+        "the signal came too late to matter"
+    );
+    assert!(
+        not_attempted
+            .iter()
+            .all(|o| o["error"].as_str().unwrap().contains("not attempted"))
+    );
+    // What was not attempted is still there; what was deleted is gone.
+    let after = existing(&engine).await;
+    for o in outcomes {
+        let id = o["id"].as_str().unwrap();
+        assert_eq!(after.contains(id), o["result"] != "deleted", "{o}");
+    }
+    assert!(setup.dir.path().join("report.json").exists());
+}

@@ -191,11 +191,9 @@ fn configured(path: &str) -> Option<&Path> {
 }
 
 async fn run_once(policy: &Policy, args: &RunArgs, quiet: bool) -> Result<(), AppError> {
-    let _lock = if args.dry_run {
-        None
-    } else {
-        Some(lock(&policy.lock_file)?)
-    };
+    // Every `run` holds the lock, a dry one too (DESIGN.md): its report is
+    // "the last run's", and it must not interleave with a real run.
+    let _lock = lock(&policy.lock_file)?;
     // Open the audit log before anything is removed: a bad path stops the run
     // while nothing has happened yet.
     let mut audit = match configured(&policy.report.audit_log) {

@@ -346,6 +346,34 @@ async fn plan_then_run_removes_exactly_the_expected_objects() {
     );
     assert!(table.contains("live_pod_sandbox 3 containers"), "{table}");
 
+    // run --dry-run: the same decisions, a report file, nothing removed.
+    let (code, dry) = setup.json(&["run", "--dry-run", "--output", "json"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(dry["dry_run"], true);
+    assert!(dry["outcomes"].as_array().unwrap().is_empty());
+    // Details hold ages ("exited 3s ago") that move between two runs.
+    let verdicts = |r: &Value| -> Vec<(String, String, String)> {
+        r["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["id"].to_string(),
+                    d["decision"].to_string(),
+                    d["rule"].to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(verdicts(&dry), verdicts(&report));
+    assert!(setup.dir.path().join("report.json").exists());
+    assert_eq!(
+        existing(&engine).await,
+        before,
+        "a dry run removed something"
+    );
+
     // run: exactly the planned objects go.
     let (code, report) = setup.json(&["run", "--output", "json"]);
     assert_eq!(code, Some(0), "{report}");
@@ -453,6 +481,15 @@ async fn over_the_cap_and_under_a_held_lock_nothing_is_removed() {
     lock.try_lock().unwrap();
     let out = setup.safeprune(&["run", "--max-deletions", "100"]);
     assert_eq!(out.status.code(), Some(4));
+    assert_eq!(
+        setup.safeprune(&["run", "--dry-run"]).status.code(),
+        Some(4)
+    );
+    assert_eq!(
+        setup.safeprune(&["plan"]).status.code(),
+        Some(0),
+        "plan takes no lock"
+    );
     assert_eq!(existing(&engine).await, before);
     drop(lock);
     assert_eq!(

@@ -346,34 +346,6 @@ async fn plan_then_run_removes_exactly_the_expected_objects() {
     );
     assert!(table.contains("live_pod_sandbox 3 containers"), "{table}");
 
-    // run --dry-run: the same decisions, a report file, nothing removed.
-    let (code, dry) = setup.json(&["run", "--dry-run", "--output", "json"]);
-    assert_eq!(code, Some(0));
-    assert_eq!(dry["dry_run"], true);
-    assert!(dry["outcomes"].as_array().unwrap().is_empty());
-    // Details hold ages ("exited 3s ago") that move between two runs.
-    let verdicts = |r: &Value| -> Vec<(String, String, String)> {
-        r["decisions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| {
-                (
-                    d["id"].to_string(),
-                    d["decision"].to_string(),
-                    d["rule"].to_string(),
-                )
-            })
-            .collect()
-    };
-    assert_eq!(verdicts(&dry), verdicts(&report));
-    assert!(setup.dir.path().join("report.json").exists());
-    assert_eq!(
-        existing(&engine).await,
-        before,
-        "a dry run removed something"
-    );
-
     // run: exactly the planned objects go.
     let (code, report) = setup.json(&["run", "--output", "json"]);
     assert_eq!(code, Some(0), "{report}");
@@ -663,4 +635,40 @@ async fn sigterm_finishes_the_removals_in_flight_and_still_reports() {
         assert_eq!(after.contains(id), o["result"] != "deleted", "{o}");
     }
     assert!(setup.dir.path().join("report.json").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_dry_run_decides_as_plan_does_and_removes_nothing() {
+    let engine = PrivateDockerd::start().await;
+    lay_out(&engine).await;
+    let setup = Setup::new(&engine, "");
+    let before = existing(&engine).await;
+    let (code, report) = setup.json(&["plan", "--output", "json"]);
+    assert_eq!(code, Some(0));
+    let (code, dry) = setup.json(&["run", "--dry-run", "--output", "json"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(dry["dry_run"], true);
+    assert!(dry["outcomes"].as_array().unwrap().is_empty());
+    // Details hold ages ("exited 3s ago") that move between two runs.
+    let verdicts = |r: &Value| -> Vec<(String, String, String)> {
+        r["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["id"].to_string(),
+                    d["decision"].to_string(),
+                    d["rule"].to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(verdicts(&dry), verdicts(&report));
+    assert!(setup.dir.path().join("report.json").exists());
+    assert_eq!(
+        existing(&engine).await,
+        before,
+        "a dry run removed something"
+    );
 }

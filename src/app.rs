@@ -3,21 +3,20 @@
 //! Each failure is an [`AppError`] whose variant fixes the exit code of
 //! DESIGN.md; `main` only maps and prints it.
 
-use std::fs::File;
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::Utc;
 
 use crate::cli::{Cli, Command, Output, RunArgs};
-use crate::execute::execute;
+use crate::cycle::{CycleOptions, cycle};
 use crate::explain;
 use crate::inventory::Inventory;
 use crate::plan::{Plan, plan};
 use crate::policy::{Policy, PolicyError, PolicySource};
-use crate::report::{AuditLog, RemovalResult, Report, render_table, write_atomically};
+use crate::report::{Report, render_table};
 use crate::runtime::{Engine, Runtime, RuntimeError};
 
 /// Why a command did not finish cleanly; each variant has its exit code.
@@ -40,11 +39,16 @@ pub enum AppError {
         "the plan deletes {planned} objects, more than the limit of {limit}: nothing removed \
          (review it with `safeprune plan`, then raise safety.max_deletions or pass --max-deletions)"
     )]
-    OverLimit { planned: usize, limit: u64 },
+    OverLimit {
+        planned: usize,
+        limit: u64,
+        /// The refused plan, as a dry-run report.
+        report: Box<Report>,
+    },
     #[error("{failed} removals failed (see the report)")]
     RemovalsFailed { failed: usize },
-    #[error("{0}")]
-    NotImplemented(&'static str),
+    #[error("daemon cannot wait for its schedule: {0}")]
+    Daemon(std::io::Error),
 }
 
 impl AppError {
@@ -53,7 +57,7 @@ impl AppError {
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::Policy(_) | Self::Usage(_) => 2,
-            Self::Runtime(_) | Self::File { .. } | Self::NotImplemented(_) => 1,
+            Self::Runtime(_) | Self::File { .. } | Self::Daemon(_) => 1,
             Self::RemovalsFailed { .. } => 3,
             Self::Locked(_) => 4,
             Self::OverLimit { .. } => 5,
@@ -98,22 +102,20 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
             print!("{}", texts.join("\n"));
             Ok(())
         }
-        Command::Daemon => Err(AppError::NotImplemented(
-            "daemon is not available in this version: run `safeprune run` from cron or the systemd timer",
-        )),
+        Command::Daemon => crate::daemon::run(source, policy).await,
     }
 }
 
-/// A connected runtime and its snapshot, taken once per command.
-struct Node {
-    runtime: Runtime,
-    inventory: Inventory,
-    name: String,
-    started_at: chrono::DateTime<Utc>,
+/// A connected runtime and its snapshot, taken once per command or cycle.
+pub(crate) struct Node {
+    pub(crate) runtime: Runtime,
+    pub(crate) inventory: Inventory,
+    pub(crate) name: String,
+    pub(crate) started_at: chrono::DateTime<Utc>,
 }
 
 impl Node {
-    async fn connect(policy: &Policy) -> Result<Self, AppError> {
+    pub(crate) async fn connect(policy: &Policy) -> Result<Self, AppError> {
         let started_at = Utc::now();
         let runtime = Runtime::connect(&policy.runtime).await?;
         let inventory = runtime.inventory().await?;
@@ -133,11 +135,16 @@ impl Node {
         })
     }
 
-    fn plan(&self, policy: &Policy) -> Plan {
+    pub(crate) fn plan(&self, policy: &Policy) -> Plan {
         plan(&self.inventory, policy, self.started_at)
     }
 
-    fn report(&self, plan: &Plan, dry_run: bool, outcomes: Vec<crate::report::Outcome>) -> Report {
+    pub(crate) fn report(
+        &self,
+        plan: &Plan,
+        dry_run: bool,
+        outcomes: Vec<crate::report::Outcome>,
+    ) -> Report {
         Report::new(
             self.runtime.name(),
             &self.name,
@@ -163,106 +170,38 @@ fn emit(report: &Report, output: Output, quiet: bool) {
         .and_then(|()| stdout.flush());
 }
 
-/// Takes the exclusive, non-blocking flock of DESIGN.md, held while the
-/// returned file lives.
-fn lock(path: &Path) -> Result<File, AppError> {
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .map_err(|source| AppError::File {
-            path: path.to_owned(),
-            source,
-        })?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(AppError::Locked(path.to_owned())),
-        Err(std::fs::TryLockError::Error(source)) => Err(AppError::File {
-            path: path.to_owned(),
-            source,
-        }),
-    }
-}
-
-/// A non-empty report path from the policy.
-fn configured(path: &str) -> Option<&Path> {
-    (!path.is_empty()).then(|| Path::new(path))
-}
-
 async fn run_once(policy: &Policy, args: &RunArgs, quiet: bool) -> Result<(), AppError> {
-    // Every `run` holds the lock, a dry one too (DESIGN.md): its report is
-    // "the last run's", and it must not interleave with a real run.
-    let _lock = lock(&policy.lock_file)?;
-    // Open the audit log before anything is removed: a bad path stops the run
-    // while nothing has happened yet.
-    let mut audit = match configured(&policy.report.audit_log) {
-        Some(path) if !args.dry_run => {
-            Some(AuditLog::open(path).map_err(|source| AppError::File {
-                path: path.to_owned(),
-                source,
-            })?)
-        }
-        _ => None,
+    let stop = Arc::new(AtomicBool::new(false));
+    let signals = tokio::spawn(watch_signals(Arc::clone(&stop)));
+    let options = CycleOptions {
+        dry_run: args.dry_run,
+        max_deletions: args.max_deletions,
+        progress: std::io::stderr().is_terminal() && !quiet,
     };
-    let node = Node::connect(policy).await?;
-    let plan = node.plan(policy);
-    let limit = args.max_deletions.unwrap_or(policy.safety.max_deletions);
-    let planned = plan.deletion_count();
-    if !args.dry_run && u64::try_from(planned).unwrap_or(u64::MAX) > limit {
-        emit(&node.report(&plan, true, vec![]), args.output.output, quiet);
-        return Err(AppError::OverLimit { planned, limit });
-    }
-    let outcomes = if args.dry_run {
-        Vec::new()
-    } else {
-        let stop = Arc::new(AtomicBool::new(false));
-        let signals = tokio::spawn(watch_signals(Arc::clone(&stop)));
-        let progress = std::io::stderr().is_terminal() && !quiet;
-        let outcomes = execute(&node.runtime, &plan, policy, &stop, |o, done, total| {
-            if let Some(log) = audit.as_mut()
-                && let Err(e) = log.record(&node.name, node.runtime.name(), o)
-            {
-                tracing::error!(path = %log.path().display(), error = %e, "cannot append to the audit log");
+    let result = cycle(policy, &options, &stop).await;
+    signals.abort();
+    match result {
+        Ok(report) => {
+            emit(&report, args.output.output, quiet);
+            match report.summary.failed {
+                0 => Ok(()),
+                failed => Err(AppError::RemovalsFailed { failed }),
             }
-            if progress {
-                eprint!("\rremoved {done}/{total}  ");
-                if done == total {
-                    eprintln!();
-                }
-            }
-        })
-        .await;
-        signals.abort();
-        if stop.load(Ordering::SeqCst) {
-            tracing::warn!(
-                "stopped by a signal: removals in flight finished, the rest not attempted"
-            );
         }
-        outcomes
-    };
-    let report = node.report(&plan, args.dry_run, outcomes);
-    tracing::info!(
-        deleted = report
-            .outcomes
-            .iter()
-            .filter(|o| o.result == RemovalResult::Deleted)
-            .count(),
-        skipped = report.summary.skipped,
-        failed = report.summary.failed,
-        reclaimed_bytes = report.summary.reclaimed_bytes,
-        "run finished"
-    );
-    emit(&report, args.output.output, quiet);
-    if let Some(path) = configured(&policy.report.json_path) {
-        write_atomically(path, report.to_json().as_bytes()).map_err(|source| AppError::File {
-            path: path.to_owned(),
-            source,
-        })?;
-    }
-    match report.summary.failed {
-        0 => Ok(()),
-        failed => Err(AppError::RemovalsFailed { failed }),
+        Err(AppError::OverLimit {
+            planned,
+            limit,
+            report,
+        }) => {
+            // The plan that was refused, so the operator sees what it held.
+            emit(&report, args.output.output, quiet);
+            Err(AppError::OverLimit {
+                planned,
+                limit,
+                report,
+            })
+        }
+        Err(e) => Err(e),
     }
 }
 

@@ -6,6 +6,8 @@
 
 pub mod app;
 pub mod cli;
+pub mod cycle;
+pub mod daemon;
 pub mod execute;
 pub mod explain;
 pub mod inventory;
@@ -13,3 +15,4 @@ pub mod plan;
 pub mod policy;
 pub mod report;
 pub mod runtime;
+pub mod schedule;

@@ -32,10 +32,13 @@ fn main() -> ExitCode {
 
 /// Logs go to stderr: text for a terminal, JSON lines for collectors. The
 /// level comes from `RUST_LOG`, else `-q` (errors), `-v` (info), `-vv` (debug),
-/// else warnings.
+/// else warnings (info for the daemon).
 fn init_tracing(cli: &Cli) {
+    // The daemon tells journald when it will run next: info by default.
+    let daemon = matches!(cli.command, safeprune::cli::Command::Daemon);
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",
+        (false, 0) if daemon => "info",
         (false, 0) => "warn",
         (false, 1) => "info",
         _ => "debug",

@@ -44,6 +44,10 @@ pub struct Policy {
     pub runtime: RuntimeConfig,
     #[serde(default = "default_schedule")]
     pub schedule: Schedule,
+    /// Each daemon cycle starts at a random offset within this span after
+    /// its scheduled time, so a fleet does not prune at the same second.
+    #[serde(default = "Age::zero")]
+    pub schedule_jitter: Age,
     #[serde(default)]
     pub timezone: Timezone,
     #[serde(default)]
@@ -360,6 +364,12 @@ fn default_lock_file() -> PathBuf {
 pub struct Age(chrono::Duration);
 
 impl Age {
+    /// No time at all.
+    #[must_use]
+    pub fn zero() -> Self {
+        Self(chrono::Duration::zero())
+    }
+
     #[must_use]
     pub fn hours(h: i64) -> Self {
         Self(chrono::Duration::hours(h))
@@ -450,6 +460,12 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// The line as written.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
     /// The parsed schedule, to compute the next run time.
     #[must_use]
     pub fn cron(&self) -> &croner::Cron {

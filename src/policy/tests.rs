@@ -38,6 +38,7 @@ fn builtin_policy_has_the_documented_values() {
     assert_eq!(p.safety.concurrency, Concurrency(4));
     assert_eq!(p.lock_file, PathBuf::from("/run/safeprune.lock"));
     assert_eq!(p.timezone, Timezone::Utc);
+    assert_eq!(p.schedule_jitter, Age::zero());
 }
 
 #[test]

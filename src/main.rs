@@ -1,5 +1,6 @@
 //! The `safeprune` binary: parse, set up logging, run, map errors to exit codes.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -50,6 +51,10 @@ fn init_tracing(cli: &Cli) {
         .with_writer(std::io::stderr);
     match cli.log_format {
         LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.with_target(false).init(),
+        // Colours only on a terminal: journald and cron mail want plain text.
+        LogFormat::Text => builder
+            .with_target(false)
+            .with_ansi(std::io::stderr().is_terminal())
+            .init(),
     }
 }

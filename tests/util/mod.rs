@@ -45,6 +45,9 @@ pub const RUN_FOREVER: &[&str] = &["sh", "-c", "trap 'exit 0' TERM; sleep 3600 &
 pub const EXIT_0: &[&str] = &["sh", "-c", "exit 0"];
 
 const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Mounts the private `/run`, then becomes dockerd.
+const LAUNCH_SCRIPT: &str = r#"mount -n -t tmpfs -o mode=755 sp-run /run && exec dockerd "$@""#;
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A Docker Engine of the test's own.
@@ -80,80 +83,42 @@ impl PrivateDockerd {
         // otherwise (hidden option `deprecated-key-path`).
         let config = serde_json::json!({ "deprecated-key-path": dir.join("key.json") });
         fs::write(dir.join("daemon.json"), config.to_string()).expect("write daemon.json");
-        let log = fs::File::create(dir.join("dockerd.log")).expect("create dockerd.log");
-        let log_err = log.try_clone().expect("clone the log handle");
-
-        let d = |name: &str| dir.join(name).to_string_lossy().into_owned();
-        let child = Command::new("unshare")
-            // dockerd becomes pid 1 of a new pid namespace: when it dies the
-            // kernel kills all in it. Private mounts and network: nothing
-            // it mounts or creates (overlays, netns, bridges) reaches the
-            // host. --kill-child: if unshare dies, dockerd dies too.
-            .args(["--pid", "--fork", "--kill-child", "--mount", "--mount-proc"])
-            .args(["--net", "--propagation", "private"])
-            // A tmpfs on /run keeps containerd's shim sockets
-            // (/run/containerd/s, fixed there) and /run/docker private.
-            .args([
-                "sh",
-                "-c",
-                r#"mount -n -t tmpfs -o mode=755 sp-run /run && exec dockerd "$@""#,
-            ])
-            .arg("dockerd")
-            .args(["--config-file", &d("daemon.json")])
-            .args(["--data-root", &d("data")])
-            .args(["--exec-root", &d("exec")])
-            .args(["--pidfile", &d("dockerd.pid")])
-            .args(["-H", &endpoint])
-            .args(["--bridge=none", "--iptables=false", "--ip6tables=false"])
-            .args([
-                "--ip-masq=false",
-                "--ip-forward=false",
-                "--userland-proxy=false",
-            ])
-            // Container cgroups in a tree of our own, to remove afterwards:
-            // a killed engine leaves them behind.
-            .args(["--cgroup-parent", &format!("/{scope}")])
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run unshare (util-linux) to start dockerd: {e}"));
         let mut process = EngineProcess {
+            unshare: launch(&dir, &scope, &endpoint),
             dir,
             scope: scope.clone(),
-            unshare: child,
             dockerd_pid: None,
         };
-
-        let begun = Instant::now();
-        let docker = loop {
-            if let Some(docker) = ping(&socket).await {
-                break docker;
-            }
-            if let Ok(Some(status)) = process.unshare.try_wait() {
-                panic!(
-                    "private dockerd exited ({status}) before answering; log tail:\n{}",
-                    process.log_tail()
-                );
-            }
-            assert!(
-                begun.elapsed() < START_TIMEOUT,
-                "private dockerd did not answer within {START_TIMEOUT:?}; log tail:\n{}",
-                process.log_tail()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        process.dockerd_pid = child_of(process.unshare.id());
-        eprintln!(
-            "private dockerd at {endpoint} answered after {} ms",
-            begun.elapsed().as_millis()
-        );
+        let docker = process.await_ping(&socket).await;
         Self {
             docker,
             endpoint,
             scope,
             process,
         }
+    }
+
+    /// Kills the engine, as a crash or `systemctl stop docker` would; its
+    /// data stays for [`Self::restart`].
+    pub fn stop(&mut self) {
+        self.process.kill();
+        self.process.unmount_leftovers();
+    }
+
+    /// Starts the engine again on the same data, socket and scope.
+    pub async fn restart(&mut self) {
+        let socket = self.process.dir.join("docker.sock");
+        // A killed dockerd leaves its socket, its pid file (it refuses to
+        // start while that is there) and its exec root, which holds the
+        // managed containerd's pid file: in a fresh pid namespace that pid
+        // may well be alive, and dockerd would wait for a containerd that is
+        // not there. The exec root is runtime state, like /run after a
+        // reboot: nothing of it survives its processes.
+        let _ = fs::remove_file(&socket);
+        let _ = fs::remove_file(self.process.dir.join("dockerd.pid"));
+        let _ = fs::remove_dir_all(self.process.dir.join("exec"));
+        self.process.unshare = launch(&self.process.dir, &self.scope, &self.endpoint);
+        self.docker = self.process.await_ping(&socket).await;
     }
 
     /// `unix:///tmp/sp-XXXXXX/docker.sock`.
@@ -483,6 +448,48 @@ fn busybox_rootfs(extra_file: Option<&str>) -> Vec<u8> {
     tar.into_inner().expect("finish the tar")
 }
 
+/// Runs dockerd for the engine in `dir`, appending to its log.
+fn launch(dir: &Path, scope: &str, endpoint: &str) -> Child {
+    let log = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("dockerd.log"))
+        .expect("open dockerd.log");
+    let log_err = log.try_clone().expect("clone the log handle");
+    let d = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    Command::new("unshare")
+        // dockerd becomes pid 1 of a new pid namespace: when it dies the
+        // kernel kills all in it. Private mounts and network: nothing
+        // it mounts or creates (overlays, netns, bridges) reaches the
+        // host. --kill-child: if unshare dies, dockerd dies too.
+        .args(["--pid", "--fork", "--kill-child", "--mount", "--mount-proc"])
+        .args(["--net", "--propagation", "private"])
+        // A tmpfs on /run keeps containerd's shim sockets
+        // (/run/containerd/s, fixed there) and /run/docker private.
+        // `-n`: no /run/mount/utab entry on the host.
+        .args(["sh", "-c", LAUNCH_SCRIPT])
+        .arg("dockerd")
+        .args(["--config-file", &d("daemon.json")])
+        .args(["--data-root", &d("data")])
+        .args(["--exec-root", &d("exec")])
+        .args(["--pidfile", &d("dockerd.pid")])
+        .args(["-H", endpoint])
+        .args(["--bridge=none", "--iptables=false", "--ip6tables=false"])
+        .args([
+            "--ip-masq=false",
+            "--ip-forward=false",
+            "--userland-proxy=false",
+        ])
+        // Container cgroups in a tree of our own, to remove afterwards:
+        // a killed engine leaves them behind.
+        .args(["--cgroup-parent", &format!("/{scope}")])
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run unshare (util-linux) to start dockerd: {e}"))
+}
+
 /// A client on `socket` once the engine there answers, negotiated down to
 /// its API version.
 async fn ping(socket: &Path) -> Option<Docker> {
@@ -518,6 +525,35 @@ struct EngineProcess {
 }
 
 impl EngineProcess {
+    /// Waits until the engine answers on `socket`.
+    async fn await_ping(&mut self, socket: &Path) -> Docker {
+        let begun = Instant::now();
+        let docker = loop {
+            if let Some(docker) = ping(socket).await {
+                break docker;
+            }
+            if let Ok(Some(status)) = self.unshare.try_wait() {
+                panic!(
+                    "private dockerd exited ({status}) before answering; log tail:\n{}",
+                    self.log_tail()
+                );
+            }
+            assert!(
+                begun.elapsed() < START_TIMEOUT,
+                "private dockerd did not answer within {START_TIMEOUT:?}; log tail:\n{}",
+                self.log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        self.dockerd_pid = child_of(self.unshare.id());
+        eprintln!(
+            "private dockerd at {} answered after {} ms",
+            socket.display(),
+            begun.elapsed().as_millis()
+        );
+        docker
+    }
+
     fn log_tail(&self) -> String {
         let Ok(log) = fs::File::open(self.dir.join("dockerd.log")) else {
             return "(no log)".to_owned();

@@ -1,0 +1,271 @@
+//! `safeprune daemon` against a real, private Docker Engine: cycles on a
+//! seconds-level schedule, SIGTERM, SIGHUP with a good and a bad policy, an
+//! engine that goes away and comes back; and two `run`s at once.
+
+mod util;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bollard::query_parameters::InspectContainerOptions;
+use util::{Pod, PrivateDockerd};
+
+/// A policy for the private engine that cycles every two seconds and
+/// removes what exited at once.
+fn write_policy(dir: &Path, engine: &PrivateDockerd, extra: &str) -> PathBuf {
+    let path = dir.join("policy.yaml");
+    let d = dir.display();
+    std::fs::write(
+        &path,
+        format!(
+            "runtime:\n  kind: docker\n  docker: {{ endpoint: \"{}\" }}\n\
+             schedule: \"*/2 * * * * *\"\n\
+             containers: {{ min_age: \"0\" }}\n\
+             images: {{ enabled: false }}\n\
+             networks: {{ enabled: false }}\n\
+             build_cache: {{ enabled: false }}\n\
+             report: {{ json_path: {d}/report.json }}\n\
+             lock_file: {d}/safeprune.lock\n{extra}",
+            engine.endpoint()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// A running `safeprune daemon` whose log lines are collected as they come.
+struct Daemon {
+    child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Daemon {
+    fn start(policy: &Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_safeprune"))
+            .arg("--config")
+            .arg(policy)
+            .arg("daemon")
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                eprintln!("daemon: {line}");
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Self { child, log }
+    }
+
+    fn count(&self, needle: &str) -> usize {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(needle))
+            .count()
+    }
+
+    /// Waits until `needle` has been logged `n` times in all.
+    async fn wait_for(&self, needle: &str, n: usize) {
+        let begun = Instant::now();
+        while self.count(needle) < n {
+            assert!(
+                begun.elapsed() < Duration::from_secs(30),
+                "'{needle}' logged {} times, not {n}:\n{}",
+                self.count(needle),
+                self.log.lock().unwrap().join("\n")
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// SIGTERM, then the exit code and how long it took.
+    fn terminate(mut self) -> (Option<i32>, Duration) {
+        self.signal("TERM");
+        let begun = Instant::now();
+        let status = self.child.wait().unwrap();
+        (status.code(), begun.elapsed())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn exists(engine: &PrivateDockerd, id: &str) -> bool {
+    engine
+        .docker()
+        .inspect_container(id, None::<InspectContainerOptions>)
+        .await
+        .is_ok()
+}
+
+/// Waits until the container `id` is gone.
+async fn until_removed(engine: &PrivateDockerd, id: &str) {
+    let begun = Instant::now();
+    while exists(engine, id).await {
+        assert!(
+            begun.elapsed() < Duration::from_secs(30),
+            "{id} still there after 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cycles_remove_what_exits_between_them_and_spare_istio_init() {
+    let engine = PrivateDockerd::start().await;
+    let base = engine.import_busybox_image("base:1", None).await;
+    let web = Pod::new("web", "default");
+    let sandbox = engine.create_sandbox(&web, &base, true).await;
+    let istio = engine
+        .create_pod_container(&web, &sandbox, "istio-init", 0, &base, util::EXIT_0)
+        .await;
+    engine.start_container(&istio).await;
+    engine.wait_container(&istio).await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(&write_policy(dir.path(), &engine, ""));
+
+    daemon.wait_for("next cycle scheduled", 1).await;
+    daemon.wait_for("cycle finished", 1).await;
+    let late = engine
+        .run_to_exit("exited-between-cycles", &base, &[])
+        .await;
+    until_removed(&engine, &late).await;
+    let cycles = daemon.count("cycle finished");
+    daemon.wait_for("cycle finished", cycles + 1).await;
+    assert!(daemon.count("cycle finished") >= 2);
+    assert!(
+        exists(&engine, &istio).await,
+        "istio-init of a live pod removed"
+    );
+    assert!(exists(&engine, &sandbox).await);
+    // Each cycle is a run: its report file is there.
+    assert!(dir.path().join("report.json").exists());
+
+    let log = Arc::clone(&daemon.log);
+    let (code, took) = daemon.terminate();
+    assert_eq!(code, Some(0));
+    assert!(took < Duration::from_secs(5), "took {took:?} to stop");
+    assert!(
+        log.lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("daemon stopping"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sighup_keeps_the_old_policy_when_the_new_one_is_broken() {
+    let engine = PrivateDockerd::start().await;
+    let base = engine.import_busybox_image("base:1", None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(dir.path(), &engine, "");
+    let daemon = Daemon::start(&policy);
+    daemon.wait_for("cycle finished", 1).await;
+
+    // A broken policy: logged, and the daemon goes on with the old one.
+    std::fs::write(&policy, "containers:\n  min_age: soon\n").unwrap();
+    daemon.signal("HUP");
+    daemon.wait_for("policy not reloaded", 1).await;
+    let first = engine.run_to_exit("first", &base, &[]).await;
+    until_removed(&engine, &first).await;
+
+    // A good one takes effect: containers are no longer pruned.
+    write_policy(dir.path(), &engine, "");
+    let text = std::fs::read_to_string(&policy).unwrap().replace(
+        "containers: { min_age: \"0\" }",
+        "containers: { enabled: false }",
+    );
+    std::fs::write(&policy, text).unwrap();
+    daemon.signal("HUP");
+    daemon.wait_for("policy reloaded", 1).await;
+    let second = engine.run_to_exit("second", &base, &[]).await;
+    let cycles = daemon.count("cycle finished");
+    daemon.wait_for("cycle finished", cycles + 2).await;
+    assert!(
+        exists(&engine, &second).await,
+        "the reloaded policy was not applied"
+    );
+    let (code, _) = daemon.terminate();
+    assert_eq!(code, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_engine_that_stops_and_comes_back_is_survived() {
+    let mut engine = PrivateDockerd::start().await;
+    let base = engine.import_busybox_image("base:1", None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(&write_policy(dir.path(), &engine, ""));
+    daemon.wait_for("cycle finished", 1).await;
+
+    engine.stop();
+    daemon.wait_for("engine unreachable", 2).await;
+    engine.restart().await;
+    let after = engine.run_to_exit("after-restart", &base, &[]).await;
+    until_removed(&engine, &after).await;
+    let (code, _) = daemon.terminate();
+    assert_eq!(code, Some(0), "the daemon died while the engine was away");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_runs_at_once_one_works_and_the_other_exits_4() {
+    let engine = PrivateDockerd::start().await;
+    let base = engine.import_busybox_image("base:1", None).await;
+    for i in 0..40 {
+        engine
+            .create_container(&format!("never-ran-{i}"), &base, &[], util::EXIT_0)
+            .await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(dir.path(), &engine, "safety: { concurrency: 1 }\n");
+    let run = |extra: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_safeprune"));
+        cmd.arg("--config")
+            .arg(&policy)
+            .args(["-v", "run"])
+            .args(extra);
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+        cmd
+    };
+    let mut first = run(&[]).spawn().unwrap();
+    // Once the first holds the lock and works, start the second.
+    let mut lines = BufReader::new(first.stderr.take().unwrap()).lines();
+    assert!(
+        lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.contains("inventory taken")),
+        "the first run never got going"
+    );
+    let second = run(&[]).output().unwrap();
+    assert_eq!(
+        second.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert!(String::from_utf8_lossy(&second.stderr).contains("holds the lock"));
+    lines.for_each(drop);
+    assert_eq!(first.wait().unwrap().code(), Some(0));
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Idle cost of `safeprune daemon`: resident memory and CPU time over a
+# minute while it waits for its next cycle (a schedule far in the future,
+# so no cycle runs; the engine is not contacted while idle).
+#
+# Run: benches/daemon_idle.sh [seconds]   (default 60)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-60}"
+cargo build --release --quiet
+dir=$(mktemp -d)
+trap 'kill "$pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
+cat > "$dir/policy.yaml" <<YAML
+runtime: { kind: docker, docker: { endpoint: unix://$dir/none.sock } }
+schedule: "0 5 1 1 *"
+lock_file: $dir/lock
+YAML
+target/release/safeprune --config "$dir/policy.yaml" -q daemon &
+pid=$!
+sleep 2
+ticks=$(getconf CLK_TCK)
+cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+rss() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
+wakeups() { awk '/voluntary_ctxt_switches/ && !/non/ {s += $2} END {print s}' /proc/"$pid"/task/*/status; }
+cpu0=$(cpu); wake0=$(wakeups)
+sleep "$seconds"
+cpu1=$(cpu); wake1=$(wakeups)
+printf 'idle for %ss\n' "$seconds"
+printf '  resident memory:   %s KiB (%.1f MiB)\n' "$(rss)" "$(echo "$(rss) / 1024" | bc -l)"
+printf '  threads:           %s\n' "$(ls /proc/$pid/task | wc -l)"
+printf '  cpu time:          %s ms\n' "$(( (cpu1 - cpu0) * 1000 / ticks ))"
+printf '  voluntary wakeups: %s\n' "$((wake1 - wake0))"

@@ -229,6 +229,40 @@ async fn an_engine_that_stops_and_comes_back_is_survived() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn json_logs_are_one_object_per_line() {
+    let engine = PrivateDockerd::start().await;
+    let base = engine.import_busybox_image("base:1", None).await;
+    engine.run_to_exit("exited", &base, &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(dir.path(), &engine, "");
+    let out = Command::new(env!("CARGO_BIN_EXE_safeprune"))
+        .arg("--config")
+        .arg(&policy)
+        .args(["--log-format", "json", "-vv", "run", "--output", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let lines: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let messages: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l["fields"]["message"].as_str())
+        .collect();
+    assert!(messages.contains(&"removed"), "{messages:?}");
+    assert!(messages.contains(&"run finished"), "{messages:?}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["level"].is_string() && l["timestamp"].is_string())
+    );
+    // stdout still holds exactly one JSON document.
+    let _: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn two_runs_at_once_one_works_and_the_other_exits_4() {
     let engine = PrivateDockerd::start().await;
     let base = engine.import_busybox_image("base:1", None).await;

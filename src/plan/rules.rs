@@ -371,20 +371,7 @@ fn volume(v: &Volume, holders: &Users, policy: &Policy, now: DateTime<Utc>) -> D
     if let Some(label) = rules.keep_labels.iter().find_map(|r| r.matches(&v.labels)) {
         return d(Rule::ProtectedLabel, format!("label {label} is protected"));
     }
-    if too_young(v.created, rules.min_age, now) {
-        return d(
-            Rule::TooYoung,
-            format!(
-                "created {}, younger than min_age {}",
-                ago(v.created, now),
-                rules.min_age
-            ),
-        );
-    }
-    d(
-        Rule::Eligible,
-        format!("unused, created {}", ago(v.created, now)),
-    )
+    by_creation(d, v.created, rules.min_age, now)
 }
 
 fn network(n: &Network, holders: &Users, policy: &Policy, now: DateTime<Utc>) -> Decision {
@@ -412,19 +399,29 @@ fn network(n: &Network, holders: &Users, policy: &Policy, now: DateTime<Utc>) ->
     if !rules.enabled {
         return d(Rule::Disabled, "network pruning is disabled".to_owned());
     }
-    if too_young(n.created, rules.min_age, now) {
+    by_creation(d, n.created, rules.min_age, now)
+}
+
+/// The last two rules of an object aged from its creation: `too_young`,
+/// else `eligible`.
+fn by_creation(
+    d: impl Fn(Rule, String) -> Decision,
+    created: Option<DateTime<Utc>>,
+    min_age: Age,
+    now: DateTime<Utc>,
+) -> Decision {
+    if too_young(created, min_age, now) {
         return d(
             Rule::TooYoung,
             format!(
-                "created {}, younger than min_age {}",
-                ago(n.created, now),
-                rules.min_age
+                "created {}, younger than min_age {min_age}",
+                ago(created, now)
             ),
         );
     }
     d(
         Rule::Eligible,
-        format!("unused, created {}", ago(n.created, now)),
+        format!("unused, created {}", ago(created, now)),
     )
 }
 

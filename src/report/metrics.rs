@@ -1,0 +1,245 @@
+//! The `node_exporter` textfile of the last run: its figures as Prometheus
+//! gauges, in the text exposition format.
+//!
+//! Every family is a gauge. The file holds one run's figures and the next run
+//! replaces it whole, so its counts go down as often as up; a counter
+//! (`_total`) would promise a series that only grows, and `rate()` over it
+//! would be nonsense. Names follow Prometheus' conventions: the `safeprune_`
+//! prefix, base units (`_seconds`, `_bytes`), no `_total`.
+//!
+//! The series alerts are written against are always present, 0 when there is
+//! nothing to count: every kind, every removal result, and the rules that
+//! protect pods (`pod_sandbox`, `protected_label`, `live_pod_sandbox`). An
+//! alert on a missing series never fires, so a quiet node must still say 0.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs::{self, File, Permissions};
+use std::io::{self, Write as _};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::{RemovalResult, Report};
+use crate::plan::{Action, Rule};
+use crate::runtime::Kind;
+
+/// Kept-by-rule series written even when no object was kept by the rule.
+const ALWAYS_KEPT: [(Kind, Rule); 3] = [
+    (Kind::Container, Rule::PodSandbox),
+    (Kind::Container, Rule::ProtectedLabel),
+    (Kind::Container, Rule::LivePodSandbox),
+];
+
+/// Every removal result, in the order the file lists them.
+const RESULTS: [RemovalResult; 3] = [
+    RemovalResult::Deleted,
+    RemovalResult::Skipped,
+    RemovalResult::Failed,
+];
+
+/// Renders the textfile for the run `report` describes: it took `duration`
+/// and `success` says whether it finished without error (exit 0).
+///
+/// The text is deterministic: families in a fixed order, series by kind in
+/// report order ([`Kind::ALL`]), then by rule or result; the order of the
+/// report's outcomes does not matter.
+#[must_use]
+pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> String {
+    let mut removals: BTreeMap<(Kind, RemovalResult), usize> = BTreeMap::new();
+    let mut reclaimed: BTreeMap<Kind, u64> = BTreeMap::new();
+    for o in &report.outcomes {
+        *removals.entry((o.kind, o.result)).or_default() += 1;
+        if o.result == RemovalResult::Deleted {
+            *reclaimed.entry(o.kind).or_default() += o.bytes.unwrap_or(0);
+        }
+    }
+    let mut reclaimable: BTreeMap<Kind, u64> = BTreeMap::new();
+    for d in report
+        .decisions
+        .iter()
+        .filter(|d| d.decision == Action::Delete)
+    {
+        *reclaimable.entry(d.kind).or_default() += d.bytes.unwrap_or(0);
+    }
+    let mut kept: BTreeMap<(Kind, Rule), usize> = ALWAYS_KEPT.iter().map(|&k| (k, 0)).collect();
+    for (&kind, rules) in &report.summary.kept_by_rule {
+        for (&rule, &n) in rules {
+            kept.insert((kind, rule), n);
+        }
+    }
+
+    let mut out = Exposition::default();
+    out.gauge(
+        "safeprune_last_run_timestamp_seconds",
+        "Unix time the last safeprune run started (took its inventory).",
+        [(vec![], unix_seconds(report.started_at))],
+    );
+    out.gauge(
+        "safeprune_last_run_success",
+        "1 if the last safeprune run finished without error, else 0.",
+        [(vec![], flag(success))],
+    );
+    out.gauge(
+        "safeprune_last_run_duration_seconds",
+        "How long the last safeprune run took.",
+        [(vec![], duration.as_secs_f64().to_string())],
+    );
+    out.gauge(
+        "safeprune_last_run_dry_run",
+        "1 if the last safeprune run was a dry run (it removed nothing), else 0.",
+        [(vec![], flag(report.dry_run))],
+    );
+    out.gauge(
+        "safeprune_last_run_planned_deletions",
+        "Objects the last run's plan decided to delete, by kind.",
+        Kind::ALL.map(|k| {
+            (
+                vec![("kind", k.as_str())],
+                report.summary.delete.get(k).to_string(),
+            )
+        }),
+    );
+    out.gauge(
+        "safeprune_last_run_reclaimable_bytes",
+        "Bytes the last run's planned deletions would free, by kind (sizes the engine reports).",
+        Kind::ALL.map(|k| {
+            let bytes = reclaimable.get(&k).copied().unwrap_or(0);
+            (vec![("kind", k.as_str())], bytes.to_string())
+        }),
+    );
+    out.gauge(
+        "safeprune_last_run_kept_objects",
+        "Objects the last run kept, by kind and the rule that kept them.",
+        Kind::ALL.iter().flat_map(|&k| {
+            kept.iter()
+                .filter(move |((kind, _), _)| *kind == k)
+                .map(|((kind, rule), n)| {
+                    let labels = vec![("kind", kind.as_str()), ("rule", rule.as_str())];
+                    (labels, n.to_string())
+                })
+        }),
+    );
+    out.gauge(
+        "safeprune_last_run_removals",
+        "Removal attempts of the last run, by kind and result (deleted, skipped, failed).",
+        Kind::ALL.iter().flat_map(|&k| {
+            let removals = &removals;
+            RESULTS.iter().map(move |&r| {
+                let n = removals.get(&(k, r)).copied().unwrap_or(0);
+                (
+                    vec![("kind", k.as_str()), ("result", r.as_str())],
+                    n.to_string(),
+                )
+            })
+        }),
+    );
+    out.gauge(
+        "safeprune_last_run_reclaimed_bytes",
+        "Bytes the last run freed, by kind (sizes the engine reports).",
+        Kind::ALL.map(|k| {
+            let bytes = reclaimed.get(&k).copied().unwrap_or(0);
+            (vec![("kind", k.as_str())], bytes.to_string())
+        }),
+    );
+    out.text
+}
+
+/// Writes the textfile for `node_exporter`'s textfile collector.
+///
+/// Atomically, through a temporary file beside it whose name does not end in
+/// `.prom` (the collector reads only `*.prom`, so it never sees half a file),
+/// and readable by everyone (0644) whatever the umask: `node_exporter` runs as
+/// its own user (Debian: `prometheus`), and a file it cannot read drops the
+/// file's metrics and sets `node_textfile_scrape_error`. The systemd units
+/// set `UMask=0077`, which `report::write_atomically` would pass on; hence
+/// this function, which sets the mode before the rename.
+///
+/// # Errors
+/// The directory is missing or not writable.
+pub fn write_metrics(path: &Path, text: &str) -> io::Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".tmp.{}", std::process::id()));
+    let tmp: PathBuf = path.with_file_name(tmp_name);
+    let result = (|| {
+        let mut file = File::create(&tmp)?;
+        // fchmod, unlike open's mode, ignores the umask.
+        file.set_permissions(Permissions::from_mode(0o644))?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Text exposition format 0.0.4, gauges only.
+#[derive(Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    fn gauge<'a>(
+        &mut self,
+        name: &str,
+        help: &str,
+        samples: impl IntoIterator<Item = (Vec<(&'a str, &'a str)>, String)>,
+    ) {
+        let _ = writeln!(self.text, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(self.text, "# TYPE {name} gauge");
+        for (labels, value) in samples {
+            self.text.push_str(name);
+            if !labels.is_empty() {
+                let pairs: Vec<String> = labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}=\"{}\"", escape_label_value(v)))
+                    .collect();
+                let _ = write!(self.text, "{{{}}}", pairs.join(","));
+            }
+            let _ = writeln!(self.text, " {value}");
+        }
+    }
+}
+
+/// A label value as the format wants it: `\`, `"` and newline escaped.
+fn escape_label_value(value: &str) -> String {
+    value
+        .replace('\\', r"\\")
+        .replace('"', r#"\""#)
+        .replace('\n', r"\n")
+}
+
+/// HELP text as the format wants it: `\` and newline escaped.
+fn escape_help(text: &str) -> String {
+    text.replace('\\', r"\\").replace('\n', r"\n")
+}
+
+fn flag(on: bool) -> String {
+    u8::from(on).to_string()
+}
+
+/// Seconds since the epoch with the milliseconds, exactly (no float rounding).
+fn unix_seconds(at: DateTime<Utc>) -> String {
+    let millis = at.timestamp_millis();
+    let sign = if millis < 0 { "-" } else { "" };
+    let millis = millis.unsigned_abs();
+    match millis % 1000 {
+        0 => format!("{sign}{}", millis / 1000),
+        frac => {
+            let text = format!("{sign}{}.{frac:03}", millis / 1000);
+            text.trim_end_matches('0').to_owned()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -16,10 +16,30 @@ dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 # The test harness runs each private dockerd under unshare(1), with mount(8).
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 command -v mount >/dev/null 2>&1 || need+=(mount)
+# The metrics test lints the textfile with promtool, from Debian's
+# prometheus package.
+need_promtool=false
+command -v promtool >/dev/null 2>&1 || need_promtool=true
+if [ ${#need[@]} -gt 0 ] || $need_promtool; then
+  $sudo apt-get update -qq
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "deps: installing ${need[*]}" >&2
-  $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
+fi
+if $need_promtool; then
+  # The tool alone, out of the package: installing prometheus would add a
+  # user, eleven JavaScript and font packages and a server enabled at boot (started at
+  # once where no policy-rc.d forbids it), listening on :9090. Measured on 2
+  # cores: 2.5 s this way, 15.5 s for the package.
+  echo "deps: installing promtool (from Debian's prometheus package, the tool only) in /usr/local/bin" >&2
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  # apt's download sandbox user cannot write to a private temporary directory.
+  (cd "$tmp" && apt-get download -qq -o APT::Sandbox::User=root prometheus)
+  dpkg-deb --fsys-tarfile "$tmp"/prometheus_*.deb | tar -xO ./usr/bin/promtool >"$tmp/promtool"
+  $sudo install -m 0755 "$tmp/promtool" /usr/local/bin/promtool
+  promtool --version >/dev/null
 fi
 
 if [ "${1:-}" = "--start-docker" ]; then

@@ -16,6 +16,8 @@ dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 # The test harness runs each private dockerd under unshare(1), with mount(8).
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 command -v mount >/dev/null 2>&1 || need+=(mount)
+# scripts/test.sh checks the systemd units offline with systemd-analyze.
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 # The metrics test lints the textfile with promtool, from Debian's
 # prometheus package.
 need_promtool=false

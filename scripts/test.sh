@@ -9,6 +9,33 @@ scripts/deps.sh
 
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
+
+# The systemd units, offline (no systemd needs to run here).
+# verify checks every setting and that each command exists; ExecStart's
+# /usr/local/bin/safeprune is this build, bound over /usr/local/bin in a
+# mount namespace of the check's own, so nothing is installed on the host.
+# verify only warns of an unknown key and still exits 0: any output fails.
+cargo build --locked --bin safeprune
+bin_dir="$(cd "${CARGO_TARGET_DIR:-target}/debug" && pwd)"
+as_root=()
+if [ "$(id -u)" -ne 0 ]; then as_root=(--map-root-user); fi
+if ! verify=$(unshare --mount "${as_root[@]}" sh -c \
+  'mount --bind "$1" /usr/local/bin && systemd-analyze verify systemd/*.service systemd/*.timer' \
+  sh "$bin_dir" 2>&1) || [ -n "$verify" ]; then
+  printf '%s\n' "$verify" >&2
+  echo "test: systemd-analyze verify found problems in systemd/" >&2
+  exit 1
+fi
+# The sandbox's exposure (README.md, "Running it unattended"): 0.7 now, on
+# systemd's 0-10 scale; loosening it fails here until the figure is raised
+# on purpose, here and in README.md.
+if ! security=$(systemd-analyze security --offline=yes --threshold=7 --no-pager systemd/*.service 2>&1); then
+  printf '%s\n' "$security" >&2
+  echo "test: a systemd unit's exposure rose above 0.7 (systemd-analyze security)" >&2
+  exit 1
+fi
+printf '%s\n' "$security" | grep -F 'Overall exposure level'
+
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --locked --no-fail-fast
 else

@@ -18,6 +18,9 @@ command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 command -v mount >/dev/null 2>&1 || need+=(mount)
 # scripts/test.sh checks the systemd units offline with systemd-analyze.
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+# ... which checks that the units' commands exist: ExecReload's /bin/kill
+# (a shell builtin too, hence the path) is procps', absent from minimal images.
+[ -x /bin/kill ] || need+=(procps)
 # The metrics test lints the textfile with promtool, from Debian's
 # prometheus package.
 need_promtool=false

@@ -130,7 +130,7 @@ impl Node {
         Ok(Self {
             runtime,
             inventory,
-            name: hostname::get().map_or_else(|_| "unknown".into(), |h| h.to_string_lossy().into()),
+            name: node_name(),
             started_at,
         })
     }
@@ -154,6 +154,11 @@ impl Node {
             outcomes,
         )
     }
+}
+
+/// This machine's host name, as reports name the node.
+pub(crate) fn node_name() -> String {
+    hostname::get().map_or_else(|_| "unknown".into(), |h| h.to_string_lossy().into())
 }
 
 /// Prints the report on stdout: one JSON document, or the table unless quiet.

@@ -2,14 +2,19 @@
 //! remove, write the report files. The same code path for both, so a daemon
 //! cycle behaves exactly as `safeprune run` does.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
-use crate::app::{AppError, Node};
+use chrono::Utc;
+
+use crate::app::{AppError, Node, node_name};
 use crate::execute::execute;
+use crate::plan::Plan;
 use crate::policy::Policy;
-use crate::report::{AuditLog, RemovalResult, Report, write_atomically};
+use crate::report::{AuditLog, RemovalResult, Report, render_metrics, write_atomically};
 use crate::runtime::Engine;
 
 /// What a cycle is asked to do beyond the policy.
@@ -24,13 +29,63 @@ pub struct CycleOptions {
 }
 
 /// Runs one cycle and returns its report; removal failures are in the
-/// report, not an error. Once `stop` is set, no new removal starts.
+/// report, not an error. Once `stop` is set, no new removal starts. The
+/// metrics textfile, if configured, is written whatever came of it, except
+/// when another run holds the lock: that run owns the file.
 ///
 /// # Errors
 /// The lock is held elsewhere, a report file cannot be opened or written,
 /// the runtime is unreachable, or the plan exceeds the deletion limit (the
 /// error then carries the refused plan's report).
 pub async fn cycle(
+    policy: &Policy,
+    options: &CycleOptions,
+    stop: &AtomicBool,
+) -> Result<Report, AppError> {
+    let started = Instant::now();
+    let started_at = Utc::now();
+    let result = locked_cycle(policy, options, stop).await;
+    let Some(path) = configured(&policy.report.metrics_textfile) else {
+        return result;
+    };
+    let (report, success) = match &result {
+        Err(AppError::Locked(_)) => return result,
+        Ok(report) => (Cow::Borrowed(report), report.summary.failed == 0),
+        Err(AppError::OverLimit { report, .. }) => (Cow::Borrowed(report.as_ref()), false),
+        // No inventory: the run still failed, and an alert must see it.
+        Err(_) => (
+            Cow::Owned(Report::new(
+                policy.runtime.kind.as_str(),
+                &node_name(),
+                started_at,
+                options.dry_run,
+                &Plan::default(),
+                Vec::new(),
+            )),
+            false,
+        ),
+    };
+    if path.extension().is_none_or(|e| e != "prom") {
+        tracing::warn!(path = %path.display(), "node_exporter reads only *.prom textfiles");
+    }
+    let text = render_metrics(&report, started.elapsed(), success);
+    match write_atomically(path, text.as_bytes()) {
+        Ok(()) => result,
+        Err(source) => {
+            let error = AppError::File {
+                path: path.to_owned(),
+                source,
+            };
+            if result.is_ok() {
+                return Err(error);
+            }
+            tracing::error!(%error, "cannot write the metrics textfile");
+            result
+        }
+    }
+}
+
+async fn locked_cycle(
     policy: &Policy,
     options: &CycleOptions,
     stop: &AtomicBool,

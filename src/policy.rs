@@ -121,6 +121,18 @@ pub enum RuntimeKind {
     Containerd,
 }
 
+impl RuntimeKind {
+    /// The name as the policy writes it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Docker => "docker",
+            Self::Containerd => "containerd",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DockerConfig {

@@ -27,7 +27,7 @@ fn write_policy(dir: &Path, engine: &PrivateDockerd, extra: &str) -> PathBuf {
              images: {{ enabled: false }}\n\
              networks: {{ enabled: false }}\n\
              build_cache: {{ enabled: false }}\n\
-             report: {{ json_path: {d}/report.json }}\n\
+             report: {{ json_path: {d}/report.json, metrics_textfile: {d}/safeprune.prom }}\n\
              lock_file: {d}/safeprune.lock\n{extra}",
             engine.endpoint()
         ),
@@ -160,8 +160,9 @@ async fn cycles_remove_what_exits_between_them_and_spare_istio_init() {
         "istio-init of a live pod removed"
     );
     assert!(exists(&engine, &sandbox).await);
-    // Each cycle is a run: its report file is there.
+    // Each cycle is a run: its report and metrics files are there.
     assert!(dir.path().join("report.json").exists());
+    assert!(dir.path().join("safeprune.prom").exists());
 
     let log = Arc::clone(&daemon.log);
     let (code, took) = daemon.terminate();
@@ -226,6 +227,89 @@ async fn an_engine_that_stops_and_comes_back_is_survived() {
     until_removed(&engine, &after).await;
     let (code, _) = daemon.terminate();
     assert_eq!(code, Some(0), "the daemon died while the engine was away");
+}
+
+/// The value of the sample `name{labels}` in a textfile, if present.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_run_writes_the_metrics_textfile_unless_another_holds_the_lock() {
+    let engine = PrivateDockerd::start().await;
+    let base = engine.import_busybox_image("base:1", None).await;
+    let web = Pod::new("web", "default");
+    let sandbox = engine.create_sandbox(&web, &base, true).await;
+    let istio = engine
+        .create_pod_container(&web, &sandbox, "istio-init", 0, &base, util::EXIT_0)
+        .await;
+    engine.start_container(&istio).await;
+    engine.wait_container(&istio).await;
+    engine.run_to_exit("exited", &base, &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let prom = dir.path().join("safeprune.prom");
+    let policy = write_policy(dir.path(), &engine, "");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_safeprune"))
+            .arg("--config")
+            .arg(&policy)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+
+    assert_eq!(run(&["-q", "run"]).status.code(), Some(0));
+    let metrics = std::fs::read_to_string(&prom).unwrap();
+    assert_eq!(
+        sample(&metrics, "safeprune_last_run_success"),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"safeprune_last_run_removals{kind="container",result="deleted"}"#
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"safeprune_last_run_kept_objects{kind="container",rule="protected_label"}"#
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    let check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(&prom).unwrap())
+        .output()
+        .expect("promtool (scripts/deps.sh installs it)");
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+
+    // Another run holds the lock: the file is that run's, left alone.
+    let lock = std::fs::File::create(dir.path().join("safeprune.lock")).unwrap();
+    lock.try_lock().unwrap();
+    std::fs::remove_file(&prom).unwrap();
+    assert_eq!(run(&["run"]).status.code(), Some(4));
+    assert!(!prom.exists());
+    drop(lock);
+
+    // The engine is gone: the run fails, and the textfile says so.
+    drop(engine);
+    assert_eq!(run(&["-q", "run"]).status.code(), Some(1));
+    let metrics = std::fs::read_to_string(&prom).unwrap();
+    assert_eq!(
+        sample(&metrics, "safeprune_last_run_success"),
+        Some(0.0),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

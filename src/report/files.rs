@@ -1,7 +1,8 @@
 //! Report files: the JSON report written atomically, the audit log appended.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File, OpenOptions, Permissions};
 use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use chrono::{SecondsFormat, Utc};
@@ -11,6 +12,12 @@ use super::Outcome;
 
 /// Writes `contents` to `path` so that readers see the old file or the new
 /// one, never half of one: a temporary file beside it, synced, then renamed.
+/// The temporary name does not end like the file (`node_exporter` reads only
+/// `*.prom`, so it never sees half a textfile).
+///
+/// The file is readable by everyone (0644) whatever the umask: report and
+/// metrics files are for other tools (`node_exporter` runs as its own user),
+/// and the systemd units set `UMask=0077`.
 ///
 /// # Errors
 /// The directory is missing or not writable.
@@ -28,6 +35,8 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
     let tmp: PathBuf = dir.join(tmp_name);
     let result = (|| {
         let mut file = File::create(&tmp)?;
+        // fchmod, unlike open's mode, ignores the umask.
+        file.set_permissions(Permissions::from_mode(0o644))?;
         file.write_all(contents)?;
         file.sync_all()?;
         fs::rename(&tmp, path)
@@ -95,6 +104,8 @@ impl AuditLog {
 
 #[cfg(test)]
 mod tests {
+    use std::process::Command;
+
     use super::*;
     use crate::report::RemovalResult;
     use crate::runtime::Kind;
@@ -136,5 +147,43 @@ mod tests {
         assert_eq!(lines[1]["kind"], "container");
         assert_eq!(lines[1]["node"], "node1");
         assert_eq!(lines[1]["error"], "in use");
+    }
+
+    /// Set in the child process of the test below: where it writes.
+    const UMASK_CHILD: &str = "SAFEPRUNE_TEST_UMASK_CHILD";
+
+    /// `node_exporter` runs as its own user: under the units' `UMask=0077` the
+    /// textfile must still come out 0644. The umask is the process's, so a
+    /// child (this test binary again, under `sh -c 'umask 077'`) does the write.
+    #[test]
+    fn write_atomically_makes_the_file_world_readable_under_a_strict_umask() {
+        if let Some(dir) = std::env::var_os(UMASK_CHILD) {
+            let dir = Path::new(&dir);
+            File::create(dir.join("control")).unwrap();
+            write_atomically(&dir.join("safeprune.prom"), b"x 1\n").unwrap();
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let status = Command::new("sh")
+            .args(["-c", r#"umask 077 && exec "$0" "$@""#])
+            .arg(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "report::files::tests::write_atomically_makes_the_file_world_readable_under_a_strict_umask",
+                "--test-threads=1",
+            ])
+            .env(UMASK_CHILD, dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let mode = |name: &str| {
+            fs::metadata(dir.path().join(name))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode("control"), 0o600, "the child ran under umask 077");
+        assert_eq!(mode("safeprune.prom"), 0o644);
     }
 }

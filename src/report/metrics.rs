@@ -14,10 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::fs::{self, File, Permissions};
-use std::io::{self, Write as _};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -145,40 +141,6 @@ pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> Str
         }),
     );
     out.text
-}
-
-/// Writes the textfile for `node_exporter`'s textfile collector.
-///
-/// Atomically, through a temporary file beside it whose name does not end in
-/// `.prom` (the collector reads only `*.prom`, so it never sees half a file),
-/// and readable by everyone (0644) whatever the umask: `node_exporter` runs as
-/// its own user (Debian: `prometheus`), and a file it cannot read drops the
-/// file's metrics and sets `node_textfile_scrape_error`. The systemd units
-/// set `UMask=0077`, which `report::write_atomically` would pass on; hence
-/// this function, which sets the mode before the rename.
-///
-/// # Errors
-/// The directory is missing or not writable.
-pub fn write_metrics(path: &Path, text: &str) -> io::Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".tmp.{}", std::process::id()));
-    let tmp: PathBuf = path.with_file_name(tmp_name);
-    let result = (|| {
-        let mut file = File::create(&tmp)?;
-        // fchmod, unlike open's mode, ignores the umask.
-        file.set_permissions(Permissions::from_mode(0o644))?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
 }
 
 /// Text exposition format 0.0.4, gauges only.

@@ -16,7 +16,7 @@ use crate::plan::{Action, Decision, Plan, Rule};
 use crate::runtime::Kind;
 
 pub use files::{AuditLog, write_atomically};
-pub use metrics::{render_metrics, write_metrics};
+pub use metrics::render_metrics;
 pub use table::{human_bytes, render_table};
 
 /// What came of one removal attempt.

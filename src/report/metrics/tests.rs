@@ -7,7 +7,6 @@
 )]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 
 use chrono::TimeZone;
 use proptest::prelude::*;
@@ -233,56 +232,6 @@ fn the_checker_rejects_malformed_text() {
     ] {
         assert!(parse(bad).is_err(), "accepted: {bad:?}");
     }
-}
-
-#[test]
-fn write_metrics_replaces_the_file_and_leaves_no_temporary() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("safeprune.prom");
-    write_metrics(&path, "first, and longer\n").unwrap();
-    write_metrics(&path, "second\n").unwrap();
-    assert_eq!(fs::read_to_string(&path).unwrap(), "second\n");
-    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
-    assert!(write_metrics(&dir.path().join("missing/safeprune.prom"), "x\n").is_err());
-    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
-}
-
-/// Set in the child process of the test below: where it writes.
-const UMASK_CHILD: &str = "SAFEPRUNE_TEST_METRICS_UMASK_CHILD";
-
-/// `node_exporter` runs as its own user: under the units' `UMask=0077` the
-/// textfile must still come out 0644. The umask is the process's, so a
-/// child (this test binary again, under `sh -c 'umask 077'`) does the write.
-#[test]
-fn write_metrics_makes_the_file_world_readable_under_a_strict_umask() {
-    if let Some(dir) = std::env::var_os(UMASK_CHILD) {
-        let dir = Path::new(&dir);
-        File::create(dir.join("control")).unwrap();
-        write_metrics(&dir.join("safeprune.prom"), "x 1\n").unwrap();
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let status = Command::new("sh")
-        .args(["-c", r#"umask 077 && exec "$0" "$@""#])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "report::metrics::tests::write_metrics_makes_the_file_world_readable_under_a_strict_umask",
-            "--test-threads=1",
-        ])
-        .env(UMASK_CHILD, dir.path())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let mode = |name: &str| {
-        fs::metadata(dir.path().join(name))
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o777
-    };
-    assert_eq!(mode("control"), 0o600, "the child ran under umask 077");
-    assert_eq!(mode("safeprune.prom"), 0o644);
 }
 
 /// Series by metric name and labels.

@@ -7,9 +7,10 @@ mod files;
 mod metrics;
 mod table;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
 use crate::plan::{Action, Decision, Plan, Rule};
@@ -53,14 +54,28 @@ pub struct Outcome {
     pub error: Option<String>,
 }
 
-/// Counts by kind, in the JSON's fixed shape.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+/// Counts by kind, in the JSON's fixed shape; a kind the runtime does not
+/// have (volumes on containerd) is `null`, not zero.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KindCounts {
     pub container: usize,
     pub image: usize,
     pub volume: usize,
     pub network: usize,
     pub build_cache: usize,
+    /// Kinds that do not exist on this runtime.
+    pub not_applicable: BTreeSet<Kind>,
+}
+
+impl Serialize for KindCounts {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(Kind::ALL.len()))?;
+        for kind in Kind::ALL {
+            let count = (!self.not_applicable.contains(&kind)).then(|| self.get(kind));
+            map.serialize_entry(kind.as_str(), &count)?;
+        }
+        map.end()
+    }
 }
 
 impl KindCounts {
@@ -99,6 +114,9 @@ pub struct Summary {
     pub reclaimed_bytes: u64,
     pub skipped: usize,
     pub failed: usize,
+    /// Kinds this runtime does not have, e.g. `volume` on containerd. An
+    /// addition to DESIGN.md's summary.
+    pub not_applicable: Vec<Kind>,
 }
 
 /// The whole report of one plan or run.
@@ -163,6 +181,20 @@ impl Report {
             outcomes,
             summary,
         }
+    }
+
+    /// Marks kinds this runtime does not have: their counts become `null`
+    /// and the table says "not applicable" instead of showing zeros.
+    #[must_use]
+    pub fn with_not_applicable(mut self, kinds: &[Kind]) -> Self {
+        let kinds: BTreeSet<Kind> = kinds.iter().copied().collect();
+        self.summary.delete.not_applicable.clone_from(&kinds);
+        self.summary.keep.not_applicable.clone_from(&kinds);
+        self.summary.not_applicable = Kind::ALL
+            .into_iter()
+            .filter(|k| kinds.contains(k))
+            .collect();
+        self
     }
 
     /// The JSON document of DESIGN.md, pretty-printed, with a final newline.

@@ -138,6 +138,7 @@ fn render_summary(out: &mut String, report: &Report) {
     let list = |counts: &super::KindCounts| {
         Kind::ALL
             .iter()
+            .filter(|k| !counts.not_applicable.contains(k))
             .map(|k| plural(*k, counts.get(*k)))
             .collect::<Vec<_>>()
             .join(", ")
@@ -170,6 +171,15 @@ fn render_summary(out: &mut String, report: &Report) {
         );
     }
     let _ = writeln!(out, "  kept: {}", list(&s.keep));
+    if !s.not_applicable.is_empty() {
+        let kinds: Vec<&str> = s.not_applicable.iter().map(|k| k.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "  not applicable on {}: {}",
+            report.runtime,
+            kinds.join(", ")
+        );
+    }
     // The protections an operator looks for first, then the rest.
     let protections = [
         Rule::ProtectedLabel,

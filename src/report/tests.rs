@@ -162,3 +162,25 @@ fn human_bytes_uses_decimal_units() {
     assert_eq!(human_bytes(187_000_000), "187.0MB");
     assert_eq!(human_bytes(u64::MAX), "18446.7PB");
 }
+
+#[test]
+fn kinds_a_runtime_lacks_are_null_not_zero() {
+    let report =
+        sample_report(vec![]).with_not_applicable(&[Kind::Volume, Kind::Network, Kind::BuildCache]);
+    let v: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    for kind in ["volume", "network", "build_cache"] {
+        assert!(v["summary"]["delete"][kind].is_null(), "{kind}");
+        assert!(v["summary"]["keep"][kind].is_null(), "{kind}");
+    }
+    assert_eq!(v["summary"]["delete"]["container"], 1);
+    assert_eq!(
+        v["summary"]["not_applicable"],
+        serde_json::json!(["volume", "network", "build_cache"])
+    );
+    let table = render_table(&report);
+    assert!(
+        table.contains("not applicable on docker: volume, network, build_cache"),
+        "{table}"
+    );
+    assert!(!table.contains("0 volumes"), "{table}");
+}

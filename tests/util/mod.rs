@@ -19,6 +19,8 @@
     reason = "each test binary uses its own subset of the harness; `expect` would fail in the ones that use it all"
 )]
 
+pub mod containerd;
+
 use std::collections::HashMap;
 use std::fs;
 use std::io::{BufRead, BufReader};

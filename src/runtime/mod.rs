@@ -5,6 +5,7 @@
 //! removal itself. [`Runtime`] dispatches to the real adapters; tests of the
 //! planner and executor use an in-memory engine instead.
 
+pub mod containerd;
 pub mod docker;
 #[cfg(test)]
 pub mod memory;

@@ -1,0 +1,149 @@
+//! What kubelet owns, read and removed through CRI on containerd's socket.
+//!
+//! The CRI plugin keeps its containers and sandboxes in memory and does not
+//! notice containers deleted through containerd's own API: kubelet would
+//! keep seeing them until containerd restarts (FACTS.md). So CRI's
+//! containers are read and removed only here.
+
+use std::collections::HashMap;
+
+use containerd_client::tonic::transport::Channel;
+use containerd_client::tonic::{Code, Request, Status};
+use futures_util::{StreamExt, TryStreamExt, stream};
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use k8s_cri::v1::{
+    Container, ContainerFilter, ContainerState as CriState, ContainerStatus,
+    ContainerStatusRequest, ListContainersRequest, ListPodSandboxRequest, PodSandbox,
+    RemoveContainerRequest, StatusRequest,
+};
+
+use super::convert::{CriView, sandbox_image_of};
+use super::{MAX_MESSAGE_BYTES, REQUEST_TIMEOUT, STATUS_CONCURRENCY};
+
+/// A CRI runtime client on containerd's channel.
+pub(super) fn client(channel: Channel) -> RuntimeServiceClient<Channel> {
+    RuntimeServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES)
+}
+
+fn request<T>(message: T) -> Request<T> {
+    let mut request = Request::new(message);
+    request.set_timeout(REQUEST_TIMEOUT);
+    request
+}
+
+/// Every sandbox and container CRI knows, exit times of exited containers,
+/// and the sandbox image.
+///
+/// `ListContainers` has no exit time; `ContainerStatus` has it, in
+/// nanoseconds, so each exited container is asked, a few at a time. A
+/// container removed between the list and its status is left out.
+pub(super) async fn read(channel: &Channel) -> Result<CriView, Status> {
+    let (sandboxes, containers, sandbox_image) = tokio::try_join!(
+        sandboxes(channel),
+        async {
+            let listed = client(channel.clone())
+                .list_containers(request(ListContainersRequest { filter: None }))
+                .await?;
+            Ok(listed.into_inner().containers)
+        },
+        async {
+            let status = client(channel.clone())
+                .status(request(StatusRequest { verbose: true }))
+                .await?;
+            Ok(sandbox_image_of(&status.into_inner().info))
+        },
+    )?;
+    let containers = stream::iter(containers)
+        .map(|listed| {
+            let mut cri = client(channel.clone());
+            async move {
+                if listed.state != CriState::ContainerExited as i32 {
+                    return Ok::<_, Status>(Some((listed.id.clone(), (listed, None))));
+                }
+                match status_of(&mut cri, &listed.id).await? {
+                    Some(status) => Ok(Some((listed.id.clone(), (listed, Some(status))))),
+                    None => Ok(None),
+                }
+            }
+        })
+        .buffer_unordered(STATUS_CONCURRENCY)
+        .try_filter_map(|c| async move { Ok(c) })
+        .try_collect::<HashMap<_, _>>()
+        .await?;
+    Ok(CriView {
+        sandboxes,
+        containers,
+        sandbox_image,
+    })
+}
+
+/// One container as CRI lists it, with its status when it has exited;
+/// `None` when CRI does not know it.
+pub(super) async fn container(
+    channel: &Channel,
+    id: &str,
+) -> Result<Option<(Container, Option<ContainerStatus>)>, Status> {
+    let filter = ContainerFilter {
+        id: id.to_owned(),
+        ..ContainerFilter::default()
+    };
+    let listed = client(channel.clone())
+        .list_containers(request(ListContainersRequest {
+            filter: Some(filter),
+        }))
+        .await?
+        .into_inner()
+        .containers;
+    // The id filter, too, resolves prefixes.
+    let Some(listed) = listed.into_iter().find(|c| c.id == id) else {
+        return Ok(None);
+    };
+    if listed.state != CriState::ContainerExited as i32 {
+        return Ok(Some((listed, None)));
+    }
+    let status = status_of(&mut client(channel.clone()), id).await?;
+    Ok(status.map(|s| (listed, Some(s))))
+}
+
+/// Every pod sandbox CRI knows, READY or not.
+pub(super) async fn sandboxes(channel: &Channel) -> Result<Vec<PodSandbox>, Status> {
+    let listed = client(channel.clone())
+        .list_pod_sandbox(request(ListPodSandboxRequest { filter: None }))
+        .await?;
+    Ok(listed.into_inner().items)
+}
+
+/// The status of one container; `None` when CRI does not know it.
+///
+/// CRI resolves ids by unique prefix (its `truncindex`), so the answer is
+/// checked to be about exactly this container.
+pub(super) async fn status_of(
+    cri: &mut RuntimeServiceClient<Channel>,
+    id: &str,
+) -> Result<Option<ContainerStatus>, Status> {
+    let answer = cri
+        .container_status(request(ContainerStatusRequest {
+            container_id: id.to_owned(),
+            verbose: false,
+        }))
+        .await;
+    match answer {
+        Ok(answer) => Ok(answer.into_inner().status.filter(|s| s.id == id)),
+        Err(status) if status.code() == Code::NotFound => Ok(None),
+        Err(status) => Err(status),
+    }
+}
+
+/// Removes one container through CRI.
+///
+/// CRI's `RemoveContainer` answers OK for a container it does not know,
+/// and stops a running one first (the CRI contract says "forcibly
+/// removed"), so callers check both with [`status_of`] just before.
+pub(super) async fn remove_container(channel: &Channel, id: &str) -> Result<(), Status> {
+    client(channel.clone())
+        .remove_container(request(RemoveContainerRequest {
+            container_id: id.to_owned(),
+        }))
+        .await
+        .map(|_| ())
+}

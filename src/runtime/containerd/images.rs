@@ -1,0 +1,152 @@
+//! containerd's image records as the inventory's images: pure conversions.
+//!
+//! containerd has no image ids, only named records, each pointing at a
+//! target (an index or a manifest). Several records may point at the same
+//! target: a tag and its digest reference, and, in the CRI namespace, CRI's
+//! own record of the image id, named `sha256:<config digest>` (measured:
+//! every image CRI sees gets one). Removing one record frees nothing while
+//! another holds the content, so safeprune's image is all records of one
+//! namespace with the same target, and its id is `<namespace>/<target>`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use containerd_client::services::v1::{Image as ImageRecord, Info};
+
+use super::convert::{NamespaceData, label, qualified, timestamp};
+use crate::inventory::Image;
+use crate::plan::reference_forms;
+
+/// containerd 1.6.22+ and 1.7.3+ pin the sandbox image with this label.
+const LABEL_PINNED: &str = "io.cri-containerd.pinned";
+const PINNED: &str = "pinned";
+/// Labels by which containerd's garbage collector follows an image's
+/// content: index to manifests, manifest to config and layers.
+const LABEL_GC_CONTENT: &str = "containerd.io/gc.ref.content.";
+
+/// The images of one namespace, one per target. An image with any name in
+/// `pinned_names` (in any spelling) is pinned.
+pub(super) fn images_of(data: &NamespaceData, pinned_names: &[String]) -> Vec<Image> {
+    let mut by_target: BTreeMap<&str, Vec<&ImageRecord>> = BTreeMap::new();
+    for record in &data.images {
+        match record.target.as_ref().map(|t| t.digest.as_str()) {
+            Some(digest) if !digest.is_empty() && !record.name.is_empty() => {
+                by_target.entry(digest).or_default().push(record);
+            }
+            _ => tracing::debug!(name = %record.name, "image record without a target, skipped"),
+        }
+    }
+    let pinned_forms: BTreeSet<String> = pinned_names
+        .iter()
+        .flat_map(|n| reference_forms(n))
+        .collect();
+    by_target
+        .into_iter()
+        .map(|(digest, records)| {
+            image(
+                &data.namespace,
+                digest,
+                &records,
+                &pinned_forms,
+                &data.content,
+            )
+        })
+        .collect()
+}
+
+/// The records of one namespace that point at `digest`, sorted by name.
+pub(super) fn records_of<'a>(images: &'a [ImageRecord], digest: &str) -> Vec<&'a ImageRecord> {
+    let mut records: Vec<&ImageRecord> = images
+        .iter()
+        .filter(|i| i.target.as_ref().is_some_and(|t| t.digest == digest))
+        .filter(|i| !i.name.is_empty())
+        .collect();
+    records.sort_by(|a, b| a.name.cmp(&b.name));
+    records
+}
+
+fn image(
+    namespace: &str,
+    digest: &str,
+    records: &[&ImageRecord],
+    pinned_forms: &BTreeSet<String>,
+    content: &HashMap<String, Info>,
+) -> Image {
+    let mut tags = BTreeSet::new();
+    let mut digests = BTreeSet::new();
+    for record in records {
+        let name = record.name.as_str();
+        if name.starts_with("sha256:") {
+            // CRI's record of the image id: no reference at all.
+        } else if name.contains('@') {
+            digests.insert(name.to_owned());
+        } else {
+            tags.insert(name.to_owned());
+            digests.insert(format!("{}@{digest}", repository(name)));
+        }
+    }
+    let pinned = records.iter().any(|r| {
+        label(&r.labels, LABEL_PINNED) == Some(PINNED)
+            || reference_forms(&r.name)
+                .iter()
+                .any(|f| pinned_forms.contains(f))
+    });
+    Image {
+        id: qualified(namespace, digest),
+        tags: tags.into_iter().collect(),
+        digests: digests.into_iter().collect(),
+        created: records
+            .iter()
+            .filter_map(|r| timestamp(r.created_at.as_ref()))
+            .min(),
+        // Updated when a name is (re)pointed: a pull, a tag, an import.
+        last_tagged: records
+            .iter()
+            .filter_map(|r| timestamp(r.updated_at.as_ref()))
+            .max(),
+        size: content_size(digest, content),
+        pinned,
+    }
+}
+
+/// The repository of `repo:tag`; a `:` after the last `/` starts the tag,
+/// one before it is a registry port.
+fn repository(name: &str) -> &str {
+    match name.rsplit_once(':') {
+        Some((repo, tag)) if !tag.contains('/') => repo,
+        _ => name,
+    }
+}
+
+/// The bytes of an image's content in the store: its target and every blob
+/// reachable from it through the garbage collector's labels (manifests of
+/// the platforms present, configs, layers), each counted once. That is the
+/// compressed size `ctr images ls` shows; unpacked snapshots come on top,
+/// and a layer shared by two images counts in both. `None` when the target
+/// itself is not in the store.
+pub(super) fn content_size(target: &str, content: &HashMap<String, Info>) -> Option<u64> {
+    content.get(target)?;
+    let mut seen = BTreeSet::new();
+    let mut pending = vec![target];
+    let mut total: u64 = 0;
+    while let Some(digest) = pending.pop() {
+        if !seen.insert(digest) {
+            continue;
+        }
+        // A child missing from the store (another platform's manifest)
+        // takes no space here.
+        let Some(info) = content.get(digest) else {
+            continue;
+        };
+        total = total.saturating_add(u64::try_from(info.size).unwrap_or(0));
+        pending.extend(
+            info.labels
+                .iter()
+                .filter(|(key, _)| key.starts_with(LABEL_GC_CONTENT))
+                .map(|(_, child)| child.as_str()),
+        );
+    }
+    Some(total)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,279 @@
+//! containerd's own API: one namespace's containers, tasks, images and
+//! content, and the native removals.
+//!
+//! Every call names its namespace in the gRPC metadata containerd reads,
+//! `containerd-namespace`, and carries a deadline.
+
+use std::collections::HashMap;
+
+use containerd_client::services::v1::snapshots::RemoveSnapshotRequest;
+use containerd_client::services::v1::snapshots::snapshots_client::SnapshotsClient;
+use containerd_client::services::v1::{
+    Container as NativeContainer, DeleteContainerRequest, DeleteImageRequest, DeleteTaskRequest,
+    GetContainerRequest, GetRequest, Image as ImageRecord, Info, ListContainersRequest,
+    ListContentRequest, ListImagesRequest, ListNamespacesRequest, ListTasksRequest,
+    containers_client::ContainersClient, content_client::ContentClient,
+    images_client::ImagesClient, namespaces_client::NamespacesClient, tasks_client::TasksClient,
+    version_client::VersionClient,
+};
+use containerd_client::tonic::metadata::MetadataValue;
+use containerd_client::tonic::transport::Channel;
+use containerd_client::tonic::{Code, Request, Status};
+use containerd_client::types::Descriptor;
+use containerd_client::types::v1::Process;
+use futures_util::TryStreamExt;
+
+use super::convert::NamespaceData;
+use super::{MAX_MESSAGE_BYTES, REQUEST_TIMEOUT};
+
+/// The gRPC metadata key containerd takes the namespace from
+/// (`pkg/namespaces/grpc.go`).
+const NAMESPACE_HEADER: &str = "containerd-namespace";
+
+fn request<T>(namespace: &str, message: T) -> Result<Request<T>, Status> {
+    let mut request = Request::new(message);
+    request.set_timeout(REQUEST_TIMEOUT);
+    let value = MetadataValue::try_from(namespace)
+        .map_err(|_| Status::invalid_argument(format!("bad namespace name {namespace:?}")))?;
+    request.metadata_mut().insert(NAMESPACE_HEADER, value);
+    Ok(request)
+}
+
+/// `None` for `NotFound`, the error for anything else.
+fn found<T>(answer: Result<T, Status>) -> Result<Option<T>, Status> {
+    match answer {
+        Ok(value) => Ok(Some(value)),
+        Err(status) if status.code() == Code::NotFound => Ok(None),
+        Err(status) => Err(status),
+    }
+}
+
+/// containerd's version, to make sure the socket is containerd's.
+pub(super) async fn version(channel: &Channel) -> Result<String, Status> {
+    let mut request = Request::new(());
+    request.set_timeout(REQUEST_TIMEOUT);
+    let answer = VersionClient::new(channel.clone()).version(request).await?;
+    Ok(answer.into_inner().version)
+}
+
+/// The names of every namespace.
+pub(super) async fn namespaces(channel: &Channel) -> Result<Vec<String>, Status> {
+    let mut request = Request::new(ListNamespacesRequest {
+        filter: String::new(),
+    });
+    request.set_timeout(REQUEST_TIMEOUT);
+    let answer = NamespacesClient::new(channel.clone())
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .list(request)
+        .await?;
+    Ok(answer
+        .into_inner()
+        .namespaces
+        .into_iter()
+        .map(|n| n.name)
+        .collect())
+}
+
+/// Everything of one namespace the inventory needs, read concurrently.
+pub(super) async fn read_namespace(
+    channel: &Channel,
+    namespace: &str,
+) -> Result<NamespaceData, Status> {
+    let (containers, tasks, images, content) = tokio::try_join!(
+        containers(channel, namespace),
+        tasks(channel, namespace),
+        images(channel, namespace),
+        content(channel, namespace),
+    )?;
+    Ok(NamespaceData {
+        namespace: namespace.to_owned(),
+        containers,
+        tasks,
+        images,
+        content,
+    })
+}
+
+/// Every container, streamed one by one: with their OCI specs a node's
+/// containers may not fit one message.
+pub(super) async fn containers(
+    channel: &Channel,
+    namespace: &str,
+) -> Result<Vec<NativeContainer>, Status> {
+    let stream = ContainersClient::new(channel.clone())
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .list_stream(request(
+            namespace,
+            ListContainersRequest {
+                filters: Vec::new(),
+            },
+        )?)
+        .await?
+        .into_inner();
+    stream
+        .try_filter_map(|message| async move { Ok(message.container) })
+        .try_collect()
+        .await
+}
+
+/// One container; `None` when it does not exist.
+pub(super) async fn container(
+    channel: &Channel,
+    namespace: &str,
+    id: &str,
+) -> Result<Option<NativeContainer>, Status> {
+    let answer = ContainersClient::new(channel.clone())
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .get(request(
+            namespace,
+            GetContainerRequest { id: id.to_owned() },
+        )?)
+        .await;
+    Ok(found(answer)?.and_then(|a| a.into_inner().container))
+}
+
+/// Every task (see `convert::tasks_by_container` for how to read them).
+pub(super) async fn tasks(channel: &Channel, namespace: &str) -> Result<Vec<Process>, Status> {
+    let answer = TasksClient::new(channel.clone())
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .list(request(
+            namespace,
+            ListTasksRequest {
+                filter: String::new(),
+            },
+        )?)
+        .await?;
+    Ok(answer.into_inner().tasks)
+}
+
+/// The task of one container; `None` when it has none.
+pub(super) async fn task(
+    channel: &Channel,
+    namespace: &str,
+    id: &str,
+) -> Result<Option<Process>, Status> {
+    let answer = TasksClient::new(channel.clone())
+        .get(request(
+            namespace,
+            GetRequest {
+                container_id: id.to_owned(),
+                exec_id: String::new(),
+            },
+        )?)
+        .await;
+    Ok(found(answer)?.and_then(|a| a.into_inner().process))
+}
+
+/// Every image record.
+pub(super) async fn images(channel: &Channel, namespace: &str) -> Result<Vec<ImageRecord>, Status> {
+    let answer = ImagesClient::new(channel.clone())
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .list(request(
+            namespace,
+            ListImagesRequest {
+                filters: Vec::new(),
+            },
+        )?)
+        .await?;
+    Ok(answer.into_inner().images)
+}
+
+/// Every content blob's size and labels, by digest: one streamed call,
+/// from which every image's size follows without reading a blob.
+pub(super) async fn content(
+    channel: &Channel,
+    namespace: &str,
+) -> Result<HashMap<String, Info>, Status> {
+    let stream = ContentClient::new(channel.clone())
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .list(request(
+            namespace,
+            ListContentRequest {
+                filters: Vec::new(),
+            },
+        )?)
+        .await?
+        .into_inner();
+    stream
+        .map_ok(|message| futures_util::stream::iter(message.info.into_iter().map(Ok::<_, Status>)))
+        .try_flatten()
+        .map_ok(|info| (info.digest.clone(), info))
+        .try_collect()
+        .await
+}
+
+/// Deletes a container's task; it must have stopped.
+pub(super) async fn delete_task(
+    channel: &Channel,
+    namespace: &str,
+    id: &str,
+) -> Result<(), Status> {
+    TasksClient::new(channel.clone())
+        .delete(request(
+            namespace,
+            DeleteTaskRequest {
+                container_id: id.to_owned(),
+            },
+        )?)
+        .await
+        .map(|_| ())
+}
+
+/// Deletes a container record. containerd does not check for a task here
+/// (the Go client does, on its side): callers delete the task first.
+pub(super) async fn delete_container(
+    channel: &Channel,
+    namespace: &str,
+    id: &str,
+) -> Result<(), Status> {
+    ContainersClient::new(channel.clone())
+        .delete(request(
+            namespace,
+            DeleteContainerRequest { id: id.to_owned() },
+        )?)
+        .await
+        .map(|_| ())
+}
+
+/// Removes a container's writable snapshot, as `ctr containers delete`
+/// does: the container record does not own it.
+pub(super) async fn remove_snapshot(
+    channel: &Channel,
+    namespace: &str,
+    snapshotter: &str,
+    key: &str,
+) -> Result<(), Status> {
+    SnapshotsClient::new(channel.clone())
+        .remove(request(
+            namespace,
+            RemoveSnapshotRequest {
+                snapshotter: snapshotter.to_owned(),
+                key: key.to_owned(),
+            },
+        )?)
+        .await
+        .map(|_| ())
+}
+
+/// Deletes one image record. With `target`, containerd 1.7+ deletes it only
+/// if it still points there (1.6 ignores the field). With `sync`, the
+/// call returns once the garbage collector has removed what it freed.
+pub(super) async fn delete_image(
+    channel: &Channel,
+    namespace: &str,
+    name: &str,
+    target: Option<Descriptor>,
+    sync: bool,
+) -> Result<(), Status> {
+    ImagesClient::new(channel.clone())
+        .delete(request(
+            namespace,
+            DeleteImageRequest {
+                name: name.to_owned(),
+                sync,
+                target,
+            },
+        )?)
+        .await
+        .map(|_| ())
+}

@@ -15,27 +15,26 @@ mod convert;
 mod cri;
 mod images;
 mod native;
+mod remove;
 
-use std::collections::BTreeSet;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use containerd_client::services::v1::Container as NativeContainer;
+use containerd_client::tonic::Status;
 use containerd_client::tonic::transport::Channel;
-use containerd_client::tonic::{Code, Status};
-use containerd_client::types::v1::Status as TaskStatus;
 use futures_util::future::try_join_all;
-use k8s_cri::v1::ContainerState as CriState;
+use futures_util::{StreamExt, stream};
+use k8s_cri::v1::PodSandbox as CriPod;
 
 use self::convert::{
     CriView, NamespaceData, containers_of, is_cri_kind, is_cri_sandbox, qualified, sandboxes_of,
-    split_qualified, targets_by_name,
+    split_qualified,
 };
 use self::images::images_of;
 use super::{Engine, Kind, Removal, RuntimeError};
 use crate::inventory::{Container, Image, Inventory, PodSandbox};
-use crate::plan::reference_forms;
 
 const RUNTIME: &str = "containerd";
 const UNREACHABLE_HINT: &str = "is containerd running, and is the socket path right?";
@@ -53,6 +52,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
 /// How many CRI `ContainerStatus` calls run at once.
 const STATUS_CONCURRENCY: usize = 8;
+/// How many snapshots are measured at once: each is a walk of a directory.
+const USAGE_CONCURRENCY: usize = 4;
 
 /// A connection to one containerd, over its unix socket.
 pub struct ContainerdRuntime {
@@ -95,8 +96,9 @@ impl ContainerdRuntime {
             .map_err(|_| unreachable(format!("no answer within {CONNECT_TIMEOUT:?}").into()))?
             .map_err(|e| unreachable(e.into()))?;
         // Any unix socket accepts a connection; only containerd answers this.
-        let version = native::version(&channel)
+        let version = tokio::time::timeout(CONNECT_TIMEOUT, native::version(&channel))
             .await
+            .map_err(|_| unreachable(format!("no answer within {CONNECT_TIMEOUT:?}").into()))?
             .map_err(|e| unreachable(e.into()))?;
         tracing::debug!(endpoint, version, "connected to containerd");
         let namespaces = usable_namespaces(namespaces);
@@ -158,35 +160,32 @@ impl ContainerdRuntime {
         }
     }
 
-    /// The image names to pin in the CRI namespace: CRI's sandbox image
-    /// (or the last one it named), and, when CRI does not answer, the image
-    /// of every sandbox container.
-    fn pinned_names(&self, cri: Option<&CriView>, containers: &[Container]) -> Vec<String> {
-        let mut names: Vec<String> = match cri {
-            Some(view) => view.sandbox_image.iter().cloned().collect(),
-            None => self
-                .sandbox_image
-                .lock()
-                .ok()
-                .and_then(|cached| cached.clone())
-                .into_iter()
-                .collect(),
-        };
-        if cri.is_none() {
-            names.extend(
-                containers
-                    .iter()
-                    .filter(|c| c.pod.as_ref().is_some_and(|p| p.is_sandbox))
-                    .map(|c| c.image_ref.clone()),
-            );
+    /// The sandbox image CRI names now, or the last one it named when it
+    /// does not answer.
+    async fn sandbox_image(&self) -> (Option<String>, bool) {
+        match cri::sandbox_image(&self.channel).await {
+            Ok(image) => {
+                if let Ok(mut cached) = self.sandbox_image.lock() {
+                    cached.clone_from(&image);
+                }
+                (image, true)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "CRI does not answer: no fresh sandbox image");
+                (self.cached_sandbox_image(), false)
+            }
         }
-        names
     }
 
-    /// The pod sandboxes, when the CRI namespace is configured.
-    async fn sandboxes(&self) -> Result<Vec<PodSandbox>, RuntimeError> {
+    fn cached_sandbox_image(&self) -> Option<String> {
+        self.sandbox_image.lock().ok().and_then(|c| c.clone())
+    }
+
+    /// The pod sandboxes, when the CRI namespace is configured, with CRI's
+    /// own list of them when CRI answered.
+    async fn sandboxes(&self) -> Result<(Vec<PodSandbox>, Option<Vec<CriPod>>), RuntimeError> {
         if !self.has_cri_namespace() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         }
         match cri::sandboxes(&self.channel).await {
             Ok(listed) => {
@@ -194,30 +193,73 @@ impl ContainerdRuntime {
                     sandboxes: listed,
                     ..CriView::default()
                 };
-                Ok(sandboxes_of(CRI_NAMESPACE, Some(&view), &[]))
+                let sandboxes = sandboxes_of(CRI_NAMESPACE, Some(&view), &[]);
+                Ok((sandboxes, Some(view.sandboxes)))
             }
             Err(e) => {
                 tracing::warn!(error = %e, "CRI does not answer: sandboxes read natively");
+                let (containers, tasks) = tokio::try_join!(
+                    native::containers(&self.channel, CRI_NAMESPACE),
+                    native::tasks(&self.channel, CRI_NAMESPACE),
+                )
+                .map_err(Self::call_error("list sandbox containers"))?;
                 let data = NamespaceData {
                     namespace: CRI_NAMESPACE.to_owned(),
-                    containers: native::containers(&self.channel, CRI_NAMESPACE)
-                        .await
-                        .map_err(Self::call_error("list containers"))?
+                    containers: containers
                         .into_iter()
                         .filter(|c| is_cri_sandbox(&c.labels))
                         .collect(),
-                    tasks: native::tasks(&self.channel, CRI_NAMESPACE)
-                        .await
-                        .map_err(Self::call_error("list tasks"))?,
+                    tasks,
                     ..NamespaceData::default()
                 };
-                Ok(sandboxes_of(
-                    CRI_NAMESPACE,
-                    None,
-                    &containers_of(&data, None),
-                ))
+                let sandboxes = sandboxes_of(CRI_NAMESPACE, None, &containers_of(&data, None));
+                Ok((sandboxes, None))
             }
         }
+    }
+
+    /// `containers` of one namespace with what removing each stopped one
+    /// frees: its writable snapshot, measured by the snapshotter (on
+    /// overlayfs, a walk of its upper directory). Live containers are not
+    /// measured: they are not removed. A snapshot that cannot be measured
+    /// leaves the size unknown.
+    async fn with_writable_sizes(
+        &self,
+        data: &NamespaceData,
+        containers: Vec<Container>,
+    ) -> Vec<Container> {
+        let snapshots: HashMap<String, (&str, &str)> = data
+            .containers
+            .iter()
+            .filter(|c| !c.snapshot_key.is_empty() && !c.snapshotter.is_empty())
+            .map(|c| {
+                let id = qualified(&data.namespace, &c.id);
+                (id, (c.snapshotter.as_str(), c.snapshot_key.as_str()))
+            })
+            .collect();
+        stream::iter(containers)
+            .map(|mut container| {
+                let snapshot = snapshots
+                    .get(&container.id)
+                    .filter(|_| !container.state.is_live())
+                    .copied();
+                async move {
+                    if let Some((snapshotter, key)) = snapshot {
+                        match native::snapshot_usage(&self.channel, &data.namespace, snapshotter, key)
+                            .await
+                        {
+                            Ok(size) => container.size = size,
+                            Err(e) => {
+                                tracing::debug!(id = %container.id, error = %e, "cannot measure snapshot");
+                            }
+                        }
+                    }
+                    container
+                }
+            })
+            .buffered(USAGE_CONCURRENCY)
+            .collect()
+            .await
     }
 
     /// The configured namespace of a qualified id, with the id in it.
@@ -239,7 +281,7 @@ impl ContainerdRuntime {
         namespace: &str,
         id: &str,
     ) -> Result<(Vec<Container>, Vec<PodSandbox>), RuntimeError> {
-        let (found, task, sandboxes) = tokio::try_join!(
+        let (found, task, (sandboxes, cri_sandboxes)) = tokio::try_join!(
             async {
                 native::container(&self.channel, namespace, id)
                     .await
@@ -255,21 +297,21 @@ impl ContainerdRuntime {
         let Some(found) = found else {
             return Ok((Vec::new(), sandboxes));
         };
-        let view = if namespace == CRI_NAMESPACE && is_cri_kind(&found.labels) {
-            match cri::container(&self.channel, id).await {
-                Ok(known) => {
-                    let mut view = CriView::default();
-                    view.containers.extend(known.map(|c| (id.to_owned(), c)));
-                    view.sandboxes = cri::sandboxes(&self.channel).await.unwrap_or_default();
-                    Some(view)
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, id, "CRI does not answer: container read natively");
-                    None
+        let view = match cri_sandboxes {
+            Some(cri_sandboxes) if namespace == CRI_NAMESPACE && is_cri_kind(&found.labels) => {
+                match cri::container(&self.channel, id).await {
+                    Ok(known) => Some(CriView {
+                        sandboxes: cri_sandboxes,
+                        containers: known.map(|c| (id.to_owned(), c)).into_iter().collect(),
+                        sandbox_image: None,
+                    }),
+                    Err(e) => {
+                        tracing::warn!(error = %e, id, "CRI does not answer: container read natively");
+                        None
+                    }
                 }
             }
-        } else {
-            None
+            _ => None,
         };
         let data = NamespaceData {
             namespace: namespace.to_owned(),
@@ -297,169 +339,6 @@ impl ContainerdRuntime {
             })
         }))
         .await
-    }
-
-    /// Removes one container, never a sandbox, never a live one.
-    async fn remove_container(&self, id: &str) -> Removal {
-        let (namespace, local) = match self.parse_id(id) {
-            Ok(parts) => parts,
-            Err(e) => return Removal::Failed(e),
-        };
-        let found = match native::container(&self.channel, namespace, local).await {
-            Ok(Some(found)) => found,
-            Ok(None) => return Removal::Gone,
-            Err(e) => return removal_from_status("get container", &e),
-        };
-        if is_cri_sandbox(&found.labels) {
-            return Removal::Conflict(format!(
-                "{id} is a pod sandbox: kubelet owns it, and safeprune never removes one"
-            ));
-        }
-        if namespace == CRI_NAMESPACE && is_cri_kind(&found.labels) {
-            return self.remove_cri_container(local).await;
-        }
-        self.remove_native_container(namespace, &found).await
-    }
-
-    /// Removes a CRI container through CRI, after checking that CRI knows
-    /// it and that it is not running: CRI would answer OK for an unknown
-    /// container and stop a running one.
-    async fn remove_cri_container(&self, id: &str) -> Removal {
-        let mut client = cri::client(self.channel.clone());
-        match cri::status_of(&mut client, id).await {
-            Err(e) => {
-                return Removal::Failed(format!(
-                    "CRI does not answer ({}): a CRI container is removed only through CRI",
-                    e.message()
-                ));
-            }
-            Ok(None) => {
-                return Removal::Conflict(
-                    "CRI does not know this container; it is not removed behind kubelet's back"
-                        .to_owned(),
-                );
-            }
-            Ok(Some(status))
-                if matches!(
-                    CriState::try_from(status.state),
-                    Ok(CriState::ContainerRunning | CriState::ContainerUnknown) | Err(_)
-                ) =>
-            {
-                return Removal::Conflict("container is running".to_owned());
-            }
-            Ok(Some(_)) => {}
-        }
-        match cri::remove_container(&self.channel, id).await {
-            Ok(()) => Removal::Removed,
-            Err(e) => removal_from_status("CRI remove container", &e),
-        }
-    }
-
-    /// Removes a plain container: a stopped task first, then the container,
-    /// then its snapshot. A live task (running, paused, created) is a
-    /// conflict: deleting the container would orphan it (measured).
-    async fn remove_native_container(&self, namespace: &str, found: &NativeContainer) -> Removal {
-        let id = found.id.as_str();
-        match native::task(&self.channel, namespace, id).await {
-            Ok(None) => {}
-            Ok(Some(task)) if task.status == TaskStatus::Stopped as i32 => {
-                match native::delete_task(&self.channel, namespace, id).await {
-                    Ok(()) => {}
-                    // Deleted meanwhile by someone else: fine.
-                    Err(e) if e.code() == Code::NotFound => {}
-                    Err(e) => return removal_from_status("delete task", &e),
-                }
-            }
-            Ok(Some(task)) => {
-                let state = TaskStatus::try_from(task.status)
-                    .map_or("unknown", |s| s.as_str_name())
-                    .to_lowercase();
-                return Removal::Conflict(format!("container has a live task ({state})"));
-            }
-            Err(e) => return removal_from_status("get task", &e),
-        }
-        match native::delete_container(&self.channel, namespace, id).await {
-            Ok(()) => {}
-            Err(e) => return removal_from_status("delete container", &e),
-        }
-        if !found.snapshot_key.is_empty()
-            && let Err(e) = native::remove_snapshot(
-                &self.channel,
-                namespace,
-                &found.snapshotter,
-                &found.snapshot_key,
-            )
-            .await
-            && e.code() != Code::NotFound
-        {
-            // The container is gone; containerd's garbage collector takes
-            // an unreferenced snapshot in time.
-            tracing::warn!(namespace, id, error = %e, "cannot remove container snapshot");
-        }
-        Removal::Removed
-    }
-
-    /// Removes every name of one image, after a fresh check that no
-    /// container of any configured namespace refers to it by name or by
-    /// target: containerd deletes an image in use without a word
-    /// (measured).
-    async fn remove_image(&self, id: &str) -> Removal {
-        let (namespace, digest) = match self.parse_id(id) {
-            Ok(parts) => parts,
-            Err(e) => return Removal::Failed(e),
-        };
-        let everyone = match self.all_containers().await {
-            Ok(all) => all,
-            Err(e) => return Removal::Failed(e.to_string()),
-        };
-        let Some(records) = everyone
-            .iter()
-            .find(|d| d.namespace == namespace)
-            .map(|d| images::records_of(&d.images, digest))
-            .filter(|r| !r.is_empty())
-        else {
-            return Removal::Gone;
-        };
-        let names: BTreeSet<String> = records
-            .iter()
-            .flat_map(|r| reference_forms(&r.name))
-            .collect();
-        for data in &everyone {
-            let targets = targets_by_name(&data.images);
-            let user = data.containers.iter().find(|c| {
-                (data.namespace == namespace && targets.get(c.image.as_str()) == Some(&digest))
-                    || reference_forms(&c.image).iter().any(|f| names.contains(f))
-            });
-            if let Some(user) = user {
-                return Removal::Conflict(format!(
-                    "image is used by container {}",
-                    qualified(&data.namespace, &user.id)
-                ));
-            }
-        }
-        let last = records.len() - 1;
-        let mut deleted = 0;
-        for (i, record) in records.iter().enumerate() {
-            // `sync` on the last name only: that is when content goes.
-            match native::delete_image(
-                &self.channel,
-                namespace,
-                &record.name,
-                record.target.clone(),
-                i == last,
-            )
-            .await
-            {
-                Ok(()) => deleted += 1,
-                Err(e) if e.code() == Code::NotFound => {}
-                Err(e) => return removal_from_status("delete image", &e),
-            }
-        }
-        if deleted == 0 {
-            Removal::Gone
-        } else {
-            Removal::Removed
-        }
     }
 }
 
@@ -493,7 +372,11 @@ impl Engine for ContainerdRuntime {
             let view = cri.as_ref().filter(|_| is_cri);
             let containers = containers_of(namespace, view);
             let pinned = if is_cri {
-                self.pinned_names(view, &containers)
+                let sandbox_image = match view {
+                    Some(v) => v.sandbox_image.clone(),
+                    None => self.cached_sandbox_image(),
+                };
+                pinned_names(sandbox_image, view.is_some(), &containers)
             } else {
                 Vec::new()
             };
@@ -503,7 +386,9 @@ impl Engine for ContainerdRuntime {
                     .sandboxes
                     .extend(sandboxes_of(CRI_NAMESPACE, view, &containers));
             }
-            inventory.containers.extend(containers);
+            inventory
+                .containers
+                .extend(self.with_writable_sizes(namespace, containers).await);
         }
         inventory.containers.sort_by(|a, b| a.id.cmp(&b.id));
         inventory.images.sort_by(|a, b| a.id.cmp(&b.id));
@@ -534,17 +419,19 @@ impl Engine for ContainerdRuntime {
                     self.recheck_container(namespace, local).await?;
             }
             Kind::Image => {
-                let everyone = self.all_containers().await?;
-                let cri = if namespace == CRI_NAMESPACE {
-                    self.cri_view().await
-                } else {
-                    None
-                };
-                for data in &everyone {
+                let (everyone, (sandbox_image, cri_answered)) =
+                    tokio::join!(self.all_containers(), async {
+                        if namespace == CRI_NAMESPACE {
+                            self.sandbox_image().await
+                        } else {
+                            (None, false)
+                        }
+                    },);
+                for data in &everyone? {
                     let containers = containers_of(data, None);
                     if data.namespace == namespace {
                         let pinned = if namespace == CRI_NAMESPACE {
-                            self.pinned_names(cri.as_ref(), &containers)
+                            pinned_names(sandbox_image.clone(), cri_answered, &containers)
                         } else {
                             Vec::new()
                         };
@@ -571,6 +458,26 @@ impl Engine for ContainerdRuntime {
             }
         }
     }
+}
+
+/// The image names to pin in the CRI namespace: the sandbox image, and,
+/// when CRI did not answer, the image of every sandbox container (CRI may
+/// name a sandbox image we have not seen).
+fn pinned_names(
+    sandbox_image: Option<String>,
+    cri_answered: bool,
+    containers: &[Container],
+) -> Vec<String> {
+    let mut names: Vec<String> = sandbox_image.into_iter().collect();
+    if !cri_answered {
+        names.extend(
+            containers
+                .iter()
+                .filter(|c| c.pod.as_ref().is_some_and(|p| p.is_sandbox))
+                .map(|c| c.image_ref.clone()),
+        );
+    }
+    names
 }
 
 /// The socket path of a `unix://` endpoint or a bare path; `None` for any
@@ -612,22 +519,9 @@ fn is_valid_namespace(name: &str) -> bool {
             .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
-/// `NotFound` is gone, `FailedPrecondition` is in use or changed, anything
-/// else failed.
-fn removal_from_status(call: &str, e: &Status) -> Removal {
-    match e.code() {
-        Code::NotFound => Removal::Gone,
-        Code::FailedPrecondition => Removal::Conflict(e.message().to_owned()),
-        _ => Removal::Failed(format!(
-            "containerd {call} failed: {} ({:?})",
-            e.message(),
-            e.code()
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::remove::removal_from_status;
     use super::*;
 
     #[test]

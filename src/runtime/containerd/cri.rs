@@ -46,12 +46,7 @@ pub(super) async fn read(channel: &Channel) -> Result<CriView, Status> {
                 .await?;
             Ok(listed.into_inner().containers)
         },
-        async {
-            let status = client(channel.clone())
-                .status(request(StatusRequest { verbose: true }))
-                .await?;
-            Ok(sandbox_image_of(&status.into_inner().info))
-        },
+        sandbox_image(channel),
     )?;
     let containers = stream::iter(containers)
         .map(|listed| {
@@ -103,6 +98,14 @@ pub(super) async fn container(
     }
     let status = status_of(&mut client(channel.clone()), id).await?;
     Ok(status.map(|s| (listed, Some(s))))
+}
+
+/// The sandbox image, from the plugin's config in its verbose status.
+pub(super) async fn sandbox_image(channel: &Channel) -> Result<Option<String>, Status> {
+    let status = client(channel.clone())
+        .status(request(StatusRequest { verbose: true }))
+        .await?;
+    Ok(sandbox_image_of(&status.into_inner().info))
 }
 
 /// Every pod sandbox CRI knows, READY or not.

@@ -6,8 +6,8 @@
 
 use std::collections::HashMap;
 
-use containerd_client::services::v1::snapshots::RemoveSnapshotRequest;
 use containerd_client::services::v1::snapshots::snapshots_client::SnapshotsClient;
+use containerd_client::services::v1::snapshots::{RemoveSnapshotRequest, UsageRequest};
 use containerd_client::services::v1::{
     Container as NativeContainer, DeleteContainerRequest, DeleteImageRequest, DeleteTaskRequest,
     GetContainerRequest, GetRequest, Image as ImageRecord, Info, ListContainersRequest,
@@ -253,6 +253,26 @@ pub(super) async fn remove_snapshot(
         )?)
         .await
         .map(|_| ())
+}
+
+/// The bytes a snapshot holds of its own (for a container: its writable
+/// layer); `None` when it does not exist.
+pub(super) async fn snapshot_usage(
+    channel: &Channel,
+    namespace: &str,
+    snapshotter: &str,
+    key: &str,
+) -> Result<Option<u64>, Status> {
+    let answer = SnapshotsClient::new(channel.clone())
+        .usage(request(
+            namespace,
+            UsageRequest {
+                snapshotter: snapshotter.to_owned(),
+                key: key.to_owned(),
+            },
+        )?)
+        .await;
+    Ok(found(answer)?.and_then(|a| u64::try_from(a.into_inner().size).ok()))
 }
 
 /// Deletes one image record. With `target`, containerd 1.7+ deletes it only

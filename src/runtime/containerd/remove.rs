@@ -1,0 +1,195 @@
+//! Removals, one object at a time: CRI's containers through CRI, plain
+//! containers and images natively, each after a fresh check that it may go.
+
+use std::collections::BTreeSet;
+
+use containerd_client::services::v1::Container as NativeContainer;
+use containerd_client::tonic::{Code, Status};
+use containerd_client::types::v1::Status as TaskStatus;
+use k8s_cri::v1::ContainerState as CriState;
+
+use super::convert::{is_cri_kind, is_cri_sandbox, qualified, targets_by_name};
+use super::{CRI_NAMESPACE, ContainerdRuntime, cri, images, native};
+use crate::plan::reference_forms;
+use crate::runtime::Removal;
+
+impl ContainerdRuntime {
+    /// Removes one container, never a sandbox, never a live one.
+    pub(super) async fn remove_container(&self, id: &str) -> Removal {
+        let (namespace, local) = match self.parse_id(id) {
+            Ok(parts) => parts,
+            Err(e) => return Removal::Failed(e),
+        };
+        let found = match native::container(&self.channel, namespace, local).await {
+            Ok(Some(found)) => found,
+            Ok(None) => return Removal::Gone,
+            Err(e) => return removal_from_status("get container", &e),
+        };
+        if is_cri_sandbox(&found.labels) {
+            return Removal::Conflict(format!(
+                "{id} is a pod sandbox: kubelet owns it, and safeprune never removes one"
+            ));
+        }
+        if namespace == CRI_NAMESPACE && is_cri_kind(&found.labels) {
+            return self.remove_cri_container(local).await;
+        }
+        self.remove_native_container(namespace, &found).await
+    }
+
+    /// Removes a CRI container through CRI, after checking that CRI knows
+    /// it and that it is not running: CRI would answer OK for an unknown
+    /// container and stop a running one.
+    async fn remove_cri_container(&self, id: &str) -> Removal {
+        let mut client = cri::client(self.channel.clone());
+        match cri::status_of(&mut client, id).await {
+            Err(e) => {
+                return Removal::Failed(format!(
+                    "CRI does not answer ({}): a CRI container is removed only through CRI",
+                    e.message()
+                ));
+            }
+            Ok(None) => {
+                return Removal::Conflict(
+                    "CRI does not know this container; it is not removed behind kubelet's back"
+                        .to_owned(),
+                );
+            }
+            Ok(Some(status))
+                if matches!(
+                    CriState::try_from(status.state),
+                    Ok(CriState::ContainerRunning | CriState::ContainerUnknown) | Err(_)
+                ) =>
+            {
+                return Removal::Conflict(
+                    "container is running, or in a state CRI cannot name".to_owned(),
+                );
+            }
+            Ok(Some(_)) => {}
+        }
+        match cri::remove_container(&self.channel, id).await {
+            Ok(()) => Removal::Removed,
+            Err(e) => removal_from_status("CRI remove container", &e),
+        }
+    }
+
+    /// Removes a plain container: a stopped task first, then the container,
+    /// then its snapshot. A live task (running, paused, created) is a
+    /// conflict: deleting the container would orphan it (measured).
+    async fn remove_native_container(&self, namespace: &str, found: &NativeContainer) -> Removal {
+        let id = found.id.as_str();
+        match native::task(&self.channel, namespace, id).await {
+            Ok(None) => {}
+            Ok(Some(task)) if task.status == TaskStatus::Stopped as i32 => {
+                match native::delete_task(&self.channel, namespace, id).await {
+                    Ok(()) => {}
+                    // Deleted meanwhile by someone else: fine.
+                    Err(e) if e.code() == Code::NotFound => {}
+                    Err(e) => return removal_from_status("delete task", &e),
+                }
+            }
+            Ok(Some(task)) => {
+                let state = TaskStatus::try_from(task.status)
+                    .map_or("unknown", |s| s.as_str_name())
+                    .to_lowercase();
+                return Removal::Conflict(format!("container has a live task ({state})"));
+            }
+            Err(e) => return removal_from_status("get task", &e),
+        }
+        match native::delete_container(&self.channel, namespace, id).await {
+            Ok(()) => {}
+            Err(e) => return removal_from_status("delete container", &e),
+        }
+        if !found.snapshot_key.is_empty()
+            && let Err(e) = native::remove_snapshot(
+                &self.channel,
+                namespace,
+                &found.snapshotter,
+                &found.snapshot_key,
+            )
+            .await
+            && e.code() != Code::NotFound
+        {
+            // The container is gone; containerd's garbage collector takes
+            // an unreferenced snapshot in time.
+            tracing::warn!(namespace, id, error = %e, "cannot remove container snapshot");
+        }
+        Removal::Removed
+    }
+
+    /// Removes every name of one image, after a fresh check that no
+    /// container of any configured namespace refers to it by name or by
+    /// target: containerd deletes an image in use without a word
+    /// (measured).
+    pub(super) async fn remove_image(&self, id: &str) -> Removal {
+        let (namespace, digest) = match self.parse_id(id) {
+            Ok(parts) => parts,
+            Err(e) => return Removal::Failed(e),
+        };
+        let everyone = match self.all_containers().await {
+            Ok(all) => all,
+            Err(e) => return Removal::Failed(e.to_string()),
+        };
+        let Some(records) = everyone
+            .iter()
+            .find(|d| d.namespace == namespace)
+            .map(|d| images::records_of(&d.images, digest))
+            .filter(|r| !r.is_empty())
+        else {
+            return Removal::Gone;
+        };
+        let names: BTreeSet<String> = records
+            .iter()
+            .flat_map(|r| reference_forms(&r.name))
+            .collect();
+        for data in &everyone {
+            let targets = targets_by_name(&data.images);
+            let user = data.containers.iter().find(|c| {
+                (data.namespace == namespace && targets.get(c.image.as_str()) == Some(&digest))
+                    || reference_forms(&c.image).iter().any(|f| names.contains(f))
+            });
+            if let Some(user) = user {
+                return Removal::Conflict(format!(
+                    "image is used by container {}",
+                    qualified(&data.namespace, &user.id)
+                ));
+            }
+        }
+        let last = records.len() - 1;
+        let mut deleted = 0;
+        for (i, record) in records.iter().enumerate() {
+            // `sync` on the last name only: that is when content goes.
+            match native::delete_image(
+                &self.channel,
+                namespace,
+                &record.name,
+                record.target.clone(),
+                i == last,
+            )
+            .await
+            {
+                Ok(()) => deleted += 1,
+                Err(e) if e.code() == Code::NotFound => {}
+                Err(e) => return removal_from_status("delete image", &e),
+            }
+        }
+        if deleted == 0 {
+            Removal::Gone
+        } else {
+            Removal::Removed
+        }
+    }
+}
+
+/// `NotFound` is gone, `FailedPrecondition` is in use or changed, anything
+/// else failed.
+pub(super) fn removal_from_status(call: &str, e: &Status) -> Removal {
+    match e.code() {
+        Code::NotFound => Removal::Gone,
+        Code::FailedPrecondition => Removal::Conflict(e.message().to_owned()),
+        _ => Removal::Failed(format!(
+            "containerd {call} failed: {} ({:?})",
+            e.message(),
+            e.code()
+        )),
+    }
+}

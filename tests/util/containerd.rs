@@ -19,7 +19,7 @@
 //! and the directory, is removed: pods get the cgroup parent `/<scope>` and
 //! `ctr` containers the cgroup `/<scope>/<id>`, so every cgroup a killed
 //! daemon leaves lies in one tree of its own. Start-up, until both
-//! containerd's API and CRI answer, takes about 0.1 s (measured: 90 to
+//! containerd's API and CRI answer, takes about 0.1 s (measured: 70 to
 //! 130 ms on 2 cores); the sandbox image import adds about as much.
 //!
 //! Everything the fixtures create carries the label `safeprune.test=<scope>`

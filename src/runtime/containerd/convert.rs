@@ -34,7 +34,8 @@ const ANNOTATION_SANDBOX_ID: &str = "io.kubernetes.cri.sandbox-id";
 /// containerd container (`pkg/cri/store/{container,sandbox}/metadata.go`).
 const EXTENSION_CONTAINER: &str = "io.cri-containerd.container.metadata";
 const EXTENSION_SANDBOX: &str = "io.cri-containerd.sandbox.metadata";
-/// nerdctl keeps a container's name in this label; its id is random.
+/// nerdctl keeps a container's name in this label (`pkg/labels`); its id
+/// is random.
 const LABEL_NERDCTL_NAME: &str = "nerdctl/name";
 
 /// What the CRI plugin told us about the CRI namespace.

@@ -17,7 +17,7 @@ use crate::inventory::Inventory;
 use crate::plan::{Plan, plan};
 use crate::policy::{Policy, PolicyError, PolicySource};
 use crate::report::{Report, render_table};
-use crate::runtime::{Engine, Runtime, RuntimeError};
+use crate::runtime::{Chosen, Engine, Runtime, RuntimeError};
 
 /// Why a command did not finish cleanly; each variant has its exit code.
 #[derive(Debug, thiserror::Error)]
@@ -112,15 +112,18 @@ pub(crate) struct Node {
     pub(crate) inventory: Inventory,
     pub(crate) name: String,
     pub(crate) started_at: chrono::DateTime<Utc>,
+    /// Why this runtime: the policy named it, or what `auto` found.
+    pub(crate) reason: String,
 }
 
 impl Node {
     pub(crate) async fn connect(policy: &Policy) -> Result<Self, AppError> {
         let started_at = Utc::now();
-        let runtime = Runtime::connect(&policy.runtime).await?;
+        let Chosen { runtime, reason } = Runtime::connect(&policy.runtime).await?;
         let inventory = runtime.inventory().await?;
         tracing::info!(
             runtime = runtime.name(),
+            reason = %reason,
             containers = inventory.containers.len(),
             images = inventory.images.len(),
             volumes = inventory.volumes.len(),
@@ -132,6 +135,7 @@ impl Node {
             inventory,
             name: node_name(),
             started_at,
+            reason,
         })
     }
 
@@ -153,6 +157,8 @@ impl Node {
             plan,
             outcomes,
         )
+        .with_runtime_reason(&self.reason)
+        .with_not_applicable(self.runtime.not_applicable())
     }
 }
 

@@ -36,17 +36,25 @@ pub fn find<'p>(plan: &'p Plan, inventory: &Inventory, query: &str) -> Vec<&'p D
             Kind::Volume | Kind::Network | Kind::BuildCache => vec![d.name.clone()],
         }
     };
+    // A containerd id is `<namespace>/<id>`: the id alone names it too.
+    let ids = |d: &Decision| {
+        let mut ids = vec![bare(&d.id)];
+        if let Some((_, id)) = d.id.split_once('/') {
+            ids.push(bare(id));
+        }
+        ids
+    };
     let exact: Vec<&Decision> = plan
         .decisions
         .iter()
-        .filter(|d| bare(&d.id) == wanted || names(d).iter().any(|n| n == query || *n == wanted))
+        .filter(|d| ids(d).contains(&wanted) || names(d).iter().any(|n| n == query || *n == wanted))
         .collect();
     if !exact.is_empty() || wanted.len() < MIN_PREFIX {
         return exact;
     }
     plan.decisions
         .iter()
-        .filter(|d| bare(&d.id).starts_with(&wanted))
+        .filter(|d| ids(d).iter().any(|id| id.starts_with(&wanted)))
         .collect()
 }
 

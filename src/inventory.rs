@@ -131,7 +131,7 @@ impl Container {
         self.names
             .first()
             .cloned()
-            .unwrap_or_else(|| short_id(&self.id).to_owned())
+            .unwrap_or_else(|| short_id(&self.id))
     }
 }
 
@@ -162,7 +162,7 @@ impl Image {
             .first()
             .or_else(|| self.digests.first())
             .cloned()
-            .unwrap_or_else(|| short_id(&self.id).to_owned())
+            .unwrap_or_else(|| short_id(&self.id))
     }
 
     /// Whether the image has no tag (Docker's "dangling").
@@ -215,14 +215,29 @@ pub struct PodSandbox {
     pub ready: bool,
 }
 
-/// The first 12 characters of an id, after any `sha256:` prefix.
+/// The first 12 characters of an id, after any `sha256:` prefix; a
+/// containerd id keeps its namespace: `k8s.io/0123456789ab`.
 #[must_use]
-pub fn short_id(id: &str) -> &str {
-    let bare = id.strip_prefix("sha256:").unwrap_or(id);
-    match bare.char_indices().nth(12) {
+pub fn short_id(id: &str) -> String {
+    let (namespace, rest) = match id.split_once('/') {
+        Some((ns, rest)) => (Some(ns), rest),
+        None => (None, id),
+    };
+    let bare = strip_digest_prefix(rest);
+    let short = match bare.char_indices().nth(12) {
         Some((at, _)) => &bare[..at],
         None => bare,
+    };
+    match namespace {
+        Some(ns) => format!("{ns}/{short}"),
+        None => short.to_owned(),
     }
+}
+
+/// An id without its `sha256:` prefix.
+#[must_use]
+pub fn strip_digest_prefix(id: &str) -> &str {
+    id.strip_prefix("sha256:").unwrap_or(id)
 }
 
 #[cfg(test)]
@@ -234,6 +249,11 @@ mod tests {
         assert_eq!(short_id("sha256:0123456789abcdef"), "0123456789ab");
         assert_eq!(short_id("abc"), "abc");
         assert_eq!(short_id(""), "");
+        assert_eq!(
+            short_id("k8s.io/sha256:0123456789abcdef"),
+            "k8s.io/0123456789ab"
+        );
+        assert_eq!(short_id("k8s.io/0123456789abcdef"), "k8s.io/0123456789ab");
     }
 
     #[test]

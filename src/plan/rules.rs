@@ -428,7 +428,7 @@ fn by_creation(
 fn build_cache(b: &BuildCacheEntry, policy: &Policy, now: DateTime<Utc>) -> Decision {
     let d = |rule, detail: String| {
         let name = if b.description.is_empty() {
-            short_id(&b.id).to_owned()
+            short_id(&b.id)
         } else {
             b.description.clone()
         };

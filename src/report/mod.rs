@@ -124,6 +124,9 @@ pub struct Summary {
 pub struct Report {
     pub version: u32,
     pub runtime: String,
+    /// Why this runtime (the policy named it, or what `auto` found). An
+    /// addition to DESIGN.md's JSON.
+    pub runtime_reason: String,
     pub node: String,
     #[serde(serialize_with = "rfc3339")]
     pub started_at: DateTime<Utc>,
@@ -174,6 +177,7 @@ impl Report {
         Self {
             version: 1,
             runtime: runtime.to_owned(),
+            runtime_reason: String::new(),
             node: node.to_owned(),
             started_at,
             dry_run,
@@ -181,6 +185,13 @@ impl Report {
             outcomes,
             summary,
         }
+    }
+
+    /// Records why this runtime was chosen.
+    #[must_use]
+    pub fn with_runtime_reason(mut self, reason: &str) -> Self {
+        reason.clone_into(&mut self.runtime_reason);
+        self
     }
 
     /// Marks kinds this runtime does not have: their counts become `null`

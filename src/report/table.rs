@@ -77,6 +77,13 @@ pub fn render_table(report: &Report) -> String {
         report.runtime,
         report.started_at.to_rfc3339_opts(SecondsFormat::Secs, true)
     );
+    if !report.runtime_reason.is_empty() {
+        let _ = writeln!(
+            out,
+            "runtime: {} ({})",
+            report.runtime, report.runtime_reason
+        );
+    }
     for kind in Kind::ALL {
         let decisions: Vec<_> = report.decisions.iter().filter(|d| d.kind == kind).collect();
         if decisions.is_empty() {
@@ -103,7 +110,7 @@ pub fn render_table(report: &Report) -> String {
                 d.decision.as_str().to_owned(),
                 d.rule.as_str().to_owned(),
                 d.name.clone(),
-                short_id(&d.id).to_owned(),
+                short_id(&d.id),
                 size(d.bytes),
                 d.detail.clone(),
             ]
@@ -122,7 +129,7 @@ pub fn render_table(report: &Report) -> String {
                 o.result.as_str().to_owned(),
                 o.kind.as_str().to_owned(),
                 o.name.clone(),
-                short_id(&o.id).to_owned(),
+                short_id(&o.id),
                 size(o.bytes),
                 o.error.clone().unwrap_or_default(),
             ]

@@ -347,6 +347,10 @@ impl Engine for ContainerdRuntime {
         RUNTIME
     }
 
+    fn not_applicable(&self) -> &'static [Kind] {
+        &[Kind::Volume, Kind::Network, Kind::BuildCache]
+    }
+
     async fn inventory(&self) -> Result<Inventory, RuntimeError> {
         let (cri, data) = tokio::join!(
             async {

@@ -76,12 +76,6 @@ pub enum RuntimeError {
         hint: &'static str,
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// The policy asks for something this build cannot do.
-    #[error("{what} is not supported: {hint}")]
-    Unsupported {
-        what: &'static str,
-        hint: &'static str,
-    },
     /// The engine answered, but a call failed.
     #[error("{runtime} {call} failed: {source}")]
     Call {
@@ -116,6 +110,12 @@ pub trait Engine: Sync {
     /// `docker` or `containerd`.
     fn name(&self) -> &'static str;
 
+    /// Kinds of object this runtime does not have (containerd: volumes,
+    /// networks, build cache). Reports show them as not applicable.
+    fn not_applicable(&self) -> &'static [Kind] {
+        &[]
+    }
+
     /// A full snapshot of the node.
     async fn inventory(&self) -> Result<Inventory, RuntimeError>;
 
@@ -136,27 +136,70 @@ pub trait Engine: Sync {
 /// The runtime chosen by the policy: one enum, so the app stays generic-free.
 pub enum Runtime {
     Docker(docker::DockerRuntime),
+    Containerd(containerd::ContainerdRuntime),
+}
+
+/// A connected runtime and why it was chosen, for the report.
+pub struct Chosen {
+    pub runtime: Runtime,
+    /// E.g. "auto: Docker did not answer at …; containerd answered at …".
+    pub reason: String,
 }
 
 impl Runtime {
     /// Connects to the runtime the policy names. `auto` means Docker when its
-    /// socket answers.
+    /// socket answers, else containerd.
     ///
     /// # Errors
-    /// The runtime does not answer, or is one this build cannot speak to yet.
-    pub async fn connect(config: &crate::policy::RuntimeConfig) -> Result<Self, RuntimeError> {
+    /// The runtime does not answer (with `auto`: neither does).
+    pub async fn connect(config: &crate::policy::RuntimeConfig) -> Result<Chosen, RuntimeError> {
         use crate::policy::RuntimeKind;
-        match config.kind {
-            RuntimeKind::Docker | RuntimeKind::Auto => {
-                let docker = docker::DockerRuntime::connect(&config.docker.endpoint).await?;
-                tracing::debug!(endpoint = %config.docker.endpoint, "using docker");
-                Ok(Self::Docker(docker))
-            }
-            RuntimeKind::Containerd => Err(RuntimeError::Unsupported {
-                what: "runtime.kind: containerd",
-                hint: "this version of safeprune speaks to Docker only; set runtime.kind: docker",
-            }),
-        }
+        let docker = || docker::DockerRuntime::connect(&config.docker.endpoint);
+        let containerd = || {
+            containerd::ContainerdRuntime::connect(
+                &config.containerd.endpoint,
+                &config.containerd.namespaces,
+            )
+        };
+        let docker_endpoint = &config.docker.endpoint;
+        let containerd_endpoint = &config.containerd.endpoint;
+        let chosen = match config.kind {
+            RuntimeKind::Docker => Chosen {
+                runtime: Self::Docker(docker().await?),
+                reason: format!("runtime.kind: docker, at {docker_endpoint}"),
+            },
+            RuntimeKind::Containerd => Chosen {
+                runtime: Self::Containerd(containerd().await?),
+                reason: format!("runtime.kind: containerd, at {containerd_endpoint}"),
+            },
+            RuntimeKind::Auto => match docker().await {
+                Ok(d) => Chosen {
+                    runtime: Self::Docker(d),
+                    reason: format!("auto: Docker answered at {docker_endpoint}"),
+                },
+                Err(docker_error) => match containerd().await {
+                    Ok(c) => Chosen {
+                        runtime: Self::Containerd(c),
+                        reason: format!(
+                            "auto: Docker did not answer at {docker_endpoint}; containerd answered at {containerd_endpoint}"
+                        ),
+                    },
+                    Err(containerd_error) => {
+                        return Err(RuntimeError::Unreachable {
+                            runtime: "docker or containerd",
+                            endpoint: format!("{docker_endpoint} or {containerd_endpoint}"),
+                            hint: "runtime.kind is auto and neither engine answered: is one running, and are the endpoints right?",
+                            source: format!(
+                                "docker: {docker_error}; containerd: {containerd_error}"
+                            )
+                            .into(),
+                        });
+                    }
+                },
+            },
+        };
+        tracing::debug!(runtime = chosen.runtime.name(), reason = %chosen.reason, "runtime chosen");
+        Ok(chosen)
     }
 }
 
@@ -164,24 +207,35 @@ impl Engine for Runtime {
     fn name(&self) -> &'static str {
         match self {
             Self::Docker(d) => d.name(),
+            Self::Containerd(c) => c.name(),
+        }
+    }
+
+    fn not_applicable(&self) -> &'static [Kind] {
+        match self {
+            Self::Docker(d) => d.not_applicable(),
+            Self::Containerd(c) => c.not_applicable(),
         }
     }
 
     async fn inventory(&self) -> Result<Inventory, RuntimeError> {
         match self {
             Self::Docker(d) => d.inventory().await,
+            Self::Containerd(c) => c.inventory().await,
         }
     }
 
     async fn recheck(&self, kind: Kind, id: &str) -> Result<Inventory, RuntimeError> {
         match self {
             Self::Docker(d) => d.recheck(kind, id).await,
+            Self::Containerd(c) => c.recheck(kind, id).await,
         }
     }
 
     async fn remove(&self, kind: Kind, id: &str) -> Removal {
         match self {
             Self::Docker(d) => d.remove(kind, id).await,
+            Self::Containerd(c) => c.remove(kind, id).await,
         }
     }
 }

@@ -1,0 +1,329 @@
+//! safeprune end to end on a real, private containerd laid out like a
+//! Kubernetes node (pods made through CRI as kubelet makes them) plus a
+//! second namespace of plain containers: `plan` then `run` through the CLI
+//! remove exactly what they should, kubelet's view (CRI) keeps the live
+//! pod's init containers and loses the removed ones, a second run removes
+//! nothing, and a pod that comes back or an image newly used between plan
+//! and removal is skipped.
+
+mod util;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Output;
+use std::sync::atomic::AtomicBool;
+
+use k8s_cri::v1::ListContainersRequest;
+use safeprune::execute::execute;
+use safeprune::plan::plan;
+use safeprune::policy::Policy;
+use safeprune::report::RemovalResult;
+use safeprune::runtime::Engine;
+use safeprune::runtime::containerd::ContainerdRuntime;
+use serde_json::Value;
+use util::containerd::{CRI_NAMESPACE, PrivateContainerd};
+use util::{Pod, RUN_FOREVER};
+
+const OTHER: &str = "other";
+const BASE: &str = "docker.io/library/base:1";
+const UNUSED: &str = "docker.io/library/unused:1";
+const KEEP_ME: &str = "docker.io/library/keepme:1";
+const TOOL: &str = "docker.io/library/tool:1";
+const OTHER_UNUSED: &str = "docker.io/library/other-unused:1";
+
+/// Roles safeprune must delete; every other role must stay.
+const DELETED: &[&str] = &[
+    "gone-pod job",
+    "other stopped task",
+    "other never started",
+    "image unused",
+    "other image unused",
+];
+
+struct Layout {
+    ids: BTreeMap<&'static str, String>,
+    gone: Pod,
+}
+
+impl Layout {
+    fn id(&self, role: &str) -> &str {
+        &self.ids[role]
+    }
+}
+
+async fn lay_out(containerd: &PrivateContainerd) -> Layout {
+    let mut ids = BTreeMap::new();
+    let cri = |id: &str| format!("{CRI_NAMESPACE}/{id}");
+    let other = |id: &str| format!("{OTHER}/{id}");
+    let base = containerd.import_busybox_image(CRI_NAMESPACE, BASE);
+    ids.insert("image base (in use)", cri(&base.digest));
+    let unused = containerd.import_busybox_image(CRI_NAMESPACE, UNUSED);
+    containerd.tag_image(CRI_NAMESPACE, UNUSED, "docker.io/library/unused:also");
+    ids.insert("image unused", cri(&unused.digest));
+    let keep = containerd.import_busybox_image(CRI_NAMESPACE, KEEP_ME);
+    ids.insert("image keep pattern", cri(&keep.digest));
+
+    // A live pod: sandbox READY, istio-init and another init container
+    // exited, the app running.
+    let web = Pod::new("web", "default");
+    let web_sandbox = containerd.run_pod_sandbox(&web).await;
+    ids.insert("web sandbox", cri(&web_sandbox));
+    for (role, name) in [("web istio-init", "istio-init"), ("web init", "setup")] {
+        let id = containerd
+            .run_pod_container_to_exit(&web, &web_sandbox, name, BASE, &[])
+            .await;
+        ids.insert(role, cri(&id));
+    }
+    let app = containerd
+        .run_pod_container(&web, &web_sandbox, "app", BASE, &[])
+        .await;
+    ids.insert("web app running", cri(&app));
+
+    // A stopped pod with an exited container.
+    let gone = Pod::new("gone", "jobs");
+    let gone_sandbox = containerd.run_pod_sandbox(&gone).await;
+    let job = containerd
+        .run_pod_container_to_exit(&gone, &gone_sandbox, "job", BASE, &[])
+        .await;
+    containerd.stop_pod_sandbox(&gone_sandbox).await;
+    ids.insert("gone-pod sandbox", cri(&gone_sandbox));
+    ids.insert("gone-pod job", cri(&job));
+
+    // A second namespace of plain containers and images.
+    let tool = containerd.import_busybox_image(OTHER, TOOL);
+    ids.insert("other image in use", other(&tool.digest));
+    let spare = containerd.import_busybox_image(OTHER, OTHER_UNUSED);
+    ids.insert("other image unused", other(&spare.digest));
+    containerd.run_native(OTHER, "runner", TOOL, RUN_FOREVER);
+    ids.insert("other running", other("runner"));
+    containerd.run_native(OTHER, "quick", TOOL, &["sh", "-c", "exit 0"]);
+    containerd.wait_task_stopped(OTHER, "quick").await;
+    ids.insert("other stopped task", other("quick"));
+    containerd.create_native(OTHER, "never", TOOL);
+    ids.insert("other never started", other("never"));
+    Layout { ids, gone }
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    policy: PathBuf,
+}
+
+impl Setup {
+    fn new(containerd: &PrivateContainerd) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = dir.path().join("policy.yaml");
+        std::fs::write(
+            &policy,
+            format!(
+                "runtime:\n  kind: containerd\n  containerd:\n    endpoint: {}\n    namespaces: [k8s.io, {OTHER}]\n\
+                 containers: {{ min_age: \"0\" }}\n\
+                 images:\n  min_age: \"0\"\n  keep: [\"registry.k8s.io/pause:*\", \"keepme:*\"]\n\
+                 lock_file: {}/safeprune.lock\n",
+                containerd.endpoint(),
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        Self { _dir: dir, policy }
+    }
+
+    fn safeprune(&self, args: &[&str]) -> Output {
+        std::process::Command::new(env!("CARGO_BIN_EXE_safeprune"))
+            .arg("--config")
+            .arg(&self.policy)
+            .args(args)
+            .env_remove("SAFEPRUNE_CONFIG")
+            .output()
+            .expect("safeprune runs")
+    }
+
+    fn json(&self, args: &[&str]) -> (Option<i32>, Value) {
+        let out = self.safeprune(args);
+        let value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not one JSON document ({e}); stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code(), value)
+    }
+}
+
+fn decision<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == id)
+        .unwrap_or_else(|| panic!("no decision for {id} in {report:#}"))
+}
+
+/// Container ids as kubelet sees them through CRI.
+async fn cri_ids(containerd: &PrivateContainerd) -> Vec<String> {
+    containerd
+        .cri()
+        .list_containers(ListContainersRequest { filter: None })
+        .await
+        .unwrap()
+        .into_inner()
+        .containers
+        .into_iter()
+        .map(|c| format!("{CRI_NAMESPACE}/{}", c.id))
+        .collect()
+}
+
+/// Every container id in both namespaces, natively, as `<ns>/<id>`.
+fn native_ids(containerd: &PrivateContainerd) -> Vec<String> {
+    [CRI_NAMESPACE, OTHER]
+        .iter()
+        .flat_map(|ns| {
+            containerd
+                .container_ids(ns)
+                .into_iter()
+                .map(move |id| format!("{ns}/{id}"))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plan_then_run_removes_exactly_the_expected_objects_through_cri() {
+    let containerd = PrivateContainerd::start().await;
+    let layout = lay_out(&containerd).await;
+    let setup = Setup::new(&containerd);
+
+    let (code, report) = setup.json(&["plan", "--output", "json"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(report["runtime"], "containerd");
+    assert!(
+        report["runtime_reason"]
+            .as_str()
+            .unwrap()
+            .contains("containerd")
+    );
+    for (role, id) in &layout.ids {
+        let expected = if DELETED.contains(role) {
+            "delete"
+        } else {
+            "keep"
+        };
+        assert_eq!(decision(&report, id)["decision"], expected, "{role}");
+    }
+    let rule = |role: &str| decision(&report, layout.id(role))["rule"].clone();
+    assert_eq!(rule("web istio-init"), "protected_label");
+    assert_eq!(rule("web init"), "live_pod_sandbox");
+    assert_eq!(rule("gone-pod sandbox"), "pod_sandbox");
+    assert_eq!(rule("web app running"), "running");
+    assert_eq!(rule("other running"), "running");
+    assert_eq!(rule("image base (in use)"), "in_use");
+    assert_eq!(rule("image keep pattern"), "keep_pattern");
+    assert_eq!(rule("other image in use"), "in_use");
+    for kind in ["volume", "network", "build_cache"] {
+        assert!(report["summary"]["delete"][kind].is_null(), "{kind}");
+    }
+
+    let (code, report) = setup.json(&["run", "--output", "json"]);
+    assert_eq!(code, Some(0), "{report:#}");
+    let outcomes = report["outcomes"].as_array().unwrap();
+    assert_eq!(outcomes.len(), DELETED.len(), "{outcomes:#?}");
+    assert!(
+        outcomes.iter().all(|o| o["result"] == "deleted"),
+        "{outcomes:#?}"
+    );
+
+    // kubelet's view keeps the live pod's init containers and has lost the
+    // removed one: no stale entry, and the native view agrees.
+    let cri = cri_ids(&containerd).await;
+    let native = native_ids(&containerd);
+    for role in ["web istio-init", "web init", "web app running"] {
+        assert!(cri.contains(&layout.ids[role]), "{role} gone from CRI");
+        assert!(native.contains(&layout.ids[role]), "{role} gone natively");
+    }
+    for role in ["gone-pod job", "other stopped task", "other never started"] {
+        assert!(!cri.contains(&layout.ids[role]), "{role} still in CRI");
+        assert!(
+            !native.contains(&layout.ids[role]),
+            "{role} still there natively"
+        );
+    }
+    assert!(native.contains(&layout.ids["other running"]));
+    let images = containerd.image_names(CRI_NAMESPACE);
+    assert!(
+        !images
+            .iter()
+            .any(|n| n.starts_with("docker.io/library/unused:")),
+        "{images:?}"
+    );
+    for name in [BASE, KEEP_ME, util::containerd::SANDBOX_IMAGE] {
+        assert!(
+            images.iter().any(|n| n == name),
+            "{name} removed: {images:?}"
+        );
+    }
+    let others = containerd.image_names(OTHER);
+    assert!(others.iter().any(|n| n == TOOL) && !others.iter().any(|n| n == OTHER_UNUSED));
+
+    let (code, again) = setup.json(&["run", "--output", "json"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        again["outcomes"].as_array().unwrap().is_empty(),
+        "{again:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pod_back_or_an_image_newly_used_after_planning_is_skipped() {
+    let containerd = PrivateContainerd::start().await;
+    let mut layout = lay_out(&containerd).await;
+    let setup = Setup::new(&containerd);
+    let policy = Policy::load(&setup.policy).unwrap();
+    let namespaces = [CRI_NAMESPACE.to_owned(), OTHER.to_owned()];
+    let runtime = ContainerdRuntime::connect(&containerd.endpoint(), &namespaces)
+        .await
+        .unwrap();
+    let planned = plan(
+        &runtime.inventory().await.unwrap(),
+        &policy,
+        chrono::Utc::now(),
+    );
+
+    // Between plan and removal: the stopped pod comes back (kubelet makes it
+    // a new sandbox, same pod uid), and a container is made from the
+    // unused image of the second namespace.
+    layout.gone.attempt = 1;
+    containerd.run_pod_sandbox(&layout.gone).await;
+    containerd.create_native(OTHER, "new-user", OTHER_UNUSED);
+
+    let outcomes = execute(
+        &runtime,
+        &planned,
+        &policy,
+        &AtomicBool::new(false),
+        |_, _, _| {},
+    )
+    .await;
+    let result = |role: &str| {
+        outcomes
+            .iter()
+            .find(|o| o.id == layout.ids[role])
+            .unwrap_or_else(|| panic!("no outcome for {role}"))
+    };
+    for role in ["gone-pod job", "other image unused"] {
+        let o = result(role);
+        assert_eq!(o.result, RemovalResult::Skipped, "{role}: {o:?}");
+    }
+    assert!(
+        cri_ids(&containerd)
+            .await
+            .contains(&layout.ids["gone-pod job"])
+    );
+    assert!(
+        containerd
+            .image_names(OTHER)
+            .iter()
+            .any(|n| n == OTHER_UNUSED)
+    );
+    for role in ["other stopped task", "image unused"] {
+        assert_eq!(result(role).result, RemovalResult::Deleted, "{role}");
+    }
+}

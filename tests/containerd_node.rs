@@ -327,3 +327,67 @@ async fn a_pod_back_or_an_image_newly_used_after_planning_is_skipped() {
         assert_eq!(result(role).result, RemovalResult::Deleted, "{role}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn auto_falls_back_to_containerd_and_says_why() {
+    let containerd = PrivateContainerd::start().await;
+    lay_out(&containerd).await;
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    let no_docker = dir.path().join("docker.sock");
+    std::fs::write(
+        &policy,
+        format!(
+            "runtime:\n  kind: auto\n  docker: {{ endpoint: unix://{} }}\n  containerd:\n    endpoint: {}\n    namespaces: [k8s.io, moby]\n",
+            no_docker.display(),
+            containerd.endpoint()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_safeprune"))
+        .arg("--config")
+        .arg(&policy)
+        .args(["plan"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        table.contains("runtime: containerd (auto: Docker did not answer at unix://"),
+        "{table}"
+    );
+    assert!(
+        table.contains("not applicable on containerd: volume, network, build_cache"),
+        "{table}"
+    );
+    // Docker's own namespace is never pruned through containerd, and it says so.
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("moby"), "{stderr}");
+
+    // Neither engine: exit 1, naming both endpoints.
+    std::fs::write(
+        &policy,
+        format!(
+            "runtime:\n  kind: auto\n  docker: {{ endpoint: unix://{0}/d.sock }}\n  containerd: {{ endpoint: {0}/c.sock }}\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_safeprune"))
+        .arg("--config")
+        .arg(&policy)
+        .arg("plan")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("d.sock") && stderr.contains("c.sock"),
+        "{stderr}"
+    );
+}

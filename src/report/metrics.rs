@@ -67,6 +67,12 @@ pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> Str
         }
     }
 
+    // Kinds the runtime lacks (volumes on containerd) get no series at all:
+    // a zero would claim there were none to find.
+    let kinds: Vec<Kind> = Kind::ALL
+        .into_iter()
+        .filter(|k| !report.summary.not_applicable.contains(k))
+        .collect();
     let mut out = Exposition::default();
     out.gauge(
         "safeprune_last_run_timestamp_seconds",
@@ -91,7 +97,7 @@ pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> Str
     out.gauge(
         "safeprune_last_run_planned_deletions",
         "Objects the last run's plan decided to delete, by kind.",
-        Kind::ALL.map(|k| {
+        kinds.iter().map(|&k| {
             (
                 vec![("kind", k.as_str())],
                 report.summary.delete.get(k).to_string(),
@@ -101,7 +107,7 @@ pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> Str
     out.gauge(
         "safeprune_last_run_reclaimable_bytes",
         "Bytes the last run's planned deletions would free, by kind (sizes the engine reports).",
-        Kind::ALL.map(|k| {
+        kinds.iter().map(|&k| {
             let bytes = reclaimable.get(&k).copied().unwrap_or(0);
             (vec![("kind", k.as_str())], bytes.to_string())
         }),
@@ -109,7 +115,7 @@ pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> Str
     out.gauge(
         "safeprune_last_run_kept_objects",
         "Objects the last run kept, by kind and the rule that kept them.",
-        Kind::ALL.iter().flat_map(|&k| {
+        kinds.iter().flat_map(|&k| {
             kept.iter()
                 .filter(move |((kind, _), _)| *kind == k)
                 .map(|((kind, rule), n)| {
@@ -121,7 +127,7 @@ pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> Str
     out.gauge(
         "safeprune_last_run_removals",
         "Removal attempts of the last run, by kind and result (deleted, skipped, failed).",
-        Kind::ALL.iter().flat_map(|&k| {
+        kinds.iter().flat_map(|&k| {
             let removals = &removals;
             RESULTS.iter().map(move |&r| {
                 let n = removals.get(&(k, r)).copied().unwrap_or(0);
@@ -135,7 +141,7 @@ pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> Str
     out.gauge(
         "safeprune_last_run_reclaimed_bytes",
         "Bytes the last run freed, by kind (sizes the engine reports).",
-        Kind::ALL.map(|k| {
+        kinds.iter().map(|&k| {
             let bytes = reclaimed.get(&k).copied().unwrap_or(0);
             (vec![("kind", k.as_str())], bytes.to_string())
         }),

@@ -176,6 +176,20 @@ fn a_dry_run_says_so_and_still_writes_every_alerting_series() {
 }
 
 #[test]
+fn kinds_the_runtime_lacks_have_no_series() {
+    let report = sample_run().with_not_applicable(&[Kind::Volume, Kind::Network, Kind::BuildCache]);
+    let text = render_metrics(&report, Duration::from_secs(1), true);
+    parse(&text).unwrap();
+    for kind in ["volume", "network", "build_cache"] {
+        assert!(
+            !text.contains(&format!("kind=\"{kind}\"")),
+            "{kind} in:\n{text}"
+        );
+    }
+    assert!(text.contains("kind=\"container\""));
+}
+
+#[test]
 fn timestamps_are_exact_seconds_with_milliseconds() {
     let at = |ms| DateTime::<Utc>::from_timestamp_millis(ms).unwrap();
     assert_eq!(unix_seconds(at(1_795_237_200_000)), "1795237200");

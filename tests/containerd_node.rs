@@ -331,7 +331,7 @@ async fn a_pod_back_or_an_image_newly_used_after_planning_is_skipped() {
 #[tokio::test(flavor = "multi_thread")]
 async fn auto_falls_back_to_containerd_and_says_why() {
     let containerd = PrivateContainerd::start().await;
-    lay_out(&containerd).await;
+    let layout = lay_out(&containerd).await;
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("policy.yaml");
     let no_docker = dir.path().join("docker.sock");
@@ -368,6 +368,21 @@ async fn auto_falls_back_to_containerd_and_says_why() {
     // Docker's own namespace is never pruned through containerd, and it says so.
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("moby"), "{stderr}");
+
+    // explain finds a containerd object by its id without the namespace.
+    let bare = layout.id("web istio-init").trim_start_matches("k8s.io/");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_safeprune"))
+        .arg("--config")
+        .arg(&policy)
+        .args(["explain", &bare[..12]])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("protected_label"), "{text}");
+    assert!(
+        text.contains(layout.id("web sandbox")),
+        "names the sandbox: {text}"
+    );
 
     // Neither engine: exit 1, naming both endpoints.
     std::fs::write(

@@ -594,48 +594,58 @@ impl EngineProcess {
         let _ = self.unshare.wait();
     }
 
-    /// Unmounts anything still mounted under the directory; with private
-    /// namespaces there should be nothing.
+    /// Unmounts anything still mounted under the directory.
     fn unmount_leftovers(&self) {
-        let Ok(mountinfo) = fs::read_to_string("/proc/self/mountinfo") else {
-            return;
-        };
-        let mut points: Vec<&str> = mountinfo
-            .lines()
-            .filter_map(|line| line.split(' ').nth(4))
-            .filter(|point| Path::new(point).starts_with(&self.dir))
-            .collect();
-        // Deepest first.
-        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        for point in points {
-            eprintln!("unmounting leftover {point}");
-            let _ = Command::new("umount").args(["-l", point]).status();
-        }
-    }
-
-    /// Removes the engine's cgroup tree from every hierarchy (v1: one per
-    /// controller; v2: the unified root).
-    fn remove_cgroups(&self) {
-        let root = Path::new("/sys/fs/cgroup");
-        let mut trees = vec![root.join(&self.scope)];
-        if let Ok(hierarchies) = fs::read_dir(root) {
-            trees.extend(hierarchies.flatten().map(|h| h.path().join(&self.scope)));
-        }
-        for tree in trees.iter().filter(|t| t.is_dir()) {
-            if let Err(e) = retry(|| remove_cgroup_tree(tree)) {
-                eprintln!("cannot remove cgroup {}: {e}", tree.display());
-            }
-        }
+        unmount_under(&self.dir);
     }
 }
 
 impl Drop for EngineProcess {
     fn drop(&mut self) {
         self.kill();
-        self.unmount_leftovers();
-        self.remove_cgroups();
-        if let Err(e) = retry(|| fs::remove_dir_all(&self.dir)) {
-            eprintln!("cannot remove {}: {e}", self.dir.display());
+        tear_down(&self.dir, &self.scope);
+    }
+}
+
+/// What a killed engine leaves, removed: mounts under `dir` (with private
+/// namespaces there should be none), the cgroup tree `/<scope>` its
+/// containers had, and `dir` itself.
+pub(crate) fn tear_down(dir: &Path, scope: &str) {
+    unmount_under(dir);
+    remove_cgroups(scope);
+    if let Err(e) = retry(|| fs::remove_dir_all(dir)) {
+        eprintln!("cannot remove {}: {e}", dir.display());
+    }
+}
+
+/// Unmounts anything mounted under `dir`, deepest first.
+pub(crate) fn unmount_under(dir: &Path) {
+    let Ok(mountinfo) = fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    let mut points: Vec<&str> = mountinfo
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .filter(|point| Path::new(point).starts_with(dir))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for point in points {
+        eprintln!("unmounting leftover {point}");
+        let _ = Command::new("umount").args(["-l", point]).status();
+    }
+}
+
+/// Removes the cgroup tree `/<scope>` from every hierarchy (v1: one per
+/// controller; v2: the unified root).
+fn remove_cgroups(scope: &str) {
+    let root = Path::new("/sys/fs/cgroup");
+    let mut trees = vec![root.join(scope)];
+    if let Ok(hierarchies) = fs::read_dir(root) {
+        trees.extend(hierarchies.flatten().map(|h| h.path().join(scope)));
+    }
+    for tree in trees.iter().filter(|t| t.is_dir()) {
+        if let Err(e) = retry(|| remove_cgroup_tree(tree)) {
+            eprintln!("cannot remove cgroup {}: {e}", tree.display());
         }
     }
 }

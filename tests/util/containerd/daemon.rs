@@ -12,7 +12,7 @@ use k8s_cri::v1::StatusRequest;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 
 use super::SANDBOX_IMAGE;
-use crate::util::{remove_cgroup_tree, retry};
+use crate::util::{tear_down, unmount_under};
 
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -194,48 +194,15 @@ impl DaemonProcess {
 }
 
 impl DaemonProcess {
-    /// Unmounts anything still mounted under the directory; with private
-    /// namespaces there should be nothing.
+    /// Unmounts anything still mounted under the directory.
     pub(super) fn unmount_leftovers(&self) {
-        let Ok(mountinfo) = fs::read_to_string("/proc/self/mountinfo") else {
-            return;
-        };
-        let mut points: Vec<&str> = mountinfo
-            .lines()
-            .filter_map(|line| line.split(' ').nth(4))
-            .filter(|point| Path::new(point).starts_with(&self.dir))
-            .collect();
-        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        for point in points {
-            eprintln!("unmounting leftover {point}");
-            let _ = Command::new("umount").args(["-l", point]).status();
-        }
-    }
-
-    /// Removes the cgroup trees the daemon's containers leave behind when
-    /// they are killed with it, from every hierarchy (v1: one per
-    /// controller; v2: the unified root).
-    fn remove_cgroups(&self) {
-        let root = Path::new("/sys/fs/cgroup");
-        let mut trees = vec![root.join(&self.scope)];
-        if let Ok(hierarchies) = fs::read_dir(root) {
-            trees.extend(hierarchies.flatten().map(|h| h.path().join(&self.scope)));
-        }
-        for tree in trees.iter().filter(|t| t.is_dir()) {
-            if let Err(e) = retry(|| remove_cgroup_tree(tree)) {
-                eprintln!("cannot remove cgroup {}: {e}", tree.display());
-            }
-        }
+        unmount_under(&self.dir);
     }
 }
 
 impl Drop for DaemonProcess {
     fn drop(&mut self) {
         self.kill();
-        self.unmount_leftovers();
-        self.remove_cgroups();
-        if let Err(e) = retry(|| fs::remove_dir_all(&self.dir)) {
-            eprintln!("cannot remove {}: {e}", self.dir.display());
-        }
+        tear_down(&self.dir, &self.scope);
     }
 }

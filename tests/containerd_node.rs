@@ -105,7 +105,7 @@ async fn lay_out(containerd: &PrivateContainerd) -> Layout {
 }
 
 struct Setup {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     policy: PathBuf,
 }
 
@@ -116,16 +116,17 @@ impl Setup {
         std::fs::write(
             &policy,
             format!(
-                "runtime:\n  kind: containerd\n  containerd:\n    endpoint: {}\n    namespaces: [k8s.io, {OTHER}]\n\
+                "runtime:\n  kind: containerd\n  containerd:\n    endpoint: {0}\n    namespaces: [k8s.io, {OTHER}]\n\
                  containers: {{ min_age: \"0\" }}\n\
                  images:\n  min_age: \"0\"\n  keep: [\"registry.k8s.io/pause:*\", \"keepme:*\"]\n\
-                 lock_file: {}/safeprune.lock\n",
+                 report: {{ audit_log: {1}/audit.jsonl, metrics_textfile: {1}/safeprune.prom }}\n\
+                 lock_file: {1}/safeprune.lock\n",
                 containerd.endpoint(),
                 dir.path().display()
             ),
         )
         .unwrap();
-        Self { _dir: dir, policy }
+        Self { dir, policy }
     }
 
     fn safeprune(&self, args: &[&str]) -> Output {
@@ -262,6 +263,23 @@ async fn plan_then_run_removes_exactly_the_expected_objects_through_cri() {
     }
     let others = containerd.image_names(OTHER);
     assert!(others.iter().any(|n| n == TOOL) && !others.iter().any(|n| n == OTHER_UNUSED));
+
+    // The same audit log and metrics as on Docker, without the kinds
+    // containerd lacks.
+    let audit = std::fs::read_to_string(setup.dir.path().join("audit.jsonl")).unwrap();
+    assert_eq!(audit.lines().count(), DELETED.len());
+    assert!(
+        audit
+            .lines()
+            .all(|l| l.contains("\"runtime\":\"containerd\"")),
+        "{audit}"
+    );
+    let metrics = std::fs::read_to_string(setup.dir.path().join("safeprune.prom")).unwrap();
+    assert!(
+        metrics.contains("safeprune_last_run_success 1"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("kind=\"volume\""), "{metrics}");
 
     let (code, again) = setup.json(&["run", "--output", "json"]);
     assert_eq!(code, Some(0));

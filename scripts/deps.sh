@@ -16,6 +16,8 @@ dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 # The test harness runs each private dockerd under unshare(1), with mount(8).
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 command -v mount >/dev/null 2>&1 || need+=(mount)
+# The private containerd's network namespace needs its loopback up: ip(8).
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
 # scripts/test.sh checks the systemd units offline with systemd-analyze.
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 # ... which checks that the units' commands exist: ExecReload's /bin/kill

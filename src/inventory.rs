@@ -215,6 +215,27 @@ pub struct PodSandbox {
     pub ready: bool,
 }
 
+/// Pod sandboxes read off their sandbox containers, READY while the
+/// container is live. Docker keeps `Running` true while a container is
+/// paused or restarting, so every live state counts: calling a sandbox ready
+/// keeps its pod's containers, the safe side.
+#[must_use]
+pub fn sandboxes_from_containers(containers: &[Container]) -> Vec<PodSandbox> {
+    containers
+        .iter()
+        .filter_map(|c| {
+            let pod = c.pod.as_ref().filter(|p| p.is_sandbox)?;
+            Some(PodSandbox {
+                id: c.id.clone(),
+                pod_uid: pod.pod_uid.clone(),
+                pod_name: pod.pod_name.clone(),
+                pod_namespace: pod.pod_namespace.clone(),
+                ready: c.state.is_live(),
+            })
+        })
+        .collect()
+}
+
 /// The first 12 characters of an id, after any `sha256:` prefix; a
 /// containerd id keeps its namespace: `k8s.io/0123456789ab`.
 #[must_use]

@@ -18,7 +18,6 @@ mod native;
 mod remove;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -83,14 +82,7 @@ impl ContainerdRuntime {
                 hint: UNREACHABLE_HINT,
                 source,
             };
-        let Some(socket) = socket_path(endpoint) else {
-            return Err(RuntimeError::Unreachable {
-                runtime: RUNTIME,
-                endpoint: endpoint.to_owned(),
-                hint: "only unix sockets are supported: unix:///path or /path",
-                source: "unsupported endpoint scheme".into(),
-            });
-        };
+        let socket = super::socket_path(RUNTIME, endpoint)?;
         let channel = tokio::time::timeout(CONNECT_TIMEOUT, containerd_client::connect(&socket))
             .await
             .map_err(|_| unreachable(format!("no answer within {CONNECT_TIMEOUT:?}").into()))?
@@ -486,13 +478,6 @@ fn pinned_names(
 
 /// The socket path of a `unix://` endpoint or a bare path; `None` for any
 /// other scheme.
-fn socket_path(endpoint: &str) -> Option<PathBuf> {
-    if let Some(path) = endpoint.strip_prefix("unix://") {
-        return (!path.is_empty()).then(|| PathBuf::from(path));
-    }
-    (!endpoint.contains("://") && !endpoint.is_empty()).then(|| PathBuf::from(endpoint))
-}
-
 /// The configured namespaces safeprune may prune: each once, without
 /// Docker's `moby` and without names containerd would refuse.
 fn usable_namespaces(configured: &[String]) -> Vec<String> {
@@ -527,21 +512,6 @@ fn is_valid_namespace(name: &str) -> bool {
 mod tests {
     use super::remove::removal_from_status;
     use super::*;
-
-    #[test]
-    fn endpoints_are_unix_sockets_only() {
-        assert_eq!(
-            socket_path("unix:///run/containerd/containerd.sock"),
-            Some(PathBuf::from("/run/containerd/containerd.sock"))
-        );
-        assert_eq!(
-            socket_path("/run/containerd/containerd.sock"),
-            Some(PathBuf::from("/run/containerd/containerd.sock"))
-        );
-        assert_eq!(socket_path("unix://"), None);
-        assert_eq!(socket_path("tcp://10.0.0.1:2375"), None);
-        assert_eq!(socket_path(""), None);
-    }
 
     #[test]
     fn docker_namespace_duplicates_and_bad_names_are_skipped() {

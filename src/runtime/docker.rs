@@ -26,11 +26,12 @@ use futures_util::{StreamExt, TryStreamExt, stream};
 
 use self::convert::{
     LABEL_DOCKER_TYPE, TYPE_SANDBOX, byte_size, container_from_summary, image_from_inspect,
-    network_from_docker, parse_docker_time, real_refs, sandboxes_of, volume_from_docker,
+    network_from_docker, parse_docker_time, real_refs, volume_from_docker,
 };
 use super::{Engine, Kind, Removal, RuntimeError};
 use crate::inventory::{
     BuildCacheEntry, Container, ContainerState, Image, Inventory, Network, PodSandbox, Volume,
+    sandboxes_from_containers,
 };
 
 const RUNTIME: &str = "docker";
@@ -65,14 +66,7 @@ impl DockerRuntime {
                 hint: UNREACHABLE_HINT,
                 source,
             };
-        let Some(socket) = socket_path(endpoint) else {
-            return Err(RuntimeError::Unreachable {
-                runtime: RUNTIME,
-                endpoint: endpoint.to_owned(),
-                hint: "only unix sockets are supported: unix:///path or /path",
-                source: "unsupported endpoint scheme".into(),
-            });
-        };
+        let socket = super::socket_path(RUNTIME, endpoint)?;
         let docker = Docker::connect_with_socket(
             &socket.to_string_lossy(),
             REQUEST_TIMEOUT_SECS,
@@ -177,7 +171,8 @@ impl DockerRuntime {
         let label = format!("{LABEL_DOCKER_TYPE}={TYPE_SANDBOX}");
         let filters = HashMap::from([("label", vec![label.as_str()])]);
         let containers = self.containers(&filters, false).await?;
-        Ok(sandboxes_of(&containers))
+        // cri-dockerd reports a sandbox READY when `State.Running` is true.
+        Ok(sandboxes_from_containers(&containers))
     }
 
     /// Every top-level image, dangling ones included.
@@ -426,7 +421,7 @@ impl Engine for DockerRuntime {
             self.build_cache(),
         );
         let (containers, images, volumes, networks) = listed?;
-        let sandboxes = sandboxes_of(&containers);
+        let sandboxes = sandboxes_from_containers(&containers);
         tracing::debug!(
             containers = containers.len(),
             images = images.len(),
@@ -537,13 +532,6 @@ fn sorted_by_id(mut containers: Vec<Container>) -> Vec<Container> {
 
 /// The socket path of a `unix://` endpoint or a bare path; `None` for any
 /// other scheme.
-fn socket_path(endpoint: &str) -> Option<PathBuf> {
-    if let Some(path) = endpoint.strip_prefix("unix://") {
-        return Some(PathBuf::from(path));
-    }
-    (!endpoint.contains("://") && !endpoint.is_empty()).then(|| PathBuf::from(endpoint))
-}
-
 fn status_code(e: &BollardError) -> Option<u16> {
     match e {
         BollardError::DockerResponseServerError { status_code, .. } => Some(*status_code),
@@ -568,20 +556,6 @@ fn removal_from_error(e: BollardError) -> Removal {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn endpoints_are_unix_sockets_only() {
-        assert_eq!(
-            socket_path("unix:///var/run/docker.sock"),
-            Some(PathBuf::from("/var/run/docker.sock"))
-        );
-        assert_eq!(
-            socket_path("/run/docker.sock"),
-            Some(PathBuf::from("/run/docker.sock"))
-        );
-        assert_eq!(socket_path("tcp://10.0.0.1:2375"), None);
-        assert_eq!(socket_path(""), None);
-    }
 
     #[test]
     fn only_404_and_409_are_not_failures() {

@@ -11,6 +11,7 @@ pub mod docker;
 pub mod memory;
 
 use std::fmt;
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -83,6 +84,24 @@ pub enum RuntimeError {
         call: &'static str,
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+/// The socket path of an endpoint written `unix:///path` or `/path`.
+///
+/// # Errors
+/// [`RuntimeError::Unreachable`] for any other scheme (`tcp://`) or an empty
+/// path: both runtimes are reached through their unix socket only.
+pub(crate) fn socket_path(runtime: &'static str, endpoint: &str) -> Result<PathBuf, RuntimeError> {
+    let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
+    if path.is_empty() || path.contains("://") {
+        return Err(RuntimeError::Unreachable {
+            runtime,
+            endpoint: endpoint.to_owned(),
+            hint: "only unix sockets are supported: unix:///path or /path",
+            source: "unsupported endpoint scheme".into(),
+        });
+    }
+    Ok(PathBuf::from(path))
 }
 
 /// What one removal attempt came to, as the runtime answered it.
@@ -236,6 +255,28 @@ impl Engine for Runtime {
         match self {
             Self::Docker(d) => d.remove(kind, id).await,
             Self::Containerd(c) => c.remove(kind, id).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_unix_sockets_only() {
+        let path = |e| socket_path("docker", e).ok();
+        assert_eq!(
+            path("unix:///var/run/docker.sock"),
+            Some(PathBuf::from("/var/run/docker.sock"))
+        );
+        assert_eq!(
+            path("/run/containerd/containerd.sock"),
+            Some(PathBuf::from("/run/containerd/containerd.sock"))
+        );
+        for bad in ["unix://", "tcp://10.0.0.1:2375", ""] {
+            let e = socket_path("docker", bad).unwrap_err().to_string();
+            assert!(e.contains("only unix sockets"), "{bad}: {e}");
         }
     }
 }

@@ -557,11 +557,7 @@ impl EngineProcess {
     }
 
     fn log_tail(&self) -> String {
-        let Ok(log) = fs::File::open(self.dir.join("dockerd.log")) else {
-            return "(no log)".to_owned();
-        };
-        let lines: Vec<String> = BufReader::new(log).lines().map_while(Result::ok).collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
+        log_tail(&self.dir.join("dockerd.log"))
     }
 
     /// Kills dockerd and waits until its pid namespace is empty.
@@ -605,6 +601,15 @@ impl Drop for EngineProcess {
         self.kill();
         tear_down(&self.dir, &self.scope);
     }
+}
+
+/// The last 30 lines of an engine's log, for a failure message.
+pub(crate) fn log_tail(path: &Path) -> String {
+    let Ok(log) = fs::File::open(path) else {
+        return "(no log)".to_owned();
+    };
+    let lines: Vec<String> = BufReader::new(log).lines().map_while(Result::ok).collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
 /// What a killed engine leaves, removed: mounts under `dir` (with private

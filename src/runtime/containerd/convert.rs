@@ -18,7 +18,9 @@ use k8s_cri::v1::{
 use prost_types::{Any, Timestamp};
 use serde::Deserialize;
 
-use crate::inventory::{Container, ContainerState, PodIdentity, PodSandbox};
+use crate::inventory::{
+    Container, ContainerState, PodIdentity, PodSandbox, sandboxes_from_containers,
+};
 
 /// The CRI plugin's labels on the containers it makes (`pkg/cri/util`).
 const LABEL_CRI_KIND: &str = "io.cri-containerd.kind";
@@ -348,19 +350,7 @@ pub(super) fn sandboxes_of(
                 }
             })
             .collect(),
-        None => containers
-            .iter()
-            .filter_map(|c| {
-                let pod = c.pod.as_ref().filter(|p| p.is_sandbox)?;
-                Some(PodSandbox {
-                    id: c.id.clone(),
-                    pod_uid: pod.pod_uid.clone(),
-                    pod_name: pod.pod_name.clone(),
-                    pod_namespace: pod.pod_namespace.clone(),
-                    ready: c.state.is_live(),
-                })
-            })
-            .collect(),
+        None => sandboxes_from_containers(containers),
     };
     sandboxes.sort_by(|a, b| a.id.cmp(&b.id));
     sandboxes

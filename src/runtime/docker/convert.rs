@@ -13,9 +13,7 @@ use bollard::models::{
 };
 use chrono::{DateTime, Datelike, Utc};
 
-use crate::inventory::{
-    Container, ContainerState, Image, Labels, Network, PodIdentity, PodSandbox, Volume,
-};
+use crate::inventory::{Container, ContainerState, Image, Labels, Network, PodIdentity, Volume};
 
 /// cri-dockerd's labels (`core/docker_service.go`, `core/sandbox_helpers.go`).
 pub(super) const LABEL_DOCKER_TYPE: &str = "io.kubernetes.docker.type";
@@ -164,26 +162,6 @@ pub(super) fn container_from_summary(summary: ContainerSummary) -> Option<Contai
 
 /// One sandbox per pod sandbox container.
 ///
-/// cri-dockerd reports a sandbox READY when `State.Running` is true, and
-/// Docker keeps `Running` true while a container is paused or restarting.
-/// So every live state counts as READY here: calling a sandbox ready keeps
-/// its pod's containers, the safe side.
-pub(super) fn sandboxes_of(containers: &[Container]) -> Vec<PodSandbox> {
-    containers
-        .iter()
-        .filter_map(|c| {
-            let pod = c.pod.as_ref().filter(|p| p.is_sandbox)?;
-            Some(PodSandbox {
-                id: c.id.clone(),
-                pod_uid: pod.pod_uid.clone(),
-                pod_name: pod.pod_name.clone(),
-                pod_namespace: pod.pod_namespace.clone(),
-                ready: c.state.is_live(),
-            })
-        })
-        .collect()
-}
-
 pub(super) fn image_from_inspect(inspect: ImageInspect) -> Option<Image> {
     let id = inspect.id.filter(|id| !id.is_empty())?;
     // Sorted: the first tag is the image's display name, and the same image
@@ -372,7 +350,7 @@ mod tests {
         .into_iter()
         .filter_map(container_from_summary)
         .collect();
-        let ready: Vec<(String, bool)> = sandboxes_of(&containers)
+        let ready: Vec<(String, bool)> = crate::inventory::sandboxes_from_containers(&containers)
             .into_iter()
             .map(|s| (s.id, s.ready))
             .collect();

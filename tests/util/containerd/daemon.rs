@@ -2,7 +2,6 @@
 //! and its teardown.
 
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,7 +11,7 @@ use k8s_cri::v1::StatusRequest;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 
 use super::SANDBOX_IMAGE;
-use crate::util::{tear_down, unmount_under};
+use crate::util::{log_tail, tear_down, unmount_under};
 
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -156,11 +155,7 @@ impl DaemonProcess {
     }
 
     fn log_tail(&self) -> String {
-        let Ok(log) = fs::File::open(self.dir.join("containerd.log")) else {
-            return "(no log)".to_owned();
-        };
-        let lines: Vec<String> = BufReader::new(log).lines().map_while(Result::ok).collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
+        log_tail(&self.dir.join("containerd.log"))
     }
 
     /// Kills containerd and waits until its pid namespace is empty.

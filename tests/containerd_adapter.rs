@@ -18,7 +18,8 @@ use safeprune::policy::Policy;
 use safeprune::runtime::containerd::ContainerdRuntime;
 use safeprune::runtime::{Engine, Kind, Removal, RuntimeError};
 use util::containerd::{CRI_NAMESPACE, Imported, PrivateContainerd, SANDBOX_IMAGE};
-use util::{EXIT_0, Pod, RUN_FOREVER};
+use util::pod::Pod;
+use util::{EXIT_0, RUN_FOREVER};
 
 const OTHER: &str = "other";
 const BUSYBOX: &str = "docker.io/library/busybox:1.36";

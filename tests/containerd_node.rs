@@ -21,8 +21,9 @@ use safeprune::report::RemovalResult;
 use safeprune::runtime::Engine;
 use safeprune::runtime::containerd::ContainerdRuntime;
 use serde_json::Value;
+use util::RUN_FOREVER;
 use util::containerd::{CRI_NAMESPACE, PrivateContainerd};
-use util::{Pod, RUN_FOREVER};
+use util::pod::Pod;
 
 const OTHER: &str = "other";
 const BASE: &str = "docker.io/library/base:1";

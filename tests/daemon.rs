@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bollard::query_parameters::InspectContainerOptions;
-use util::{Pod, PrivateDockerd};
+use util::docker::PrivateDockerd;
+use util::pod::Pod;
 
 /// A policy for the private engine that cycles every two seconds and
 /// removes what exited at once.

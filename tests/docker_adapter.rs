@@ -11,7 +11,9 @@ use chrono::Utc;
 use safeprune::inventory::{Container, ContainerState, Inventory};
 use safeprune::runtime::docker::DockerRuntime;
 use safeprune::runtime::{Engine, Kind, Removal, RuntimeError};
-use util::{Pod, PrivateDockerd, RUN_FOREVER, TEST_LABEL};
+use util::docker::PrivateDockerd;
+use util::pod::Pod;
+use util::{RUN_FOREVER, TEST_LABEL};
 
 async fn engine() -> (PrivateDockerd, DockerRuntime) {
     let dockerd = PrivateDockerd::start().await;

@@ -23,7 +23,9 @@ use safeprune::report::RemovalResult;
 use safeprune::runtime::Engine;
 use safeprune::runtime::docker::DockerRuntime;
 use serde_json::Value;
-use util::{Pod, PrivateDockerd, RUN_FOREVER};
+use util::RUN_FOREVER;
+use util::docker::PrivateDockerd;
+use util::pod::Pod;
 
 /// The objects of the layout, by the role they play.
 struct Layout {

@@ -1,10 +1,10 @@
 //! A private containerd for each test, and fixtures to fill it the way
 //! kubelet and `ctr` would.
 //!
-//! [`PrivateContainerd::start`] runs its own `containerd` in fresh pid, mount
-//! and network namespaces, under a short directory `/tmp/spc-XXXXXX` that
-//! holds its config, root, state, socket and log. It never touches the
-//! node's containerd (nor the one Docker manages). Its CRI plugin has
+//! [`PrivateContainerd::start`] runs its own `containerd` as an
+//! [`EngineProcess`] under `/tmp/spc-XXXXXX`, which holds its config, root,
+//! state, socket and log. It never touches the node's containerd (nor the
+//! one Docker manages). Its CRI plugin has
 //! `restrict_oom_score_adj = true` (root here lacks `CAP_SYS_RESOURCE`, and
 //! sandboxes would ask for -998: FACTS.md) and the sandbox image
 //! `registry.k8s.io/pause:3.6`, which [`PrivateContainerd::start`] imports
@@ -12,15 +12,12 @@
 //! Pods use the host network, which is the private network namespace: no
 //! CNI needed.
 //!
-//! Dropping it kills containerd, the init of its pid namespace, so the
-//! kernel ends every process in it (shims, pause and test containers); the
-//! namespaces take their mounts (a private tmpfs on `/run` holds the shim
-//! sockets, fixed at `/run/containerd/s`) with them. What is left, cgroups
-//! and the directory, is removed: pods get the cgroup parent `/<scope>` and
-//! `ctr` containers the cgroup `/<scope>/<id>`, so every cgroup a killed
-//! daemon leaves lies in one tree of its own. Start-up, until both
+//! Pods get the cgroup parent `/<scope>` and `ctr` containers the cgroup
+//! `/<scope>/<id>`, so every cgroup a killed daemon leaves lies in the one
+//! tree the teardown removes. Start-up, until both
 //! containerd's API and CRI answer, takes about 0.1 s (measured: 70 to
-//! 130 ms on 2 cores); the sandbox image import adds about as much.
+//! 130 ms on 2 cores); the sandbox image import adds about as much. The
+//! config and its CRI switch are in `containerd/daemon.rs`.
 //!
 //! Everything the fixtures create carries the label `safeprune.test=<scope>`
 //! with the engine's own scope.
@@ -43,8 +40,8 @@ use containerd_client::with_namespace;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 
 use self::archive::image_archive;
-use self::daemon::{DaemonProcess, config_toml, launch};
 use super::TEST_LABEL;
+use super::engine::EngineProcess;
 
 /// The namespace the CRI plugin keeps kubelet's objects in.
 pub const CRI_NAMESPACE: &str = "k8s.io";
@@ -70,9 +67,8 @@ pub struct Imported {
 pub struct PrivateContainerd {
     channel: Channel,
     socket: PathBuf,
-    scope: String,
     /// Last, so the clients are gone before the daemon is torn down.
-    process: DaemonProcess,
+    process: EngineProcess,
 }
 
 impl PrivateContainerd {
@@ -83,30 +79,12 @@ impl PrivateContainerd {
     /// When containerd cannot be started or does not answer within 30 s; the
     /// message holds the tail of its log.
     pub async fn start() -> Self {
-        let dir = tempfile::Builder::new()
-            .prefix("spc-")
-            .tempdir_in("/tmp")
-            .expect("create a directory for the private containerd")
-            .keep();
-        let scope = dir
-            .file_name()
-            .expect("temp dir has a name")
-            .to_string_lossy()
-            .into_owned();
-        let socket = dir.join("c.sock");
-        let config = dir.join("config.toml");
-        fs::write(&config, config_toml(&dir, &socket, true)).expect("write config.toml");
-        let mut process = DaemonProcess {
-            unshare: launch(&dir, &config),
-            dir,
-            scope: scope.clone(),
-            containerd_pid: None,
-        };
-        let channel = process.await_answer(&socket, true).await;
+        let mut process = EngineProcess::new("containerd", "spc-");
+        let socket = process.path(daemon::SOCKET);
+        let channel = daemon::launch(&mut process, "config.toml", true).await;
         let containerd = Self {
             channel,
             socket,
-            scope,
             process,
         };
         containerd.import_image(
@@ -122,14 +100,11 @@ impl PrivateContainerd {
     /// CRI calls fail as on a node whose CRI plugin does not load. Every
     /// task dies with the old daemon (containers and images stay).
     pub async fn restart(&mut self, cri: bool) {
-        self.process.kill();
-        self.process.unmount_leftovers();
+        self.process.stop();
+        // A killed containerd leaves its socket; the answer must come from
+        // the new one.
         let _ = fs::remove_file(&self.socket);
-        let config = self.process.dir.join("config-restart.toml");
-        fs::write(&config, config_toml(&self.process.dir, &self.socket, cri))
-            .expect("write config-restart.toml");
-        self.process.unshare = launch(&self.process.dir, &config);
-        self.channel = self.process.await_answer(&self.socket, cri).await;
+        self.channel = daemon::launch(&mut self.process, "config-restart.toml", cri).await;
     }
 
     /// The socket path, `/tmp/spc-XXXXXX/c.sock`.
@@ -144,7 +119,7 @@ impl PrivateContainerd {
 
     /// The value of `safeprune.test` on everything the fixtures create.
     pub fn scope(&self) -> &str {
-        &self.scope
+        self.process.scope()
     }
 
     /// The gRPC channel to this containerd (its own API and CRI alike).
@@ -248,8 +223,8 @@ impl PrivateContainerd {
     /// detached, as `ctr run -d` does; its task stays once it exits. The
     /// container's cgroup lies under this engine's scope.
     pub fn run_native(&self, namespace: &str, id: &str, image: &str, cmd: &[&str]) {
-        let cgroup = format!("/{}/{id}", self.scope);
-        let label = format!("{TEST_LABEL}={}", self.scope);
+        let cgroup = format!("/{}/{id}", self.scope());
+        let label = format!("{TEST_LABEL}={}", self.scope());
         let mut args = vec![
             "run",
             "-d",
@@ -267,7 +242,7 @@ impl PrivateContainerd {
 
     /// Creates a plain containerd container with no task: it never ran.
     pub fn create_native(&self, namespace: &str, id: &str, image: &str) {
-        let label = format!("{TEST_LABEL}={}", self.scope);
+        let label = format!("{TEST_LABEL}={}", self.scope());
         self.ctr_ok(
             namespace,
             &["containers", "create", "--label", &label, image, id],

@@ -14,7 +14,8 @@ use k8s_cri::v1::{
 };
 
 use super::{PrivateContainerd, STATE_TIMEOUT};
-use crate::util::{EXIT_0, Pod, RUN_FOREVER, TEST_LABEL};
+use crate::util::pod::Pod;
+use crate::util::{EXIT_0, RUN_FOREVER, scoped_labels};
 
 impl PrivateContainerd {
     /// Runs a pod sandbox through CRI, as kubelet does, on the host network.
@@ -60,7 +61,7 @@ impl PrivateContainerd {
         cmd: &[&str],
         labels: &[(&str, &str)],
     ) -> String {
-        let mut all_labels = self.labels(&pod.labels());
+        let mut all_labels = scoped_labels(self.scope(), pod.labels());
         all_labels.insert("io.kubernetes.container.name".to_owned(), name.to_owned());
         all_labels.extend(
             labels
@@ -200,14 +201,14 @@ impl PrivateContainerd {
             }),
             // No hostname: with the host network there is no UTS
             // namespace of the pod's own to set it in (runc refuses).
-            labels: self.labels(&pod.labels()),
+            labels: scoped_labels(self.scope(), pod.labels()),
             linux: Some(LinuxPodSandboxConfig {
                 // The pod's cgroups under this engine's scope, removed on
                 // drop. Without a parent, CRI puts them at /k8s.io/<id>
                 // (the default spec's path), and a killed engine leaves
                 // those behind where every test's engine shares them
                 // (measured).
-                cgroup_parent: format!("/{}", self.scope),
+                cgroup_parent: format!("/{}", self.scope()),
                 security_context: Some(LinuxSandboxSecurityContext {
                     namespace_options: Some(NamespaceOption {
                         // The host network: no CNI needed.
@@ -222,13 +223,5 @@ impl PrivateContainerd {
             }),
             ..PodSandboxConfig::default()
         }
-    }
-
-    fn labels(&self, extra: &[(&str, String)]) -> HashMap<String, String> {
-        extra
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.clone()))
-            .chain([(TEST_LABEL.to_owned(), self.scope.clone())])
-            .collect()
     }
 }

@@ -1,0 +1,86 @@
+//! The dockerd process: its config and flags, what a restart must clear,
+//! and how to tell that it answers. The process itself, its namespaces and
+//! its teardown are [`EngineProcess`]'s.
+
+use std::fs;
+
+use bollard::{API_DEFAULT_VERSION, Docker};
+
+use crate::util::engine::EngineProcess;
+
+/// Becomes dockerd, with the flags after the script as its arguments.
+const EXEC: &str = r#"exec dockerd "$@""#;
+
+/// The socket dockerd listens on, as a Docker endpoint.
+pub(super) fn endpoint(process: &EngineProcess) -> String {
+    format!("unix://{}", process.path("docker.sock").display())
+}
+
+/// Writes dockerd's own config file. Without one dockerd reads
+/// /etc/docker/daemon.json, and 20.10 writes its trust key to
+/// /etc/docker/key.json unless told otherwise (hidden option
+/// `deprecated-key-path`).
+pub(super) fn write_config(process: &EngineProcess) {
+    let config = serde_json::json!({ "deprecated-key-path": process.path("key.json") });
+    fs::write(process.path("daemon.json"), config.to_string()).expect("write daemon.json");
+}
+
+/// Clears what a killed dockerd leaves and would trip over on a restart: its
+/// socket, its pid file (it refuses to start while that is there) and its
+/// exec root, which holds the managed containerd's pid file: in a fresh pid
+/// namespace that pid may well be alive, and dockerd would wait for a
+/// containerd that is not there. The exec root is runtime state, like /run
+/// after a reboot: nothing of it survives its processes.
+pub(super) fn clear_runtime_state(process: &EngineProcess) {
+    let _ = fs::remove_file(process.path("docker.sock"));
+    let _ = fs::remove_file(process.path("dockerd.pid"));
+    let _ = fs::remove_dir_all(process.path("exec"));
+}
+
+/// Runs dockerd on the directory of `process` and waits until it answers;
+/// returns a client on it.
+pub(super) async fn launch(process: &mut EngineProcess) -> Docker {
+    let d = |name: &str| process.path(name).to_string_lossy().into_owned();
+    let args = [
+        "--config-file".to_owned(),
+        d("daemon.json"),
+        "--data-root".to_owned(),
+        d("data"),
+        "--exec-root".to_owned(),
+        d("exec"),
+        "--pidfile".to_owned(),
+        d("dockerd.pid"),
+        "-H".to_owned(),
+        endpoint(process),
+        // Nothing of the host's network: no default bridge, no iptables
+        // rules, no forwarding (the namespace is private anyway).
+        "--bridge=none".to_owned(),
+        "--iptables=false".to_owned(),
+        "--ip6tables=false".to_owned(),
+        "--ip-masq=false".to_owned(),
+        "--ip-forward=false".to_owned(),
+        "--userland-proxy=false".to_owned(),
+        // Container cgroups in a tree of our own, which the teardown
+        // removes: a killed engine leaves them behind.
+        "--cgroup-parent".to_owned(),
+        format!("/{}", process.scope()),
+    ];
+    process.launch(EXEC, args);
+    let socket = process.path("docker.sock");
+    process
+        .await_answer(async || {
+            if !socket.exists() {
+                return None;
+            }
+            // Negotiated down to the engine's API version.
+            let docker =
+                Docker::connect_with_unix(&socket.to_string_lossy(), 30, API_DEFAULT_VERSION)
+                    .ok()?
+                    .negotiate_version()
+                    .await
+                    .ok()?;
+            docker.ping().await.ok()?;
+            Some(docker)
+        })
+        .await
+}

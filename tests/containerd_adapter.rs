@@ -151,10 +151,7 @@ async fn inventory_reads_pods_through_cri_and_plain_containers_natively() {
     assert_eq!(sandbox.state, ContainerState::Running);
     assert_eq!(sandbox.names, ["web_default_uid-default-web_0"]);
     assert_eq!(sandbox.image_ref, SANDBOX_IMAGE);
-    let pod = sandbox.pod.as_ref().expect("the sandbox belongs to a pod");
-    assert!(pod.is_sandbox);
-    assert_eq!(pod.sandbox_id, None);
-    assert_eq!(pod.pod_uid.as_deref(), Some(node.web.uid.as_str()));
+    assert_eq!(sandbox.pod, Some(node.web.sandbox_identity()));
 
     let init = container(&inventory, &cri_id(&node.istio_init));
     assert_eq!(init.state, ContainerState::Exited);
@@ -164,14 +161,10 @@ async fn inventory_reads_pods_through_cri_and_plain_containers_natively() {
     let finished = init.finished.expect("CRI gives the exit time");
     assert!(finished >= init.created && finished <= now, "{init:?}");
     assert!(now - finished < Duration::minutes(5));
-    let pod = init
-        .pod
-        .as_ref()
-        .expect("the init container belongs to a pod");
-    assert!(!pod.is_sandbox);
-    assert_eq!(pod.sandbox_id, Some(cri_id(&node.web_sandbox)));
-    assert_eq!(pod.pod_name.as_deref(), Some("web"));
-    assert_eq!(pod.pod_namespace.as_deref(), Some("default"));
+    assert_eq!(
+        init.pod,
+        Some(node.web.container_identity(&cri_id(&node.web_sandbox)))
+    );
     assert_eq!(init.image_ref, BUSYBOX);
     assert_eq!(init.image_id, cri_id(&node.busybox.digest));
 
@@ -198,10 +191,8 @@ async fn inventory_reads_pods_through_cri_and_plain_containers_natively() {
     ];
     expected.sort();
     assert_eq!(ready, expected);
-    let web_sandbox = &inventory.sandboxes.iter().find(|s| s.ready).unwrap();
-    assert_eq!(web_sandbox.pod_uid.as_deref(), Some(node.web.uid.as_str()));
-    assert_eq!(web_sandbox.pod_name.as_deref(), Some("web"));
-    assert_eq!(web_sandbox.pod_namespace.as_deref(), Some("default"));
+    node.web
+        .assert_owns(inventory.sandboxes.iter().find(|s| s.ready).unwrap());
 
     let runner = container(&inventory, &other_id("runner"));
     assert_eq!(runner.state, ContainerState::Running);

@@ -63,23 +63,13 @@ async fn inventory_reads_pods_sandbox_readiness_and_exit_times() {
     assert_eq!(inventory.runtime, "docker");
 
     let sandbox = container(&inventory, &web_sandbox);
-    let pod = sandbox.pod.as_ref().expect("the sandbox belongs to a pod");
-    assert!(pod.is_sandbox);
-    assert_eq!(pod.sandbox_id, None);
-    assert_eq!(pod.pod_uid.as_deref(), Some(web.uid.as_str()));
-    assert_eq!(pod.pod_name.as_deref(), Some("web"));
-    assert_eq!(pod.pod_namespace.as_deref(), Some("default"));
+    assert_eq!(sandbox.pod, Some(web.sandbox_identity()));
     assert_eq!(sandbox.names, ["k8s_POD_web_default_uid-default-web_0"]);
 
     let init = container(&inventory, &init);
     assert_eq!(init.state, ContainerState::Exited);
     assert_eq!(init.names, ["k8s_istio-init_web_default_uid-default-web_0"]);
-    let pod = init
-        .pod
-        .as_ref()
-        .expect("the init container belongs to a pod");
-    assert!(!pod.is_sandbox);
-    assert_eq!(pod.sandbox_id.as_deref(), Some(web_sandbox.as_str()));
+    assert_eq!(init.pod, Some(web.container_identity(&web_sandbox)));
     assert_eq!(
         init.labels
             .get("io.kubernetes.container.name")
@@ -113,13 +103,13 @@ async fn inventory_reads_pods_sandbox_readiness_and_exit_times() {
     let mut expected = vec![(web_sandbox, true), (gone_sandbox.clone(), false)];
     expected.sort();
     assert_eq!(ready, expected);
-    let gone_entry = inventory
-        .sandboxes
-        .iter()
-        .find(|s| s.id == gone_sandbox)
-        .unwrap();
-    assert_eq!(gone_entry.pod_uid.as_deref(), Some(gone.uid.as_str()));
-    assert_eq!(gone_entry.pod_namespace.as_deref(), Some("jobs"));
+    gone.assert_owns(
+        inventory
+            .sandboxes
+            .iter()
+            .find(|s| s.id == gone_sandbox)
+            .unwrap(),
+    );
 }
 
 #[tokio::test]

@@ -1,5 +1,8 @@
 //! A pod as kubelet names it, shared by both engines' fixtures (cri-dockerd
-//! labels on Docker, CRI calls on containerd).
+//! labels on Docker, CRI calls on containerd), and what safeprune must read
+//! back about it whichever engine made it.
+
+use safeprune::inventory::{PodIdentity, PodSandbox};
 
 /// A pod as kubelet names it.
 #[derive(Debug, Clone)]
@@ -29,5 +32,53 @@ impl Pod {
             ("io.kubernetes.pod.name", self.name.clone()),
             ("io.kubernetes.pod.namespace", self.namespace.clone()),
         ]
+    }
+
+    /// The identity an adapter must read off this pod's sandbox container.
+    pub fn sandbox_identity(&self) -> PodIdentity {
+        PodIdentity {
+            sandbox_id: None,
+            is_sandbox: true,
+            ..self.identity()
+        }
+    }
+
+    /// The identity an adapter must read off one of this pod's containers,
+    /// in the sandbox the adapter calls `sandbox_id`.
+    pub fn container_identity(&self, sandbox_id: &str) -> PodIdentity {
+        PodIdentity {
+            sandbox_id: Some(sandbox_id.to_owned()),
+            is_sandbox: false,
+            ..self.identity()
+        }
+    }
+
+    /// Asserts that an inventory's sandbox is this pod's.
+    pub fn assert_owns(&self, sandbox: &PodSandbox) {
+        let owner = (
+            sandbox.pod_uid.as_deref(),
+            sandbox.pod_name.as_deref(),
+            sandbox.pod_namespace.as_deref(),
+        );
+        assert_eq!(
+            owner,
+            (
+                Some(self.uid.as_str()),
+                Some(self.name.as_str()),
+                Some(self.namespace.as_str())
+            ),
+            "the pod of sandbox {}",
+            sandbox.id
+        );
+    }
+
+    fn identity(&self) -> PodIdentity {
+        PodIdentity {
+            sandbox_id: None,
+            pod_uid: Some(self.uid.clone()),
+            pod_name: Some(self.name.clone()),
+            pod_namespace: Some(self.namespace.clone()),
+            is_sandbox: false,
+        }
     }
 }

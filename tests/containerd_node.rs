@@ -8,21 +8,17 @@
 
 mod util;
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Output;
 use std::sync::atomic::AtomicBool;
 
 use k8s_cri::v1::ListContainersRequest;
 use safeprune::execute::execute;
 use safeprune::plan::plan;
-use safeprune::policy::Policy;
 use safeprune::report::RemovalResult;
 use safeprune::runtime::Engine;
 use safeprune::runtime::containerd::ContainerdRuntime;
-use serde_json::Value;
 use util::RUN_FOREVER;
 use util::containerd::{CRI_NAMESPACE, PrivateContainerd};
+use util::node::{Cli, Layout, Runtime, decision};
 use util::pod::Pod;
 
 const OTHER: &str = "other";
@@ -41,44 +37,35 @@ const DELETED: &[&str] = &[
     "other image unused",
 ];
 
-struct Layout {
-    ids: BTreeMap<&'static str, String>,
-    gone: Pod,
-}
-
-impl Layout {
-    fn id(&self, role: &str) -> &str {
-        &self.ids[role]
-    }
-}
-
+/// Builds the node: pods made through CRI in `k8s.io`, plain containers
+/// and images in [`OTHER`]. Ids by role, as `<namespace>/<id>`.
 async fn lay_out(containerd: &PrivateContainerd) -> Layout {
-    let mut ids = BTreeMap::new();
+    let mut layout = Layout::default();
     let cri = |id: &str| format!("{CRI_NAMESPACE}/{id}");
     let other = |id: &str| format!("{OTHER}/{id}");
     let base = containerd.import_busybox_image(CRI_NAMESPACE, BASE);
-    ids.insert("image base (in use)", cri(&base.digest));
+    layout.insert("image base (in use)", cri(&base.digest));
     let unused = containerd.import_busybox_image(CRI_NAMESPACE, UNUSED);
     containerd.tag_image(CRI_NAMESPACE, UNUSED, "docker.io/library/unused:also");
-    ids.insert("image unused", cri(&unused.digest));
+    layout.insert("image unused", cri(&unused.digest));
     let keep = containerd.import_busybox_image(CRI_NAMESPACE, KEEP_ME);
-    ids.insert("image keep pattern", cri(&keep.digest));
+    layout.insert("image keep pattern", cri(&keep.digest));
 
     // A live pod: sandbox READY, istio-init and another init container
     // exited, the app running.
     let web = Pod::new("web", "default");
     let web_sandbox = containerd.run_pod_sandbox(&web).await;
-    ids.insert("web sandbox", cri(&web_sandbox));
+    layout.insert("web sandbox", cri(&web_sandbox));
     for (role, name) in [("web istio-init", "istio-init"), ("web init", "setup")] {
         let id = containerd
             .run_pod_container_to_exit(&web, &web_sandbox, name, BASE, &[])
             .await;
-        ids.insert(role, cri(&id));
+        layout.insert(role, cri(&id));
     }
     let app = containerd
         .run_pod_container(&web, &web_sandbox, "app", BASE, &[])
         .await;
-    ids.insert("web app running", cri(&app));
+    layout.insert("web app running", cri(&app));
 
     // A stopped pod with an exited container.
     let gone = Pod::new("gone", "jobs");
@@ -87,78 +74,32 @@ async fn lay_out(containerd: &PrivateContainerd) -> Layout {
         .run_pod_container_to_exit(&gone, &gone_sandbox, "job", BASE, &[])
         .await;
     containerd.stop_pod_sandbox(&gone_sandbox).await;
-    ids.insert("gone-pod sandbox", cri(&gone_sandbox));
-    ids.insert("gone-pod job", cri(&job));
+    layout.insert("gone-pod sandbox", cri(&gone_sandbox));
+    layout.insert("gone-pod job", cri(&job));
 
     // A second namespace of plain containers and images.
     let tool = containerd.import_busybox_image(OTHER, TOOL);
-    ids.insert("other image in use", other(&tool.digest));
+    layout.insert("other image in use", other(&tool.digest));
     let spare = containerd.import_busybox_image(OTHER, OTHER_UNUSED);
-    ids.insert("other image unused", other(&spare.digest));
+    layout.insert("other image unused", other(&spare.digest));
     containerd.run_native(OTHER, "runner", TOOL, RUN_FOREVER);
-    ids.insert("other running", other("runner"));
+    layout.insert("other running", other("runner"));
     containerd.run_native(OTHER, "quick", TOOL, &["sh", "-c", "exit 0"]);
     containerd.wait_task_stopped(OTHER, "quick").await;
-    ids.insert("other stopped task", other("quick"));
+    layout.insert("other stopped task", other("quick"));
     containerd.create_native(OTHER, "never", TOOL);
-    ids.insert("other never started", other("never"));
-    Layout { ids, gone }
+    layout.insert("other never started", other("never"));
+    layout
 }
 
-struct Setup {
-    dir: tempfile::TempDir,
-    policy: PathBuf,
-}
-
-impl Setup {
-    fn new(containerd: &PrivateContainerd) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let policy = dir.path().join("policy.yaml");
-        std::fs::write(
-            &policy,
-            format!(
-                "runtime:\n  kind: containerd\n  containerd:\n    endpoint: {0}\n    namespaces: [k8s.io, {OTHER}]\n\
-                 containers: {{ min_age: \"0\" }}\n\
-                 images:\n  min_age: \"0\"\n  keep: [\"registry.k8s.io/pause:*\", \"keepme:*\"]\n\
-                 report: {{ audit_log: {1}/audit.jsonl, metrics_textfile: {1}/safeprune.prom }}\n\
-                 lock_file: {1}/safeprune.lock\n",
-                containerd.endpoint(),
-                dir.path().display()
-            ),
-        )
-        .unwrap();
-        Self { dir, policy }
-    }
-
-    fn safeprune(&self, args: &[&str]) -> Output {
-        std::process::Command::new(env!("CARGO_BIN_EXE_safeprune"))
-            .arg("--config")
-            .arg(&self.policy)
-            .args(args)
-            .env_remove("SAFEPRUNE_CONFIG")
-            .output()
-            .expect("safeprune runs")
-    }
-
-    fn json(&self, args: &[&str]) -> (Option<i32>, Value) {
-        let out = self.safeprune(args);
-        let value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "stdout is not one JSON document ({e}); stderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-        (out.status.code(), value)
-    }
-}
-
-fn decision<'a>(report: &'a Value, id: &str) -> &'a Value {
-    report["decisions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["id"] == id)
-        .unwrap_or_else(|| panic!("no decision for {id} in {report:#}"))
+/// A policy for the private containerd and both namespaces: no age limits,
+/// so the layout, made seconds ago, is decided by the other rules.
+fn safeprune_on(containerd: &PrivateContainerd) -> Cli {
+    Cli::new(
+        &Runtime::Containerd(&containerd.endpoint(), &[CRI_NAMESPACE, OTHER]),
+        "containers: { min_age: \"0\" }\n\
+         images:\n  min_age: \"0\"\n  keep: [\"registry.k8s.io/pause:*\", \"keepme:*\"]\n",
+    )
 }
 
 /// Container ids as kubelet sees them through CRI.
@@ -192,9 +133,9 @@ fn native_ids(containerd: &PrivateContainerd) -> Vec<String> {
 async fn plan_then_run_removes_exactly_the_expected_objects_through_cri() {
     let containerd = PrivateContainerd::start().await;
     let layout = lay_out(&containerd).await;
-    let setup = Setup::new(&containerd);
+    let safeprune = safeprune_on(&containerd);
 
-    let (code, report) = setup.json(&["plan", "--output", "json"]);
+    let (code, report) = safeprune.json(&["plan", "--output", "json"]);
     assert_eq!(code, Some(0));
     assert_eq!(report["runtime"], "containerd");
     assert!(
@@ -203,14 +144,7 @@ async fn plan_then_run_removes_exactly_the_expected_objects_through_cri() {
             .unwrap()
             .contains("containerd")
     );
-    for (role, id) in &layout.ids {
-        let expected = if DELETED.contains(role) {
-            "delete"
-        } else {
-            "keep"
-        };
-        assert_eq!(decision(&report, id)["decision"], expected, "{role}");
-    }
+    layout.assert_decisions(&report, DELETED);
     let rule = |role: &str| decision(&report, layout.id(role))["rule"].clone();
     assert_eq!(rule("web istio-init"), "protected_label");
     assert_eq!(rule("web init"), "live_pod_sandbox");
@@ -224,14 +158,9 @@ async fn plan_then_run_removes_exactly_the_expected_objects_through_cri() {
         assert!(report["summary"]["delete"][kind].is_null(), "{kind}");
     }
 
-    let (code, report) = setup.json(&["run", "--output", "json"]);
+    let (code, report) = safeprune.json(&["run", "--output", "json"]);
     assert_eq!(code, Some(0), "{report:#}");
-    let outcomes = report["outcomes"].as_array().unwrap();
-    assert_eq!(outcomes.len(), DELETED.len(), "{outcomes:#?}");
-    assert!(
-        outcomes.iter().all(|o| o["result"] == "deleted"),
-        "{outcomes:#?}"
-    );
+    layout.assert_deleted(&report, DELETED);
 
     // kubelet's view keeps the live pod's init containers and has lost the
     // removed one: no stale entry, and the native view agrees.
@@ -267,7 +196,7 @@ async fn plan_then_run_removes_exactly_the_expected_objects_through_cri() {
 
     // The same audit log and metrics as on Docker, without the kinds
     // containerd lacks.
-    let audit = std::fs::read_to_string(setup.dir.path().join("audit.jsonl")).unwrap();
+    let audit = std::fs::read_to_string(safeprune.path("audit.jsonl")).unwrap();
     assert_eq!(audit.lines().count(), DELETED.len());
     assert!(
         audit
@@ -275,14 +204,14 @@ async fn plan_then_run_removes_exactly_the_expected_objects_through_cri() {
             .all(|l| l.contains("\"runtime\":\"containerd\"")),
         "{audit}"
     );
-    let metrics = std::fs::read_to_string(setup.dir.path().join("safeprune.prom")).unwrap();
+    let metrics = std::fs::read_to_string(safeprune.path("safeprune.prom")).unwrap();
     assert!(
         metrics.contains("safeprune_last_run_success 1"),
         "{metrics}"
     );
     assert!(!metrics.contains("kind=\"volume\""), "{metrics}");
 
-    let (code, again) = setup.json(&["run", "--output", "json"]);
+    let (code, again) = safeprune.json(&["run", "--output", "json"]);
     assert_eq!(code, Some(0));
     assert!(
         again["outcomes"].as_array().unwrap().is_empty(),
@@ -293,9 +222,9 @@ async fn plan_then_run_removes_exactly_the_expected_objects_through_cri() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pod_back_or_an_image_newly_used_after_planning_is_skipped() {
     let containerd = PrivateContainerd::start().await;
-    let mut layout = lay_out(&containerd).await;
-    let setup = Setup::new(&containerd);
-    let policy = Policy::load(&setup.policy).unwrap();
+    let layout = lay_out(&containerd).await;
+    let safeprune = safeprune_on(&containerd);
+    let policy = safeprune.policy();
     let namespaces = [CRI_NAMESPACE.to_owned(), OTHER.to_owned()];
     let runtime = ContainerdRuntime::connect(&containerd.endpoint(), &namespaces)
         .await
@@ -309,8 +238,9 @@ async fn a_pod_back_or_an_image_newly_used_after_planning_is_skipped() {
     // Between plan and removal: the stopped pod comes back (kubelet makes it
     // a new sandbox, same pod uid), and a container is made from the
     // unused image of the second namespace.
-    layout.gone.attempt = 1;
-    containerd.run_pod_sandbox(&layout.gone).await;
+    let mut gone = Pod::new("gone", "jobs");
+    gone.attempt = 1;
+    containerd.run_pod_sandbox(&gone).await;
     containerd.create_native(OTHER, "new-user", OTHER_UNUSED);
 
     let outcomes = execute(
@@ -351,24 +281,17 @@ async fn a_pod_back_or_an_image_newly_used_after_planning_is_skipped() {
 async fn auto_falls_back_to_containerd_and_says_why() {
     let containerd = PrivateContainerd::start().await;
     let layout = lay_out(&containerd).await;
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.yaml");
-    let no_docker = dir.path().join("docker.sock");
-    std::fs::write(
-        &policy,
-        format!(
-            "runtime:\n  kind: auto\n  docker: {{ endpoint: unix://{} }}\n  containerd:\n    endpoint: {}\n    namespaces: [k8s.io, moby]\n",
-            no_docker.display(),
-            containerd.endpoint()
-        ),
-    )
-    .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_safeprune"))
-        .arg("--config")
-        .arg(&policy)
-        .args(["plan"])
-        .output()
-        .unwrap();
+    let safeprune = Cli::with_yaml("");
+    let no_docker = format!("unix://{}", safeprune.path("docker.sock").display());
+    safeprune.rewrite(
+        &Runtime::Auto {
+            docker: &no_docker,
+            containerd: &containerd.endpoint(),
+            namespaces: &[CRI_NAMESPACE, "moby"],
+        },
+        "",
+    );
+    let out = safeprune.run(&["plan"]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -390,12 +313,7 @@ async fn auto_falls_back_to_containerd_and_says_why() {
 
     // explain finds a containerd object by its id without the namespace.
     let bare = layout.id("web istio-init").trim_start_matches("k8s.io/");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_safeprune"))
-        .arg("--config")
-        .arg(&policy)
-        .args(["explain", &bare[..12]])
-        .output()
-        .unwrap();
+    let out = safeprune.run(&["explain", &bare[..12]]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("protected_label"), "{text}");
     assert!(
@@ -404,20 +322,17 @@ async fn auto_falls_back_to_containerd_and_says_why() {
     );
 
     // Neither engine: exit 1, naming both endpoints.
-    std::fs::write(
-        &policy,
-        format!(
-            "runtime:\n  kind: auto\n  docker: {{ endpoint: unix://{0}/d.sock }}\n  containerd: {{ endpoint: {0}/c.sock }}\n",
-            dir.path().display()
-        ),
-    )
-    .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_safeprune"))
-        .arg("--config")
-        .arg(&policy)
-        .arg("plan")
-        .output()
-        .unwrap();
+    let d_sock = format!("unix://{}", safeprune.path("d.sock").display());
+    let c_sock = safeprune.path("c.sock").display().to_string();
+    safeprune.rewrite(
+        &Runtime::Auto {
+            docker: &d_sock,
+            containerd: &c_sock,
+            namespaces: &[],
+        },
+        "",
+    );
+    let out = safeprune.run(&["plan"]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(

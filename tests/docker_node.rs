@@ -7,9 +7,7 @@
 
 mod util;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-use std::process::Output;
+use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
 
 use bollard::models::HostConfig;
@@ -18,26 +16,14 @@ use bollard::query_parameters::{
 };
 use safeprune::execute::execute;
 use safeprune::plan::plan;
-use safeprune::policy::Policy;
 use safeprune::report::RemovalResult;
 use safeprune::runtime::Engine;
 use safeprune::runtime::docker::DockerRuntime;
 use serde_json::Value;
 use util::RUN_FOREVER;
 use util::docker::PrivateDockerd;
+use util::node::{Cli, Layout, Runtime, decision};
 use util::pod::Pod;
-
-/// The objects of the layout, by the role they play.
-struct Layout {
-    /// Role → id (volume: name).
-    ids: BTreeMap<&'static str, String>,
-}
-
-impl Layout {
-    fn id(&self, role: &str) -> &str {
-        &self.ids[role]
-    }
-}
 
 /// Roles safeprune must delete; every other role must stay.
 const DELETED: &[&str] = &[
@@ -54,16 +40,16 @@ const DELETED: &[&str] = &[
 ];
 
 /// Builds the node: pods as kubelet (cri-dockerd) makes them, plain
-/// containers, images, volumes and networks.
+/// containers, images, volumes and networks. Ids by role (volume: name).
 async fn lay_out(engine: &PrivateDockerd) -> Layout {
-    let mut ids = BTreeMap::new();
+    let mut layout = Layout::default();
     let base = engine.import_busybox_image("base:1", Some("base")).await;
     let pause = engine
         .import_busybox_image("registry.k8s.io/pause:3.9", Some("pause"))
         .await;
-    ids.insert("image base (in use)", base.clone());
-    ids.insert("image pause (in use)", pause.clone());
-    ids.insert(
+    layout.insert("image base (in use)", base.clone());
+    layout.insert("image pause (in use)", pause.clone());
+    layout.insert(
         "image pause 3.6 (keep pattern)",
         engine
             .import_busybox_image("registry.k8s.io/pause:3.6", Some("pause 3.6"))
@@ -74,7 +60,7 @@ async fn lay_out(engine: &PrivateDockerd) -> Layout {
     // exited, an earlier attempt of its app crashed, the app runs again.
     let web = Pod::new("web", "default");
     let web_sandbox = engine.create_sandbox(&web, &pause, true).await;
-    ids.insert("web sandbox", web_sandbox.clone());
+    layout.insert("web sandbox", web_sandbox.clone());
     for (role, name, restart, cmd) in [
         ("web istio-init", "istio-init", 0, ["sh", "-c", "exit 0"]),
         ("web init", "setup", 0, ["sh", "-c", "exit 0"]),
@@ -85,54 +71,50 @@ async fn lay_out(engine: &PrivateDockerd) -> Layout {
             .await;
         engine.start_container(&id).await;
         engine.wait_container(&id).await;
-        ids.insert(role, id);
+        layout.insert(role, id);
     }
     let app = engine
         .create_pod_container(&web, &web_sandbox, "app", 1, &base, RUN_FOREVER)
         .await;
     engine.start_container(&app).await;
-    ids.insert("web app running", app);
+    layout.insert("web app running", app);
 
     // A dead pod: sandbox and containers exited.
     let old = Pod::new("old", "default");
     let old_sandbox = engine.create_sandbox(&old, &pause, false).await;
-    ids.insert("old-pod sandbox", old_sandbox.clone());
+    layout.insert("old-pod sandbox", old_sandbox.clone());
     for (role, name) in [("old-pod istio-init", "istio-init"), ("old-pod app", "app")] {
         let id = engine
             .create_pod_container(&old, &old_sandbox, name, 0, &base, &["sh", "-c", "exit 0"])
             .await;
         engine.start_container(&id).await;
         engine.wait_container(&id).await;
-        ids.insert(role, id);
+        layout.insert(role, id);
     }
 
     // A pod whose sandbox was recreated: the first sandbox exited, the second
     // runs; an init container of the first attempt still belongs to the pod.
     let mut db = Pod::new("db", "default");
     let first = engine.create_sandbox(&db, &pause, false).await;
-    ids.insert("db first sandbox", first.clone());
+    layout.insert("db first sandbox", first.clone());
     let migrate = engine
         .create_pod_container(&db, &first, "migrate", 0, &base, &["sh", "-c", "exit 0"])
         .await;
     engine.start_container(&migrate).await;
     engine.wait_container(&migrate).await;
-    ids.insert("db init of first sandbox", migrate);
+    layout.insert("db init of first sandbox", migrate);
     db.attempt = 1;
-    ids.insert(
+    layout.insert(
         "db second sandbox",
         engine.create_sandbox(&db, &pause, true).await,
     );
 
-    lay_out_plain(engine, &base, &mut ids).await;
-    Layout { ids }
+    lay_out_plain(engine, &base, &mut layout).await;
+    layout
 }
 
 /// Plain containers, images, volumes and networks beside the pods.
-async fn lay_out_plain(
-    engine: &PrivateDockerd,
-    base: &str,
-    ids: &mut BTreeMap<&'static str, String>,
-) {
+async fn lay_out_plain(engine: &PrivateDockerd, base: &str, layout: &mut Layout) {
     let used_volume = engine.create_volume(None).await;
     let used_net = engine.create_network("used-net", &[]).await;
     let running = engine
@@ -149,10 +131,10 @@ async fn lay_out_plain(
         )
         .await;
     engine.start_container(&running).await;
-    ids.insert("plain running", running);
-    ids.insert("volume anonymous in use", used_volume);
-    ids.insert("network in use", used_net);
-    ids.insert(
+    layout.insert("plain running", running);
+    layout.insert("volume anonymous in use", used_volume);
+    layout.insert("network in use", used_net);
+    layout.insert(
         "plain exited",
         engine.run_to_exit("plain-exited", base, &[]).await,
     );
@@ -162,14 +144,14 @@ async fn lay_out_plain(
         .await;
     engine.start_container(&stopped).await;
     engine.stop_container(&stopped).await;
-    ids.insert("plain stopped", stopped);
+    layout.insert("plain stopped", stopped);
     let own = engine.import_busybox_image("freed:1", Some("freed")).await;
-    ids.insert(
+    layout.insert(
         "plain exited on its own image",
         engine.run_to_exit("plain-exited-own", &own, &[]).await,
     );
-    ids.insert("image freed by a deleted container", own);
-    ids.insert(
+    layout.insert("image freed by a deleted container", own);
+    layout.insert(
         "image unused",
         engine
             .import_busybox_image("unused:1", Some("unused"))
@@ -178,77 +160,36 @@ async fn lay_out_plain(
     let multi = engine.import_busybox_image("multi:1", Some("multi")).await;
     engine.tag_image(&multi, "multi:2").await;
     engine.tag_image(&multi, "other/multi:3").await;
-    ids.insert("image multi-tagged", multi);
-    ids.insert(
+    layout.insert("image multi-tagged", multi);
+    layout.insert(
         "image dangling",
         engine.import_dangling_image(Some("dangling")).await,
     );
-    ids.insert("volume anonymous unused", engine.create_volume(None).await);
-    ids.insert(
+    layout.insert("volume anonymous unused", engine.create_volume(None).await);
+    layout.insert(
         "volume named unused",
         engine.create_volume(Some("keep-me")).await,
     );
-    ids.insert(
+    layout.insert(
         "network unused",
         engine.create_network("unused-net", &[]).await,
     );
 }
 
-/// A policy for the private engine: every age limit at zero so the layout,
-/// made seconds ago, is decided by the other rules; volumes on.
-struct Setup {
-    dir: tempfile::TempDir,
-    policy: PathBuf,
-}
+/// Every age limit at zero, so the layout, made seconds ago, is decided by
+/// the other rules; volumes on.
+const ZERO_AGES: &str = "containers: { min_age: \"0\" }\n\
+                         images: { min_age: \"0\" }\n\
+                         volumes: { enabled: true, min_age: \"0\" }\n\
+                         networks: { min_age: \"0\" }\n\
+                         build_cache: { min_age: \"0\" }\n";
 
-impl Setup {
-    fn new(engine: &PrivateDockerd, extra: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let policy = dir.path().join("policy.yaml");
-        let d = dir.path().display();
-        std::fs::write(
-            &policy,
-            format!(
-                "runtime:\n  kind: docker\n  docker: {{ endpoint: \"{}\" }}\n\
-                 containers: {{ min_age: \"0\" }}\n\
-                 images: {{ min_age: \"0\" }}\n\
-                 volumes: {{ enabled: true, min_age: \"0\" }}\n\
-                 networks: {{ min_age: \"0\" }}\n\
-                 build_cache: {{ min_age: \"0\" }}\n\
-                 report: {{ json_path: {d}/report.json, audit_log: {d}/audit.jsonl }}\n\
-                 lock_file: {d}/safeprune.lock\n{extra}",
-                engine.endpoint()
-            ),
-        )
-        .unwrap();
-        Self { dir, policy }
-    }
-
-    fn safeprune(&self, args: &[&str]) -> Output {
-        std::process::Command::new(env!("CARGO_BIN_EXE_safeprune"))
-            .arg("--config")
-            .arg(&self.policy)
-            .args(args)
-            .env_remove("SAFEPRUNE_CONFIG")
-            .output()
-            .expect("safeprune runs")
-    }
-
-    fn json(&self, args: &[&str]) -> (Option<i32>, Value) {
-        let out = self.safeprune(args);
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        let value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-            panic!(
-                "stdout is not one JSON document ({e}):\n{stdout}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-        (out.status.code(), value)
-    }
-
-    fn policy(&self) -> Policy {
-        Policy::load(&self.policy).unwrap()
-    }
+/// A policy for the private engine: [`ZERO_AGES`], then `extra`.
+fn safeprune_on(engine: &PrivateDockerd, extra: &str) -> Cli {
+    Cli::new(
+        &Runtime::Docker(engine.endpoint()),
+        &format!("{ZERO_AGES}{extra}"),
+    )
 }
 
 /// Every object id (volume name) on the engine, and every image tag.
@@ -289,36 +230,19 @@ async fn existing(engine: &PrivateDockerd) -> BTreeSet<String> {
     all
 }
 
-fn decision<'a>(report: &'a Value, id: &str) -> &'a Value {
-    report["decisions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["id"] == id)
-        .unwrap_or_else(|| panic!("no decision for {id}"))
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn plan_then_run_removes_exactly_the_expected_objects() {
     let engine = PrivateDockerd::start().await;
     let layout = lay_out(&engine).await;
-    let setup = Setup::new(&engine, "");
+    let safeprune = safeprune_on(&engine, "");
     let before = existing(&engine).await;
 
     // plan: every object decided, the right ones for deletion, nothing removed.
-    let (code, report) = setup.json(&["plan", "--output", "json"]);
+    let (code, report) = safeprune.json(&["plan", "--output", "json"]);
     assert_eq!(code, Some(0));
     assert_eq!(report["dry_run"], true);
     assert_eq!(report["runtime"], "docker");
-    for (role, id) in &layout.ids {
-        let d = decision(&report, id);
-        let expected = if DELETED.contains(role) {
-            "delete"
-        } else {
-            "keep"
-        };
-        assert_eq!(d["decision"], expected, "{role}: {d}");
-    }
+    layout.assert_decisions(&report, DELETED);
     let rule = |role: &str| decision(&report, layout.id(role))["rule"].clone();
     assert_eq!(rule("web istio-init"), "protected_label");
     assert_eq!(rule("old-pod istio-init"), "protected_label");
@@ -341,7 +265,7 @@ async fn plan_then_run_removes_exactly_the_expected_objects() {
     assert!(report["summary"]["reclaimable_bytes"].as_u64().unwrap() > 0);
 
     // The table tells an operator what was spared and why.
-    let table = String::from_utf8(setup.safeprune(&["plan"]).stdout).unwrap();
+    let table = String::from_utf8(safeprune.run(&["plan"]).stdout).unwrap();
     assert!(
         table.contains("protected: protected_label 2 containers"),
         "{table}"
@@ -349,21 +273,12 @@ async fn plan_then_run_removes_exactly_the_expected_objects() {
     assert!(table.contains("live_pod_sandbox 3 containers"), "{table}");
 
     // run: exactly the planned objects go.
-    let (code, report) = setup.json(&["run", "--output", "json"]);
+    let (code, report) = safeprune.json(&["run", "--output", "json"]);
     assert_eq!(code, Some(0), "{report}");
     assert_eq!(report["dry_run"], false);
-    let outcomes = report["outcomes"].as_array().unwrap();
-    assert_eq!(outcomes.len(), DELETED.len(), "{outcomes:#?}");
-    assert!(
-        outcomes
-            .iter()
-            .all(|o| o["result"] == "deleted" && o["error"].is_null()),
-        "{outcomes:#?}"
-    );
+    layout.assert_deleted(&report, DELETED);
     let after = existing(&engine).await;
-    for (role, id) in &layout.ids {
-        assert_eq!(after.contains(id), !DELETED.contains(role), "{role} ({id})");
-    }
+    layout.assert_left(|id| after.contains(id), DELETED);
     for tag in ["multi:1", "multi:2", "other/multi:3", "unused:1", "freed:1"] {
         assert!(!after.contains(tag), "tag {tag} left behind");
     }
@@ -376,16 +291,15 @@ async fn plan_then_run_removes_exactly_the_expected_objects() {
     }
 
     // The report file holds the same document; the audit log a line per attempt.
-    let file: Value = serde_json::from_str(
-        &std::fs::read_to_string(setup.dir.path().join("report.json")).unwrap(),
-    )
-    .unwrap();
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(safeprune.path("report.json")).unwrap())
+            .unwrap();
     assert_eq!(file, report);
-    let audit = std::fs::read_to_string(setup.dir.path().join("audit.jsonl")).unwrap();
+    let audit = std::fs::read_to_string(safeprune.path("audit.jsonl")).unwrap();
     assert_eq!(audit.lines().count(), DELETED.len());
 
     // A second run finds nothing more to do.
-    let (code, again) = setup.json(&["run", "--output", "json"]);
+    let (code, again) = safeprune.json(&["run", "--output", "json"]);
     assert_eq!(code, Some(0));
     assert!(again["outcomes"].as_array().unwrap().is_empty(), "{again}");
     for kind in ["container", "image", "volume", "network", "build_cache"] {
@@ -401,9 +315,9 @@ async fn docker_system_prune_removes_the_live_pods_istio_init_and_safeprune_does
     let istio = layout.id("web istio-init").to_owned();
     let init = layout.id("web init").to_owned();
 
-    let setup = Setup::new(&engine, "");
+    let safeprune = safeprune_on(&engine, "");
     // From cron: -q prints nothing on success, so cron mails nothing.
-    let quiet = setup.safeprune(&["-q", "run"]);
+    let quiet = safeprune.run(&["-q", "run"]);
     assert_eq!(quiet.status.code(), Some(0));
     assert!(
         quiet.stdout.is_empty(),
@@ -444,10 +358,10 @@ async fn docker_system_prune_removes_the_live_pods_istio_init_and_safeprune_does
 async fn over_the_cap_and_under_a_held_lock_nothing_is_removed() {
     let engine = PrivateDockerd::start().await;
     lay_out(&engine).await;
-    let setup = Setup::new(&engine, "safety: { max_deletions: 3 }\n");
+    let safeprune = safeprune_on(&engine, "safety: { max_deletions: 3 }\n");
     let before = existing(&engine).await;
 
-    let out = setup.safeprune(&["run"]);
+    let out = safeprune.run(&["run"]);
     assert_eq!(out.status.code(), Some(5));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("deletes {}", DELETED.len())), "{err}");
@@ -455,32 +369,29 @@ async fn over_the_cap_and_under_a_held_lock_nothing_is_removed() {
     assert_eq!(existing(&engine).await, before);
     // The flag overrides the policy, both ways.
     assert_eq!(
-        setup
-            .safeprune(&["run", "--max-deletions", "2"])
+        safeprune
+            .run(&["run", "--max-deletions", "2"])
             .status
             .code(),
         Some(5)
     );
     assert_eq!(existing(&engine).await, before);
 
-    let lock = std::fs::File::create(setup.dir.path().join("safeprune.lock")).unwrap();
+    let lock = std::fs::File::create(safeprune.path("safeprune.lock")).unwrap();
     lock.try_lock().unwrap();
-    let out = setup.safeprune(&["run", "--max-deletions", "100"]);
+    let out = safeprune.run(&["run", "--max-deletions", "100"]);
     assert_eq!(out.status.code(), Some(4));
+    assert_eq!(safeprune.run(&["run", "--dry-run"]).status.code(), Some(4));
     assert_eq!(
-        setup.safeprune(&["run", "--dry-run"]).status.code(),
-        Some(4)
-    );
-    assert_eq!(
-        setup.safeprune(&["plan"]).status.code(),
+        safeprune.run(&["plan"]).status.code(),
         Some(0),
         "plan takes no lock"
     );
     assert_eq!(existing(&engine).await, before);
     drop(lock);
     assert_eq!(
-        setup
-            .safeprune(&["run", "--max-deletions", "100"])
+        safeprune
+            .run(&["run", "--max-deletions", "100"])
             .status
             .code(),
         Some(0)
@@ -492,8 +403,8 @@ async fn over_the_cap_and_under_a_held_lock_nothing_is_removed() {
 async fn a_container_restarted_after_planning_is_skipped_not_removed() {
     let engine = PrivateDockerd::start().await;
     let layout = lay_out(&engine).await;
-    let setup = Setup::new(&engine, "");
-    let policy = setup.policy();
+    let safeprune = safeprune_on(&engine, "");
+    let policy = safeprune.policy();
     let runtime = DockerRuntime::connect(engine.endpoint()).await.unwrap();
     let planned = plan(
         &runtime.inventory().await.unwrap(),
@@ -547,8 +458,8 @@ async fn a_container_restarted_after_planning_is_skipped_not_removed() {
 async fn explain_names_the_rule_and_the_facts() {
     let engine = PrivateDockerd::start().await;
     let layout = lay_out(&engine).await;
-    let setup = Setup::new(&engine, "");
-    let out = setup.safeprune(&["explain", "k8s_istio-init_web_default_uid-default-web_0"]);
+    let safeprune = safeprune_on(&engine, "");
+    let out = safeprune.run(&["explain", "k8s_istio-init_web_default_uid-default-web_0"]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -566,11 +477,11 @@ async fn explain_names_the_rule_and_the_facts() {
         "names the sandbox: {text}"
     );
 
-    let out = setup.safeprune(&["explain", "base:1"]);
+    let out = safeprune.run(&["explain", "base:1"]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("in_use"), "{text}");
 
-    let out = setup.safeprune(&["explain", "no-such-thing"]);
+    let out = safeprune.run(&["explain", "no-such-thing"]);
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -589,11 +500,9 @@ async fn sigterm_finishes_the_removals_in_flight_and_still_reports() {
                 .await,
         );
     }
-    let setup = Setup::new(&engine, "safety: { concurrency: 1 }\n");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_safeprune"))
-        .arg("--config")
-        .arg(&setup.policy)
-        .args(["-v", "run", "--output", "json"])
+    let safeprune = safeprune_on(&engine, "safety: { concurrency: 1 }\n");
+    let mut child = safeprune
+        .command(&["-v", "run", "--output", "json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -648,18 +557,18 @@ async fn sigterm_finishes_the_removals_in_flight_and_still_reports() {
         let id = o["id"].as_str().unwrap();
         assert_eq!(after.contains(id), o["result"] != "deleted", "{o}");
     }
-    assert!(setup.dir.path().join("report.json").exists());
+    assert!(safeprune.path("report.json").exists());
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn run_dry_run_decides_as_plan_does_and_removes_nothing() {
     let engine = PrivateDockerd::start().await;
     lay_out(&engine).await;
-    let setup = Setup::new(&engine, "");
+    let safeprune = safeprune_on(&engine, "");
     let before = existing(&engine).await;
-    let (code, report) = setup.json(&["plan", "--output", "json"]);
+    let (code, report) = safeprune.json(&["plan", "--output", "json"]);
     assert_eq!(code, Some(0));
-    let (code, dry) = setup.json(&["run", "--dry-run", "--output", "json"]);
+    let (code, dry) = safeprune.json(&["run", "--dry-run", "--output", "json"]);
     assert_eq!(code, Some(0));
     assert_eq!(dry["dry_run"], true);
     assert!(dry["outcomes"].as_array().unwrap().is_empty());
@@ -679,7 +588,7 @@ async fn run_dry_run_decides_as_plan_does_and_removes_nothing() {
             .collect()
     };
     assert_eq!(verdicts(&dry), verdicts(&report));
-    assert!(setup.dir.path().join("report.json").exists());
+    assert!(safeprune.path("report.json").exists());
     assert_eq!(
         existing(&engine).await,
         before,

@@ -10,6 +10,9 @@
 //!   the teardown of all it leaves. The engine files hold only what
 //!   differs: flags, config, how to ask.
 //! - [`pod::Pod`] (`pod.rs`): a pod as kubelet names it, on either engine.
+//! - [`node`] (`node.rs`): a policy for an engine, the `safeprune` binary
+//!   run on it, its JSON report read back, and the assertions on what a
+//!   scenario's run was to remove.
 //!
 //! Everything the fixtures create carries the label `safeprune.test=<scope>`
 //! with the engine's own scope, and lies in that engine alone.
@@ -22,6 +25,7 @@
 pub mod containerd;
 pub mod docker;
 mod engine;
+pub mod node;
 pub mod pod;
 
 use std::collections::HashMap;

@@ -1,0 +1,271 @@
+//! safeprune as an operator runs it, for the node scenarios and the CLI
+//! tests: a policy in a directory of its own pointing at an engine, the
+//! `safeprune` binary run on it, its JSON report read back, and the
+//! assertions every scenario makes on what was to go and what went.
+//!
+//! Every path the policy names (report, audit log, metrics textfile, lock)
+//! lies in that directory, so runs of parallel tests never meet, and the
+//! binary never reads the caller's `SAFEPRUNE_CONFIG` or `RUST_LOG`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use safeprune::inventory::{Container, Inventory};
+use safeprune::policy::Policy;
+use serde_json::Value;
+
+/// The engine a policy points safeprune at.
+pub enum Runtime<'a> {
+    /// Docker at an endpoint (`unix://…`).
+    Docker(&'a str),
+    /// containerd at a socket path, pruning these namespaces (none:
+    /// safeprune's default).
+    Containerd(&'a str, &'a [&'a str]),
+    /// `auto`: Docker at `docker` if it answers, else containerd at
+    /// `containerd` with its namespaces.
+    Auto {
+        docker: &'a str,
+        containerd: &'a str,
+        namespaces: &'a [&'a str],
+    },
+}
+
+impl Runtime<'_> {
+    /// The policy's `runtime:` section.
+    fn yaml(&self) -> String {
+        let containerd = |endpoint: &str, namespaces: &[&str]| {
+            let mut section = format!("  containerd:\n    endpoint: \"{endpoint}\"\n");
+            if !namespaces.is_empty() {
+                let list: Vec<String> = namespaces.iter().map(|n| format!("\"{n}\"")).collect();
+                let _ = writeln!(section, "    namespaces: [{}]", list.join(", "));
+            }
+            section
+        };
+        let docker = |endpoint: &str| format!("  docker:\n    endpoint: \"{endpoint}\"\n");
+        match self {
+            Self::Docker(endpoint) => format!("runtime:\n  kind: docker\n{}", docker(endpoint)),
+            Self::Containerd(endpoint, namespaces) => format!(
+                "runtime:\n  kind: containerd\n{}",
+                containerd(endpoint, namespaces)
+            ),
+            Self::Auto {
+                docker: docker_endpoint,
+                containerd: containerd_endpoint,
+                namespaces,
+            } => format!(
+                "runtime:\n  kind: auto\n{}{}",
+                docker(docker_endpoint),
+                containerd(containerd_endpoint, namespaces)
+            ),
+        }
+    }
+}
+
+/// A policy file in a directory of its own, and the `safeprune` binary run
+/// on it. The directory goes on drop.
+pub struct Cli {
+    dir: tempfile::TempDir,
+    policy: PathBuf,
+}
+
+impl Cli {
+    /// A policy for `runtime` with the JSON report, audit log, metrics
+    /// textfile and lock in the directory (`report.json`, `audit.jsonl`,
+    /// `safeprune.prom`, `safeprune.lock`), then `extra` (top-level keys
+    /// but `runtime`, `report` and `lock_file`).
+    pub fn new(runtime: &Runtime, extra: &str) -> Self {
+        let cli = Self::with_yaml("");
+        cli.rewrite(runtime, extra);
+        cli
+    }
+
+    /// A policy of exactly `yaml`: for policies that are the test's subject.
+    pub fn with_yaml(yaml: &str) -> Self {
+        let dir = tempfile::tempdir().expect("create a directory for the policy");
+        let policy = dir.path().join("policy.yaml");
+        let cli = Self { dir, policy };
+        cli.write(yaml);
+        cli
+    }
+
+    /// Replaces the policy with [`Self::new`]'s for `runtime` and `extra`,
+    /// as an operator editing it would.
+    pub fn rewrite(&self, runtime: &Runtime, extra: &str) {
+        let d = self.dir.path().display();
+        self.write(&format!(
+            "{}report:\n  json_path: {d}/report.json\n  audit_log: {d}/audit.jsonl\n  \
+             metrics_textfile: {d}/safeprune.prom\nlock_file: {d}/safeprune.lock\n{extra}",
+            runtime.yaml()
+        ));
+    }
+
+    /// Replaces the policy with `yaml`.
+    pub fn write(&self, yaml: &str) {
+        fs::write(&self.policy, yaml).expect("write the policy");
+    }
+
+    /// The policy file.
+    pub fn policy_path(&self) -> &Path {
+        &self.policy
+    }
+
+    /// The policy, as safeprune loads it.
+    pub fn policy(&self) -> Policy {
+        Policy::load(&self.policy).expect("the test's policy loads")
+    }
+
+    /// `name` in the policy's directory: `report.json`, `audit.jsonl`,
+    /// `safeprune.prom`, `safeprune.lock`.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `safeprune --config <policy> args…`, to spawn.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = command(&[]);
+        cmd.arg("--config").arg(&self.policy).args(args);
+        cmd
+    }
+
+    /// Runs `safeprune --config <policy> args…` to its end.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("safeprune runs")
+    }
+
+    /// Runs safeprune with `args` (which ask for `--output json`); its exit
+    /// code and the one JSON document on its stdout.
+    ///
+    /// # Panics
+    /// When stdout is not one JSON document; the message holds stdout and
+    /// stderr.
+    pub fn json(&self, args: &[&str]) -> (Option<i32>, Value) {
+        let out = self.run(args);
+        let value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not one JSON document ({e}):\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code(), value)
+    }
+}
+
+/// `safeprune args…` with no policy of the test's, to spawn; neither
+/// `SAFEPRUNE_CONFIG` nor `RUST_LOG` comes from the caller.
+pub fn command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_safeprune"));
+    cmd.args(args)
+        .env_remove("SAFEPRUNE_CONFIG")
+        .env_remove("RUST_LOG");
+    cmd
+}
+
+/// Runs `safeprune args…` with no policy of the test's to its end.
+pub fn run(args: &[&str]) -> Output {
+    command(args).output().expect("safeprune runs")
+}
+
+/// The decision on object `id` in a JSON report.
+pub fn decision<'a>(report: &'a Value, id: &str) -> &'a Value {
+    find(report, "decisions", id)
+}
+
+/// The outcome of removing object `id` in a JSON report.
+pub fn outcome<'a>(report: &'a Value, id: &str) -> &'a Value {
+    find(report, "outcomes", id)
+}
+
+fn find<'a>(report: &'a Value, list: &str, id: &str) -> &'a Value {
+    report[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {list} in {report:#}"))
+        .iter()
+        .find(|d| d["id"] == id)
+        .unwrap_or_else(|| panic!("no {list} entry for {id} in {report:#}"))
+}
+
+/// Container `id` in an inventory.
+pub fn container<'a>(inventory: &'a Inventory, id: &str) -> &'a Container {
+    inventory
+        .containers
+        .iter()
+        .find(|c| c.id == id)
+        .unwrap_or_else(|| panic!("container {id} in the inventory"))
+}
+
+/// The objects of a node scenario, by the role they play (role → id as the
+/// report names it).
+#[derive(Debug, Default)]
+pub struct Layout {
+    pub ids: BTreeMap<&'static str, String>,
+}
+
+impl Layout {
+    /// Records the object playing `role`.
+    pub fn insert(&mut self, role: &'static str, id: impl Into<String>) {
+        let id = id.into();
+        if let Some(earlier) = self.ids.insert(role, id) {
+            panic!("role {role} laid out twice (first {earlier})");
+        }
+    }
+
+    /// The id of the object playing `role`.
+    pub fn id(&self, role: &str) -> &str {
+        self.ids
+            .get(role)
+            .unwrap_or_else(|| panic!("no role {role} in the layout"))
+    }
+
+    /// Asserts that a plan report decides `delete` for the roles in
+    /// `deleted` and `keep` for every other.
+    pub fn assert_decisions(&self, report: &Value, deleted: &[&str]) {
+        self.assert_roles_known(deleted);
+        for (role, id) in &self.ids {
+            let expected = if deleted.contains(role) {
+                "delete"
+            } else {
+                "keep"
+            };
+            let d = decision(report, id);
+            assert_eq!(d["decision"], expected, "{role}: {d}");
+        }
+    }
+
+    /// Asserts that a run report removed the roles in `deleted`, each
+    /// without an error, and attempted nothing else.
+    pub fn assert_deleted(&self, report: &Value, deleted: &[&str]) {
+        self.assert_roles_known(deleted);
+        let outcomes = report["outcomes"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no outcomes in {report:#}"));
+        assert_eq!(outcomes.len(), deleted.len(), "{outcomes:#?}");
+        assert!(
+            outcomes
+                .iter()
+                .all(|o| o["result"] == "deleted" && o["error"].is_null()),
+            "{outcomes:#?}"
+        );
+        for role in deleted {
+            outcome(report, self.id(role));
+        }
+    }
+
+    /// Asserts that exactly the roles not in `deleted` still `exist`.
+    pub fn assert_left(&self, exists: impl Fn(&str) -> bool, deleted: &[&str]) {
+        self.assert_roles_known(deleted);
+        for (role, id) in &self.ids {
+            assert_eq!(exists(id), !deleted.contains(role), "{role} ({id})");
+        }
+    }
+
+    /// A role misspelt in `deleted` would make every check on it vacuous.
+    fn assert_roles_known(&self, deleted: &[&str]) {
+        for role in deleted {
+            assert!(self.ids.contains_key(role), "no role {role} in the layout");
+        }
+    }
+}

@@ -1,36 +1,19 @@
 //! The command-line contract without an engine: policy errors, the built-in
 //! default, the lock, and an unreachable runtime.
 
+mod util;
+
 use std::fs::File;
-use std::process::{Command, Output};
 
-fn safeprune(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_safeprune"))
-        .args(args)
-        .env_remove("SAFEPRUNE_CONFIG")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("safeprune runs")
-}
+use util::node::{Cli, Runtime, command, run as safeprune};
 
-fn write_policy(dir: &tempfile::TempDir, yaml: &str) -> String {
-    let path = dir.path().join("policy.yaml");
-    std::fs::write(&path, yaml).unwrap();
-    path.to_str().unwrap().to_owned()
-}
-
-/// A policy pointing at a socket where nothing listens, with a private lock.
-fn unreachable_policy(dir: &tempfile::TempDir) -> String {
-    let sock = dir.path().join("nothing.sock");
-    let lock = dir.path().join("safeprune.lock");
-    write_policy(
-        dir,
-        &format!(
-            "runtime:\n  kind: docker\n  docker: {{ endpoint: unix://{} }}\nlock_file: {}\n",
-            sock.display(),
-            lock.display()
-        ),
-    )
+/// A policy pointing at a socket in its own directory where nothing
+/// listens, with a private lock.
+fn unreachable_engine() -> Cli {
+    let cli = Cli::with_yaml("");
+    let endpoint = format!("unix://{}", cli.path("nothing.sock").display());
+    cli.rewrite(&Runtime::Docker(&endpoint), "");
+    cli
 }
 
 #[test]
@@ -44,13 +27,13 @@ fn check_prints_the_documented_default_policy() {
 
 #[test]
 fn bad_policy_exits_2_naming_file_line_and_column() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = write_policy(&dir, "version: 1\nimages:\n  kep: []\n");
+    let cli = Cli::with_yaml("version: 1\nimages:\n  kep: []\n");
+    let path = cli.policy_path().to_str().unwrap();
     for cmd in ["check", "plan", "run"] {
-        let out = safeprune(&["--config", &path, cmd]);
+        let out = cli.run(&[cmd]);
         assert_eq!(out.status.code(), Some(2), "{cmd}");
         let err = String::from_utf8(out.stderr).unwrap();
-        assert!(err.contains(&path), "{err}");
+        assert!(err.contains(path), "{err}");
         assert!(err.contains("unknown field `kep`"), "{err}");
         assert!(err.contains("line 3 column 3"), "{err}");
         assert!(out.stdout.is_empty(), "nothing on stdout for {cmd}");
@@ -66,11 +49,9 @@ fn missing_policy_file_exits_2() {
 
 #[test]
 fn config_comes_from_the_environment_when_no_flag_is_given() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = write_policy(&dir, "safety:\n  max_deletions: 7\n");
-    let out = Command::new(env!("CARGO_BIN_EXE_safeprune"))
-        .arg("check")
-        .env("SAFEPRUNE_CONFIG", &path)
+    let cli = Cli::with_yaml("safety:\n  max_deletions: 7\n");
+    let out = command(&["check"])
+        .env("SAFEPRUNE_CONFIG", cli.policy_path())
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -79,12 +60,9 @@ fn config_comes_from_the_environment_when_no_flag_is_given() {
 
 #[test]
 fn unreachable_engine_exits_1_and_names_the_endpoint() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = unreachable_policy(&dir);
+    let cli = unreachable_engine();
     for args in [vec!["plan"], vec!["run"], vec!["explain", "x"]] {
-        let mut full = vec!["--config", path.as_str()];
-        full.extend(args.iter());
-        let out = safeprune(&full);
+        let out = cli.run(&args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         let err = String::from_utf8(out.stderr).unwrap();
         assert!(err.contains("nothing.sock"), "{err}");
@@ -94,15 +72,14 @@ fn unreachable_engine_exits_1_and_names_the_endpoint() {
 
 #[test]
 fn held_lock_exits_4_before_contacting_anything() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = unreachable_policy(&dir);
-    let lock = File::create(dir.path().join("safeprune.lock")).unwrap();
+    let cli = unreachable_engine();
+    let lock = File::create(cli.path("safeprune.lock")).unwrap();
     lock.try_lock().unwrap();
-    let out = safeprune(&["--config", &path, "run"]);
+    let out = cli.run(&["run"]);
     assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stderr).contains("holds the lock"));
     // plan takes no lock: it gets as far as the (absent) engine.
-    let out = safeprune(&["--config", &path, "plan"]);
+    let out = cli.run(&["plan"]);
     assert_eq!(out.status.code(), Some(1));
 }
 

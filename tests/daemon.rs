@@ -5,36 +5,37 @@
 mod util;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bollard::query_parameters::InspectContainerOptions;
 use util::docker::PrivateDockerd;
+use util::node::{Cli, Runtime};
 use util::pod::Pod;
 
-/// A policy for the private engine that cycles every two seconds and
-/// removes what exited at once.
-fn write_policy(dir: &Path, engine: &PrivateDockerd, extra: &str) -> PathBuf {
-    let path = dir.join("policy.yaml");
-    let d = dir.display();
-    std::fs::write(
-        &path,
-        format!(
-            "runtime:\n  kind: docker\n  docker: {{ endpoint: \"{}\" }}\n\
-             schedule: \"*/2 * * * * *\"\n\
-             containers: {{ min_age: \"0\" }}\n\
-             images: {{ enabled: false }}\n\
-             networks: {{ enabled: false }}\n\
-             build_cache: {{ enabled: false }}\n\
-             report: {{ json_path: {d}/report.json, metrics_textfile: {d}/safeprune.prom }}\n\
-             lock_file: {d}/safeprune.lock\n{extra}",
-            engine.endpoint()
-        ),
+/// The containers section that removes what exited, at once.
+const PRUNE_EXITED: &str = "containers: { min_age: \"0\" }\n";
+
+/// Cycles every two seconds, pruning containers as `containers` (a
+/// `containers:` section) says and nothing else; then `extra`.
+fn cycling(containers: &str, extra: &str) -> String {
+    format!(
+        "schedule: \"*/2 * * * * *\"\n\
+         {containers}\
+         images: {{ enabled: false }}\n\
+         networks: {{ enabled: false }}\n\
+         build_cache: {{ enabled: false }}\n{extra}"
     )
-    .unwrap();
-    path
+}
+
+/// A policy for the private engine that cycles every two seconds and
+/// removes what exited at once; then `extra`.
+fn safeprune_on(engine: &PrivateDockerd, extra: &str) -> Cli {
+    Cli::new(
+        &Runtime::Docker(engine.endpoint()),
+        &cycling(PRUNE_EXITED, extra),
+    )
 }
 
 /// A running `safeprune daemon` whose log lines are collected as they come.
@@ -44,12 +45,9 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn start(policy: &Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_safeprune"))
-            .arg("--config")
-            .arg(policy)
-            .arg("daemon")
-            .env_remove("RUST_LOG")
+    fn start(safeprune: &Cli) -> Self {
+        let mut child = safeprune
+            .command(&["daemon"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -144,8 +142,8 @@ async fn cycles_remove_what_exits_between_them_and_spare_istio_init() {
         .await;
     engine.start_container(&istio).await;
     engine.wait_container(&istio).await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(&write_policy(dir.path(), &engine, ""));
+    let safeprune = safeprune_on(&engine, "");
+    let daemon = Daemon::start(&safeprune);
 
     daemon.wait_for("next cycle scheduled", 1).await;
     daemon.wait_for("cycle finished", 1).await;
@@ -162,8 +160,8 @@ async fn cycles_remove_what_exits_between_them_and_spare_istio_init() {
     );
     assert!(exists(&engine, &sandbox).await);
     // Each cycle is a run: its report and metrics files are there.
-    assert!(dir.path().join("report.json").exists());
-    assert!(dir.path().join("safeprune.prom").exists());
+    assert!(safeprune.path("report.json").exists());
+    assert!(safeprune.path("safeprune.prom").exists());
 
     let log = Arc::clone(&daemon.log);
     let (code, took) = daemon.terminate();
@@ -181,25 +179,22 @@ async fn cycles_remove_what_exits_between_them_and_spare_istio_init() {
 async fn sighup_keeps_the_old_policy_when_the_new_one_is_broken() {
     let engine = PrivateDockerd::start().await;
     let base = engine.import_busybox_image("base:1", None).await;
-    let dir = tempfile::tempdir().unwrap();
-    let policy = write_policy(dir.path(), &engine, "");
-    let daemon = Daemon::start(&policy);
+    let safeprune = safeprune_on(&engine, "");
+    let daemon = Daemon::start(&safeprune);
     daemon.wait_for("cycle finished", 1).await;
 
     // A broken policy: logged, and the daemon goes on with the old one.
-    std::fs::write(&policy, "containers:\n  min_age: soon\n").unwrap();
+    safeprune.write("containers:\n  min_age: soon\n");
     daemon.signal("HUP");
     daemon.wait_for("policy not reloaded", 1).await;
     let first = engine.run_to_exit("first", &base, &[]).await;
     until_removed(&engine, &first).await;
 
     // A good one takes effect: containers are no longer pruned.
-    write_policy(dir.path(), &engine, "");
-    let text = std::fs::read_to_string(&policy).unwrap().replace(
-        "containers: { min_age: \"0\" }",
-        "containers: { enabled: false }",
+    safeprune.rewrite(
+        &Runtime::Docker(engine.endpoint()),
+        &cycling("containers: { enabled: false }\n", ""),
     );
-    std::fs::write(&policy, text).unwrap();
     daemon.signal("HUP");
     daemon.wait_for("policy reloaded", 1).await;
     let second = engine.run_to_exit("second", &base, &[]).await;
@@ -217,8 +212,8 @@ async fn sighup_keeps_the_old_policy_when_the_new_one_is_broken() {
 async fn an_engine_that_stops_and_comes_back_is_survived() {
     let mut engine = PrivateDockerd::start().await;
     let base = engine.import_busybox_image("base:1", None).await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(&write_policy(dir.path(), &engine, ""));
+    let safeprune = safeprune_on(&engine, "");
+    let daemon = Daemon::start(&safeprune);
     daemon.wait_for("cycle finished", 1).await;
 
     engine.stop();
@@ -248,19 +243,10 @@ async fn every_run_writes_the_metrics_textfile_unless_another_holds_the_lock() {
     engine.start_container(&istio).await;
     engine.wait_container(&istio).await;
     engine.run_to_exit("exited", &base, &[]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let prom = dir.path().join("safeprune.prom");
-    let policy = write_policy(dir.path(), &engine, "");
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_safeprune"))
-            .arg("--config")
-            .arg(&policy)
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let safeprune = safeprune_on(&engine, "");
+    let prom = safeprune.path("safeprune.prom");
 
-    assert_eq!(run(&["-q", "run"]).status.code(), Some(0));
+    assert_eq!(safeprune.run(&["-q", "run"]).status.code(), Some(0));
     let metrics = std::fs::read_to_string(&prom).unwrap();
     assert_eq!(
         sample(&metrics, "safeprune_last_run_success"),
@@ -295,16 +281,16 @@ async fn every_run_writes_the_metrics_textfile_unless_another_holds_the_lock() {
     );
 
     // Another run holds the lock: the file is that run's, left alone.
-    let lock = std::fs::File::create(dir.path().join("safeprune.lock")).unwrap();
+    let lock = std::fs::File::create(safeprune.path("safeprune.lock")).unwrap();
     lock.try_lock().unwrap();
     std::fs::remove_file(&prom).unwrap();
-    assert_eq!(run(&["run"]).status.code(), Some(4));
+    assert_eq!(safeprune.run(&["run"]).status.code(), Some(4));
     assert!(!prom.exists());
     drop(lock);
 
     // The engine is gone: the run fails, and the textfile says so.
     drop(engine);
-    assert_eq!(run(&["-q", "run"]).status.code(), Some(1));
+    assert_eq!(safeprune.run(&["-q", "run"]).status.code(), Some(1));
     let metrics = std::fs::read_to_string(&prom).unwrap();
     assert_eq!(
         sample(&metrics, "safeprune_last_run_success"),
@@ -318,14 +304,8 @@ async fn json_logs_are_one_object_per_line() {
     let engine = PrivateDockerd::start().await;
     let base = engine.import_busybox_image("base:1", None).await;
     engine.run_to_exit("exited", &base, &[]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let policy = write_policy(dir.path(), &engine, "");
-    let out = Command::new(env!("CARGO_BIN_EXE_safeprune"))
-        .arg("--config")
-        .arg(&policy)
-        .args(["--log-format", "json", "-vv", "run", "--output", "json"])
-        .output()
-        .unwrap();
+    let safeprune = safeprune_on(&engine, "");
+    let out = safeprune.run(&["--log-format", "json", "-vv", "run", "--output", "json"]);
     assert_eq!(out.status.code(), Some(0));
     let stderr = String::from_utf8(out.stderr).unwrap();
     let lines: Vec<serde_json::Value> = stderr
@@ -356,15 +336,10 @@ async fn two_runs_at_once_one_works_and_the_other_exits_4() {
             .create_container(&format!("never-ran-{i}"), &base, &[], util::EXIT_0)
             .await;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let policy = write_policy(dir.path(), &engine, "safety: { concurrency: 1 }\n");
+    let safeprune = safeprune_on(&engine, "safety: { concurrency: 1 }\n");
     let run = |extra: &[&str]| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_safeprune"));
-        cmd.arg("--config")
-            .arg(&policy)
-            .args(["-v", "run"])
-            .args(extra);
-        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut cmd = safeprune.command(&["-v", "run"]);
+        cmd.args(extra).stdout(Stdio::null()).stderr(Stdio::piped());
         cmd
     };
     let mut first = run(&[]).spawn().unwrap();

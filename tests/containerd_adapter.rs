@@ -12,12 +12,13 @@ mod util;
 use chrono::{Duration, Utc};
 use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::{ListContainersRequest, ListImagesRequest};
-use safeprune::inventory::{Container, ContainerState, Image, Inventory};
+use safeprune::inventory::{ContainerState, Image, Inventory};
 use safeprune::plan::{self, Rule};
 use safeprune::policy::Policy;
 use safeprune::runtime::containerd::ContainerdRuntime;
 use safeprune::runtime::{Engine, Kind, Removal, RuntimeError};
 use util::containerd::{CRI_NAMESPACE, Imported, PrivateContainerd, SANDBOX_IMAGE};
+use util::node::container;
 use util::pod::Pod;
 use util::{EXIT_0, RUN_FOREVER};
 
@@ -37,14 +38,6 @@ async fn connect(containerd: &PrivateContainerd) -> ContainerdRuntime {
     ContainerdRuntime::connect(&containerd.endpoint(), &namespaces)
         .await
         .expect("connect to the private containerd")
-}
-
-fn container<'a>(inventory: &'a Inventory, id: &str) -> &'a Container {
-    inventory
-        .containers
-        .iter()
-        .find(|c| c.id == id)
-        .unwrap_or_else(|| panic!("container {id} in the inventory"))
 }
 
 fn image<'a>(inventory: &'a Inventory, id: &str) -> &'a Image {

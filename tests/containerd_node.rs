@@ -8,17 +8,12 @@
 
 mod util;
 
-use std::sync::atomic::AtomicBool;
-
 use k8s_cri::v1::ListContainersRequest;
-use safeprune::execute::execute;
-use safeprune::plan::plan;
 use safeprune::report::RemovalResult;
-use safeprune::runtime::Engine;
 use safeprune::runtime::containerd::ContainerdRuntime;
 use util::RUN_FOREVER;
 use util::containerd::{CRI_NAMESPACE, PrivateContainerd};
-use util::node::{Cli, Layout, Runtime, decision};
+use util::node::{Cli, Layout, Runtime, decision, execute_plan, plan_now};
 use util::pod::Pod;
 
 const OTHER: &str = "other";
@@ -229,11 +224,7 @@ async fn a_pod_back_or_an_image_newly_used_after_planning_is_skipped() {
     let runtime = ContainerdRuntime::connect(&containerd.endpoint(), &namespaces)
         .await
         .unwrap();
-    let planned = plan(
-        &runtime.inventory().await.unwrap(),
-        &policy,
-        chrono::Utc::now(),
-    );
+    let planned = plan_now(&runtime, &policy).await;
 
     // Between plan and removal: the stopped pod comes back (kubelet makes it
     // a new sandbox, same pod uid), and a container is made from the
@@ -243,22 +234,9 @@ async fn a_pod_back_or_an_image_newly_used_after_planning_is_skipped() {
     containerd.run_pod_sandbox(&gone).await;
     containerd.create_native(OTHER, "new-user", OTHER_UNUSED);
 
-    let outcomes = execute(
-        &runtime,
-        &planned,
-        &policy,
-        &AtomicBool::new(false),
-        |_, _, _| {},
-    )
-    .await;
-    let result = |role: &str| {
-        outcomes
-            .iter()
-            .find(|o| o.id == layout.ids[role])
-            .unwrap_or_else(|| panic!("no outcome for {role}"))
-    };
+    let outcomes = execute_plan(&runtime, &planned, &policy).await;
     for role in ["gone-pod job", "other image unused"] {
-        let o = result(role);
+        let o = layout.outcome(&outcomes, role);
         assert_eq!(o.result, RemovalResult::Skipped, "{role}: {o:?}");
     }
     assert!(
@@ -273,7 +251,11 @@ async fn a_pod_back_or_an_image_newly_used_after_planning_is_skipped() {
             .any(|n| n == OTHER_UNUSED)
     );
     for role in ["other stopped task", "image unused"] {
-        assert_eq!(result(role).result, RemovalResult::Deleted, "{role}");
+        assert_eq!(
+            layout.outcome(&outcomes, role).result,
+            RemovalResult::Deleted,
+            "{role}"
+        );
     }
 }
 

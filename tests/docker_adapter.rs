@@ -8,10 +8,11 @@ mod util;
 
 use bollard::models::HostConfig;
 use chrono::Utc;
-use safeprune::inventory::{Container, ContainerState, Inventory};
+use safeprune::inventory::ContainerState;
 use safeprune::runtime::docker::DockerRuntime;
 use safeprune::runtime::{Engine, Kind, Removal, RuntimeError};
 use util::docker::PrivateDockerd;
+use util::node::container;
 use util::pod::Pod;
 use util::{RUN_FOREVER, TEST_LABEL};
 
@@ -21,14 +22,6 @@ async fn engine() -> (PrivateDockerd, DockerRuntime) {
         .await
         .expect("connect to the private dockerd");
     (dockerd, runtime)
-}
-
-fn container<'a>(inventory: &'a Inventory, id: &str) -> &'a Container {
-    inventory
-        .containers
-        .iter()
-        .find(|c| c.id == id)
-        .unwrap_or_else(|| panic!("container {id} in the inventory"))
 }
 
 async fn image_exists(dockerd: &PrivateDockerd, reference: &str) -> bool {

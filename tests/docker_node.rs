@@ -8,21 +8,17 @@
 mod util;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::AtomicBool;
 
 use bollard::models::HostConfig;
 use bollard::query_parameters::{
     ListContainersOptionsBuilder, ListImagesOptionsBuilder, ListNetworksOptions, ListVolumesOptions,
 };
-use safeprune::execute::execute;
-use safeprune::plan::plan;
 use safeprune::report::RemovalResult;
-use safeprune::runtime::Engine;
 use safeprune::runtime::docker::DockerRuntime;
 use serde_json::Value;
 use util::RUN_FOREVER;
 use util::docker::PrivateDockerd;
-use util::node::{Cli, Layout, Runtime, decision};
+use util::node::{Cli, Layout, Runtime, decision, execute_plan, plan_now};
 use util::pod::Pod;
 
 /// Roles safeprune must delete; every other role must stay.
@@ -406,11 +402,7 @@ async fn a_container_restarted_after_planning_is_skipped_not_removed() {
     let safeprune = safeprune_on(&engine, "");
     let policy = safeprune.policy();
     let runtime = DockerRuntime::connect(engine.endpoint()).await.unwrap();
-    let planned = plan(
-        &runtime.inventory().await.unwrap(),
-        &policy,
-        chrono::Utc::now(),
-    );
+    let planned = plan_now(&runtime, &policy).await;
 
     // Between plan and removal: a plain container is started again, and the
     // dead pod comes back (kubelet makes it a new sandbox, same pod uid).
@@ -422,17 +414,9 @@ async fn a_container_restarted_after_planning_is_skipped_not_removed() {
         .create_sandbox(&old, layout.id("image pause (in use)"), true)
         .await;
 
-    let outcomes = execute(
-        &runtime,
-        &planned,
-        &policy,
-        &AtomicBool::new(false),
-        |_, _, _| {},
-    )
-    .await;
-    let result = |id: &str| outcomes.iter().find(|o| o.id == id).unwrap();
+    let outcomes = execute_plan(&runtime, &planned, &policy).await;
     for role in ["plain stopped", "old-pod app"] {
-        let o = result(layout.id(role));
+        let o = layout.outcome(&outcomes, role);
         assert_eq!(o.result, RemovalResult::Skipped, "{role}: {o:?}");
         assert!(
             o.error
@@ -444,7 +428,7 @@ async fn a_container_restarted_after_planning_is_skipped_not_removed() {
     }
     for role in ["plain exited", "plain exited on its own image"] {
         assert_eq!(
-            result(layout.id(role)).result,
+            layout.outcome(&outcomes, role).result,
             RemovalResult::Deleted,
             "{role}"
         );

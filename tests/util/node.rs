@@ -1,7 +1,9 @@
 //! safeprune as an operator runs it, for the node scenarios and the CLI
 //! tests: a policy in a directory of its own pointing at an engine, the
-//! `safeprune` binary run on it, its JSON report read back, and the
-//! assertions every scenario makes on what was to go and what went.
+//! `safeprune` binary run on it, its JSON report read back, the assertions
+//! every scenario makes on what was to go and what went, and the lookups by
+//! id in what safeprune answers (report, outcomes, inventory) that the
+//! adapter tests share.
 //!
 //! Every path the policy names (report, audit log, metrics textfile, lock)
 //! lies in that directory, so runs of parallel tests never meet, and the
@@ -12,9 +14,14 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::AtomicBool;
 
+use safeprune::execute::execute;
 use safeprune::inventory::{Container, Inventory};
+use safeprune::plan::{Plan, plan};
 use safeprune::policy::Policy;
+use safeprune::report::Outcome;
+use safeprune::runtime::Engine;
 use serde_json::Value;
 
 /// The engine a policy points safeprune at.
@@ -188,6 +195,26 @@ fn find<'a>(report: &'a Value, list: &str, id: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {list} entry for {id} in {report:#}"))
 }
 
+/// The first half of a run, for tests that change the node before the
+/// second: the plan for what `engine` holds now.
+pub async fn plan_now(engine: &impl Engine, policy: &Policy) -> Plan {
+    let inventory = engine.inventory().await.expect("inventory");
+    plan(&inventory, policy, chrono::Utc::now())
+}
+
+/// The second half of a run: the removals `planned` holds, each rechecked
+/// first, uninterrupted.
+pub async fn execute_plan(engine: &impl Engine, planned: &Plan, policy: &Policy) -> Vec<Outcome> {
+    execute(
+        engine,
+        planned,
+        policy,
+        &AtomicBool::new(false),
+        |_, _, _| {},
+    )
+    .await
+}
+
 /// Container `id` in an inventory.
 pub fn container<'a>(inventory: &'a Inventory, id: &str) -> &'a Container {
     inventory
@@ -218,6 +245,15 @@ impl Layout {
         self.ids
             .get(role)
             .unwrap_or_else(|| panic!("no role {role} in the layout"))
+    }
+
+    /// The outcome, among `outcomes`, for the object playing `role`.
+    pub fn outcome<'a>(&self, outcomes: &'a [Outcome], role: &str) -> &'a Outcome {
+        let id = self.id(role);
+        outcomes
+            .iter()
+            .find(|o| o.id == id)
+            .unwrap_or_else(|| panic!("no outcome for {role} ({id}) in {outcomes:#?}"))
     }
 
     /// Asserts that a plan report decides `delete` for the roles in

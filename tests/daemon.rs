@@ -138,10 +138,8 @@ async fn cycles_remove_what_exits_between_them_and_spare_istio_init() {
     let web = Pod::new("web", "default");
     let sandbox = engine.create_sandbox(&web, &base, true).await;
     let istio = engine
-        .create_pod_container(&web, &sandbox, "istio-init", 0, &base, util::EXIT_0)
+        .run_pod_container_to_exit(&web, &sandbox, "istio-init", 0, &base, util::EXIT_0)
         .await;
-    engine.start_container(&istio).await;
-    engine.wait_container(&istio).await;
     let safeprune = safeprune_on(&engine, "");
     let daemon = Daemon::start(&safeprune);
 
@@ -237,11 +235,9 @@ async fn every_run_writes_the_metrics_textfile_unless_another_holds_the_lock() {
     let base = engine.import_busybox_image("base:1", None).await;
     let web = Pod::new("web", "default");
     let sandbox = engine.create_sandbox(&web, &base, true).await;
-    let istio = engine
-        .create_pod_container(&web, &sandbox, "istio-init", 0, &base, util::EXIT_0)
+    engine
+        .run_pod_container_to_exit(&web, &sandbox, "istio-init", 0, &base, util::EXIT_0)
         .await;
-    engine.start_container(&istio).await;
-    engine.wait_container(&istio).await;
     engine.run_to_exit("exited", &base, &[]).await;
     let safeprune = safeprune_on(&engine, "");
     let prom = safeprune.path("safeprune.prom");

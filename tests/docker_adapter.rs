@@ -36,10 +36,8 @@ async fn inventory_reads_pods_sandbox_readiness_and_exit_times() {
     let web = Pod::new("web", "default");
     let web_sandbox = dockerd.create_sandbox(&web, &image, true).await;
     let init = dockerd
-        .create_pod_container(&web, &web_sandbox, "istio-init", 0, &image, util::EXIT_0)
+        .run_pod_container_to_exit(&web, &web_sandbox, "istio-init", 0, &image, util::EXIT_0)
         .await;
-    dockerd.start_container(&init).await;
-    dockerd.wait_container(&init).await;
     let app = dockerd
         .create_pod_container(&web, &web_sandbox, "app", 0, &image, RUN_FOREVER)
         .await;
@@ -373,10 +371,8 @@ async fn recheck_of_a_container_carries_sandboxes_and_is_empty_once_removed() {
     let pod = Pod::new("web", "default");
     let sandbox = dockerd.create_sandbox(&pod, &image, true).await;
     let init = dockerd
-        .create_pod_container(&pod, &sandbox, "istio-init", 0, &image, util::EXIT_0)
+        .run_pod_container_to_exit(&pod, &sandbox, "istio-init", 0, &image, util::EXIT_0)
         .await;
-    dockerd.start_container(&init).await;
-    dockerd.wait_container(&init).await;
     let other = dockerd.run_to_exit("bystander", &image, &[]).await;
 
     let fresh = runtime

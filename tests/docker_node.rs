@@ -63,10 +63,8 @@ async fn lay_out(engine: &PrivateDockerd) -> Layout {
         ("web app crashed attempt", "app", 0, ["sh", "-c", "exit 1"]),
     ] {
         let id = engine
-            .create_pod_container(&web, &web_sandbox, name, restart, &base, &cmd)
+            .run_pod_container_to_exit(&web, &web_sandbox, name, restart, &base, &cmd)
             .await;
-        engine.start_container(&id).await;
-        engine.wait_container(&id).await;
         layout.insert(role, id);
     }
     let app = engine
@@ -81,10 +79,8 @@ async fn lay_out(engine: &PrivateDockerd) -> Layout {
     layout.insert("old-pod sandbox", old_sandbox.clone());
     for (role, name) in [("old-pod istio-init", "istio-init"), ("old-pod app", "app")] {
         let id = engine
-            .create_pod_container(&old, &old_sandbox, name, 0, &base, &["sh", "-c", "exit 0"])
+            .run_pod_container_to_exit(&old, &old_sandbox, name, 0, &base, &["sh", "-c", "exit 0"])
             .await;
-        engine.start_container(&id).await;
-        engine.wait_container(&id).await;
         layout.insert(role, id);
     }
 
@@ -94,10 +90,8 @@ async fn lay_out(engine: &PrivateDockerd) -> Layout {
     let first = engine.create_sandbox(&db, &pause, false).await;
     layout.insert("db first sandbox", first.clone());
     let migrate = engine
-        .create_pod_container(&db, &first, "migrate", 0, &base, &["sh", "-c", "exit 0"])
+        .run_pod_container_to_exit(&db, &first, "migrate", 0, &base, &["sh", "-c", "exit 0"])
         .await;
-    engine.start_container(&migrate).await;
-    engine.wait_container(&migrate).await;
     layout.insert("db init of first sandbox", migrate);
     db.attempt = 1;
     layout.insert(

@@ -283,6 +283,25 @@ impl PrivateDockerd {
         self.create_container(&name, image, &labels, cmd).await
     }
 
+    /// Creates, starts and waits for one of a pod's containers until it has
+    /// exited, whatever its code (a crashed attempt exits 1). Returns its id.
+    pub async fn run_pod_container_to_exit(
+        &self,
+        pod: &Pod,
+        sandbox_id: &str,
+        container: &str,
+        restart: u32,
+        image: &str,
+        cmd: &[&str],
+    ) -> String {
+        let id = self
+            .create_pod_container(pod, sandbox_id, container, restart, image, cmd)
+            .await;
+        self.start_container(&id).await;
+        self.wait_container(&id).await;
+        id
+    }
+
     /// Creates a volume; with no name Docker names it like an anonymous one
     /// (64 hex characters). Returns its name.
     pub async fn create_volume(&self, name: Option<&str>) -> String {

@@ -4,20 +4,19 @@
 //! [`PrivateContainerd::start`] runs its own `containerd` as an
 //! [`EngineProcess`] under `/tmp/spc-XXXXXX`, which holds its config, root,
 //! state, socket and log. It never touches the node's containerd (nor the
-//! one Docker manages). Its CRI plugin has
-//! `restrict_oom_score_adj = true` (root here lacks `CAP_SYS_RESOURCE`, and
-//! sandboxes would ask for -998: FACTS.md) and the sandbox image
-//! `registry.k8s.io/pause:3.6`, which [`PrivateContainerd::start`] imports
-//! (a busybox that sleeps and exits on TERM: there is no registry here).
-//! Pods use the host network, which is the private network namespace: no
-//! CNI needed.
+//! one Docker manages). Its CRI plugin has `restrict_oom_score_adj = true`
+//! (root here lacks `CAP_SYS_RESOURCE`, and sandboxes would ask for -998:
+//! FACTS.md) and the sandbox image `registry.k8s.io/pause:3.6`, which
+//! [`PrivateContainerd::start`] imports (a busybox that sleeps and exits on
+//! TERM: there is no registry here). Pods use the host network, which is
+//! the private network namespace: no CNI needed. The config and its CRI
+//! switch are in `containerd/daemon.rs`.
 //!
 //! Pods get the cgroup parent `/<scope>` and `ctr` containers the cgroup
 //! `/<scope>/<id>`, so every cgroup a killed daemon leaves lies in the one
-//! tree the teardown removes. Start-up, until both
-//! containerd's API and CRI answer, takes about 0.1 s (measured: 70 to
-//! 130 ms on 2 cores); the sandbox image import adds about as much. The
-//! config and its CRI switch are in `containerd/daemon.rs`.
+//! tree the teardown removes. Start-up, until both containerd's API and CRI
+//! answer, takes about 0.1 s (measured: 70 to 130 ms on 2 cores); the
+//! sandbox image import adds about as much.
 //!
 //! Everything the fixtures create carries the label `safeprune.test=<scope>`
 //! with the engine's own scope.

@@ -6,8 +6,9 @@
 //! adapter tests share.
 //!
 //! Every path the policy names (report, audit log, metrics textfile, lock)
-//! lies in that directory, so runs of parallel tests never meet, and the
-//! binary never reads the caller's `SAFEPRUNE_CONFIG` or `RUST_LOG`.
+//! lies in that directory, so runs of parallel tests never meet; and the
+//! binary never reads the caller's `SAFEPRUNE_CONFIG` or `RUST_LOG`, so
+//! what a test sees does not depend on the shell it was started from.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -22,10 +22,11 @@ use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFl
 use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::app::AppError;
 use crate::cycle::{CycleOptions, cycle};
+use crate::error::AppError;
+use crate::execute::RemovalResult;
+use crate::output::Chain;
 use crate::policy::{Policy, PolicySource};
-use crate::report::RemovalResult;
 use crate::schedule::{self, Slot};
 
 /// The longest pause between two attempts to reach an engine that is down.
@@ -96,7 +97,7 @@ impl Daemon {
                 tracing::info!(source = ?self.source, "policy reloaded");
             }
             Err(e) => {
-                tracing::error!(error = %e, "policy not reloaded: keeping the current one");
+                tracing::error!(error = %Chain(&e), "policy not reloaded: keeping the current one");
             }
         }
     }
@@ -143,9 +144,9 @@ impl Daemon {
                     let retry_at = Utc::now()
                         + chrono::Duration::from_std(backoff).unwrap_or(chrono::Duration::MAX);
                     if deadline.is_some_and(|d| retry_at >= d) {
-                        tracing::error!(error = %e, "cycle failed: engine unreachable; trying again at the next scheduled time");
+                        tracing::error!(error = %Chain(&e), "cycle failed: engine unreachable; trying again at the next scheduled time");
                     } else {
-                        tracing::warn!(error = %e, retry_in_seconds = backoff.as_secs(), "engine unreachable; retrying");
+                        tracing::warn!(error = %Chain(&e), retry_in_seconds = backoff.as_secs(), "engine unreachable; retrying");
                         tokio::select! {
                             () = tokio::time::sleep(backoff) => {}
                             event = signals.next() => match event {
@@ -161,7 +162,7 @@ impl Daemon {
                     lock = %path.display(),
                     "another safeprune run holds the lock: this cycle is skipped"
                 ),
-                Err(e) => tracing::error!(error = %e, "cycle failed"),
+                Err(e) => tracing::error!(error = %Chain(&e), "cycle failed"),
             }
             self.cycles += 1;
             if reload {

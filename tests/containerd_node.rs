@@ -14,10 +14,10 @@ use std::process::Output;
 use std::sync::atomic::AtomicBool;
 
 use k8s_cri::v1::ListContainersRequest;
+use safeprune::execute::RemovalResult;
 use safeprune::execute::execute;
 use safeprune::plan::plan;
 use safeprune::policy::Policy;
-use safeprune::report::RemovalResult;
 use safeprune::runtime::Engine;
 use safeprune::runtime::containerd::ContainerdRuntime;
 use serde_json::Value;

@@ -16,10 +16,10 @@ use bollard::models::HostConfig;
 use bollard::query_parameters::{
     ListContainersOptionsBuilder, ListImagesOptionsBuilder, ListNetworksOptions, ListVolumesOptions,
 };
+use safeprune::execute::RemovalResult;
 use safeprune::execute::execute;
 use safeprune::plan::plan;
 use safeprune::policy::Policy;
-use safeprune::report::RemovalResult;
 use safeprune::runtime::Engine;
 use safeprune::runtime::docker::DockerRuntime;
 use serde_json::Value;
@@ -222,14 +222,18 @@ impl Setup {
         Self { dir, policy }
     }
 
-    fn safeprune(&self, args: &[&str]) -> Output {
-        std::process::Command::new(env!("CARGO_BIN_EXE_safeprune"))
+    fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_safeprune"));
+        command
             .arg("--config")
             .arg(&self.policy)
             .args(args)
-            .env_remove("SAFEPRUNE_CONFIG")
-            .output()
-            .expect("safeprune runs")
+            .env_remove("SAFEPRUNE_CONFIG");
+        command
+    }
+
+    fn safeprune(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("safeprune runs")
     }
 
     fn json(&self, args: &[&str]) -> (Option<i32>, Value) {
@@ -568,8 +572,71 @@ async fn explain_names_the_rule_and_the_facts() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("in_use"), "{text}");
 
+    // Asked by any of its tags, a multi-tagged image answers under that tag
+    // and lists every other.
+    for tag in ["multi:2", "other/multi:3", "docker.io/library/multi:1"] {
+        let out = setup.safeprune(&["explain", tag]);
+        assert_eq!(out.status.code(), Some(0), "{tag}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let short = tag.trim_start_matches("docker.io/library/");
+        assert!(text.starts_with(&format!("image {short}\n")), "{text}");
+        assert!(
+            text.contains("references: multi:1, multi:2, other/multi:3"),
+            "{text}"
+        );
+        assert!(text.contains(layout.id("image multi-tagged")), "{text}");
+    }
+    // The plan shows every tag too, in its table and its JSON.
+    let out = setup.safeprune(&["plan"]);
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("multi:1,2 other/multi:3"), "{table}");
+    let (_, report) = setup.json(&["plan", "--output", "json"]);
+    let multi = report["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"].as_str() == Some(layout.id("image multi-tagged")))
+        .unwrap();
+    let refs: Vec<&str> = multi["refs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r.as_str())
+        .filter(|r| !r.contains('@'))
+        .collect();
+    assert_eq!(refs, ["multi:1", "multi:2", "other/multi:3"]);
+
+    // Nothing of that name: exit 6, which says the engine was asked.
     let out = setup.safeprune(&["explain", "no-such-thing"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(6));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no container, image, volume or network matches 'no-such-thing'"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reader_that_closed_the_pipe_is_no_error() {
+    let engine = PrivateDockerd::start().await;
+    lay_out(&engine).await;
+    let setup = Setup::new(&engine, "");
+    // `safeprune explain … | head -1` once head has gone: the write fails
+    // with EPIPE, which must neither panic nor change the exit code.
+    for args in [
+        vec!["explain", "k8s_istio-init_web_default_uid-default-web_0"],
+        vec!["plan"],
+        vec!["plan", "--output", "json"],
+        vec!["run", "--dry-run"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = setup.command(&args).stdout(writer).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

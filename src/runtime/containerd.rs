@@ -32,7 +32,8 @@ use self::convert::{
     split_qualified,
 };
 use self::images::images_of;
-use super::{Engine, Kind, Removal, RuntimeError};
+use super::{Engine, Removal, RuntimeError};
+use crate::inventory::Kind;
 use crate::inventory::{Container, Image, Inventory, PodSandbox};
 
 const RUNTIME: &str = "containerd";
@@ -540,7 +541,7 @@ mod tests {
         );
         assert_eq!(
             removal_from_status("x", &Status::failed_precondition("running")),
-            Removal::Conflict("running".to_owned())
+            Removal::InUse("running".to_owned())
         );
         assert!(matches!(
             removal_from_status("x", &Status::unavailable("down")),

@@ -14,8 +14,7 @@ use std::process::Output;
 use std::sync::atomic::AtomicBool;
 
 use k8s_cri::v1::ListContainersRequest;
-use safeprune::execute::RemovalResult;
-use safeprune::execute::execute;
+use safeprune::execute::{Reason, RemovalResult, execute};
 use safeprune::plan::plan;
 use safeprune::policy::Policy;
 use safeprune::runtime::Engine;
@@ -329,6 +328,7 @@ async fn a_pod_back_or_an_image_newly_used_after_planning_is_skipped() {
     for role in ["gone-pod job", "other image unused"] {
         let o = result(role);
         assert_eq!(o.result, RemovalResult::Skipped, "{role}: {o:?}");
+        assert_eq!(o.reason, Some(Reason::Changed), "{role}: {o:?}");
     }
     assert!(
         cri_ids(&containerd)

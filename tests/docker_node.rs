@@ -16,8 +16,7 @@ use bollard::models::HostConfig;
 use bollard::query_parameters::{
     ListContainersOptionsBuilder, ListImagesOptionsBuilder, ListNetworksOptions, ListVolumesOptions,
 };
-use safeprune::execute::RemovalResult;
-use safeprune::execute::execute;
+use safeprune::execute::{Reason, RemovalResult, execute};
 use safeprune::plan::plan;
 use safeprune::policy::Policy;
 use safeprune::runtime::Engine;
@@ -525,6 +524,7 @@ async fn a_container_restarted_after_planning_is_skipped_not_removed() {
     for role in ["plain stopped", "old-pod app"] {
         let o = result(layout.id(role));
         assert_eq!(o.result, RemovalResult::Skipped, "{role}: {o:?}");
+        assert_eq!(o.reason, Some(Reason::Changed), "{role}: {o:?}");
         assert!(
             o.error
                 .as_deref()
@@ -705,7 +705,8 @@ async fn sigterm_finishes_the_removals_in_flight_and_still_reports() {
     assert!(
         not_attempted
             .iter()
-            .all(|o| o["error"].as_str().unwrap().contains("not attempted"))
+            .all(|o| o["error"].as_str().unwrap().contains("not attempted")
+                && o["reason"] == "not_attempted")
     );
     // What was not attempted is still there; what was deleted is gone.
     let after = existing(&engine).await;

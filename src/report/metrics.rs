@@ -130,42 +130,42 @@ pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> Str
 
 /// The removal attempts by result, and the skipped ones by reason.
 fn removal_families(out: &mut Exposition, kinds: &[Kind], outcomes: &[Outcome]) {
-    let mut removals: BTreeMap<(Kind, RemovalResult), usize> = BTreeMap::new();
-    let mut skipped: BTreeMap<(Kind, Reason), usize> = BTreeMap::new();
+    let mut removals: BTreeMap<(Kind, &str), usize> = BTreeMap::new();
+    let mut skipped: BTreeMap<(Kind, &str), usize> = BTreeMap::new();
     for o in outcomes {
-        *removals.entry((o.kind, o.result)).or_default() += 1;
+        *removals.entry((o.kind, o.result.as_str())).or_default() += 1;
         if let Some(reason) = o.reason.filter(|_| o.result == RemovalResult::Skipped) {
-            *skipped.entry((o.kind, reason)).or_default() += 1;
+            *skipped.entry((o.kind, reason.as_str())).or_default() += 1;
         }
     }
+    let results = RemovalResult::ALL.map(RemovalResult::as_str);
     out.gauge(
         "safeprune_last_run_removals",
         "Removal attempts of the last run, by kind and result (deleted, skipped, failed).",
-        kinds.iter().flat_map(|&k| {
-            let removals = &removals;
-            RemovalResult::ALL.iter().map(move |&r| {
-                let n = removals.get(&(k, r)).copied().unwrap_or(0);
-                (
-                    vec![("kind", k.as_str()), ("result", r.as_str())],
-                    n.to_string(),
-                )
-            })
-        }),
+        every_pair(kinds, "result", &results, &removals),
     );
+    let reasons = Reason::SKIPPED.map(Reason::as_str);
     out.gauge(
         "safeprune_last_run_skipped_removals",
         "Removals the last run skipped, by kind and reason (gone, in_use, changed, not_attempted).",
-        kinds.iter().flat_map(|&k| {
-            let skipped = &skipped;
-            Reason::SKIPPED.iter().map(move |&r| {
-                let n = skipped.get(&(k, r)).copied().unwrap_or(0);
-                (
-                    vec![("kind", k.as_str()), ("reason", r.as_str())],
-                    n.to_string(),
-                )
-            })
-        }),
+        every_pair(kinds, "reason", &reasons, &skipped),
     );
+}
+
+/// A sample for every kind and value of `label`, 0 where `counts` has none:
+/// an alert on a series that is missing never fires.
+fn every_pair<'a>(
+    kinds: &'a [Kind],
+    label: &'a str,
+    values: &'a [&'a str],
+    counts: &'a BTreeMap<(Kind, &str), usize>,
+) -> impl Iterator<Item = (Vec<(&'a str, &'a str)>, String)> + 'a {
+    kinds.iter().flat_map(move |&kind| {
+        values.iter().map(move |&value| {
+            let n = counts.get(&(kind, value)).copied().unwrap_or(0);
+            (vec![("kind", kind.as_str()), (label, value)], n.to_string())
+        })
+    })
 }
 
 /// Text exposition format 0.0.4, gauges only.

@@ -167,14 +167,17 @@ fn json_has_the_documented_fields() {
 fn every_reference_of_an_image_shows_in_json_and_table() {
     let report = sample_report(vec![]);
     let v: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
-    let image = v["decisions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["id"] == "sha256:feed")
-        .unwrap();
+    let decision = |id: &str| {
+        v["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["id"] == id)
+            .unwrap()
+            .clone()
+    };
     assert_eq!(
-        image["refs"],
+        decision("sha256:feed")["refs"],
         serde_json::json!([
             "busybox:1",
             "busybox:latest",
@@ -182,13 +185,7 @@ fn every_reference_of_an_image_shows_in_json_and_table() {
             format!("busybox@sha256:{:0<64}", "ab"),
         ])
     );
-    let dangling = v["decisions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["id"] == "sha256:dead")
-        .unwrap();
-    assert_eq!(dangling["refs"], serde_json::json!([]));
+    assert_eq!(decision("sha256:dead")["refs"], serde_json::json!([]));
     let container = &v["decisions"][0];
     assert_eq!(container["kind"], "container");
     assert!(container.get("refs").is_none(), "{container}");

@@ -4,8 +4,9 @@
 #
 #   scripts/deps.sh                what building and the tests need
 #                                  (scripts/test.sh runs this)
-#   scripts/deps.sh --build        only what building needs: a C linker and
-#                                  protoc; nothing else is installed
+#   scripts/deps.sh --build        only what building needs: a C linker,
+#                                  protoc and the CA certificates cargo
+#                                  downloads crates with; nothing else
 #   ... --start-docker             also start Docker Engine if none answers
 #                                  (Debian's docker.io is installed only where
 #                                  no dockerd exists: a node's own Docker is
@@ -40,6 +41,9 @@ need_promtool=false
 # containerd-client and k8s-cri compile their protobuf files with protoc.
 command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
+# cargo downloads the crates over HTTPS and trusts the system's CA bundle,
+# which minimal roots (debootstrap --variant=minbase, slim images) lack.
+[ -s /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
 
 if $start_docker || ! $build_only; then
   command -v dockerd >/dev/null 2>&1 || need+=(docker.io)

@@ -10,12 +10,16 @@
 //!
 //! What the loop waits on comes in as inputs (`Inputs`): the wall clock,
 //! the timer, the stream of signals, the cycle itself and the jitter's
-//! randomness. [`run`] wires the real ones, so that the loop can be driven
-//! as well with fakes in tokio's paused time. The real timer, a
+//! randomness. [`run`] wires the real ones; `tests.rs` drives the same loop
+//! with fakes in tokio's paused time, so hours of schedule take no time and
+//! every wake-up time can be asserted to the second. The real timer, a
 //! `CLOCK_REALTIME` timerfd that costs nothing between cycles, is in
 //! `wall_timer.rs`.
 
 mod wall_timer;
+
+#[cfg(test)]
+mod tests;
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -280,12 +280,19 @@ where
                     } else {
                         tracing::warn!(error = %Chain(&e), retry_in_seconds = backoff.as_secs(), "engine unreachable; retrying");
                         // Nothing is in flight: a stop ends the daemon now.
-                        tokio::select! {
-                            () = tokio::time::sleep(backoff) => {}
-                            event = self.events.next() => match event {
-                                Event::Stop => return true,
-                                Event::Reload => reload = true,
-                            },
+                        // A reload waits for the end of the cycle, and does
+                        // not cut the backoff short: a burst of SIGHUPs must
+                        // not hammer an engine that is down.
+                        let retry = tokio::time::sleep(backoff);
+                        tokio::pin!(retry);
+                        loop {
+                            tokio::select! {
+                                () = &mut retry => break,
+                                event = self.events.next() => match event {
+                                    Event::Stop => return true,
+                                    Event::Reload => reload = true,
+                                },
+                            }
                         }
                         backoff = (backoff * 2).min(MAX_BACKOFF);
                         continue;

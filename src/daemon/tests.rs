@@ -327,33 +327,39 @@ async fn a_reload_rereads_the_policy_and_a_broken_one_keeps_the_current() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_reload_during_a_cycle_applies_after_it() {
+async fn a_reload_during_a_cycle_or_a_backoff_applies_after_it() {
     // The attempt at 01:00:00 takes until :10 and fails, the retry after a
-    // 1 s backoff takes :11 to :21 and succeeds; the reload comes at :05.
-    let ran = run_scenario(Scenario {
-        answers: vec![Answer::Unreachable],
-        takes: Duration::from_secs(10),
-        steps: vec![
-            (by(at(0, 40, 0)), Step::Write("schedule: \"30 * * * *\"\n")),
-            (by(at(1, 0, 5)), Step::Send(Event::Reload)),
-            (by(at(2, 0, 0)), Step::Send(Event::Stop)),
-        ],
-        ..Scenario::default()
-    })
-    .await;
-    let seen: Vec<_> = ran
-        .calls
-        .iter()
-        .map(|c| (c.began, c.schedule.as_str()))
-        .collect();
-    assert_eq!(
-        seen,
-        [
-            (at(1, 0, 0), "0 * * * *"),
-            (at(1, 0, 11), "0 * * * *"),
-            (at(1, 30, 0), "30 * * * *"),
-        ]
-    );
+    // 1 s backoff takes :11 to :21 and succeeds.
+    for (reload, during) in [(at(1, 0, 5), "the cycle"), (at(1, 0, 10), "the backoff")] {
+        let ran = run_scenario(Scenario {
+            answers: vec![Answer::Unreachable],
+            takes: Duration::from_secs(10),
+            steps: vec![
+                (by(at(0, 40, 0)), Step::Write("schedule: \"30 * * * *\"\n")),
+                (
+                    by(reload) + Duration::from_millis(500),
+                    Step::Send(Event::Reload),
+                ),
+                (by(at(2, 0, 0)), Step::Send(Event::Stop)),
+            ],
+            ..Scenario::default()
+        })
+        .await;
+        let seen: Vec<_> = ran
+            .calls
+            .iter()
+            .map(|c| (c.began, c.schedule.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (at(1, 0, 0), "0 * * * *"),
+                (at(1, 0, 11), "0 * * * *"),
+                (at(1, 30, 0), "30 * * * *"),
+            ],
+            "a reload during {during}"
+        );
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -50,7 +50,7 @@ pub async fn run(source: PolicySource, policy: Policy) -> Result<(), AppError> {
     let events = forward_signals().map_err(AppError::Daemon)?;
     let inputs = Inputs {
         clock: SystemClock,
-        timer: WallTimer::new().map_err(AppError::Daemon)?,
+        timer: WallTimer,
         events,
         cycles: EngineCycles,
         random: schedule::random_u64,

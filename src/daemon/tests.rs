@@ -1,5 +1,5 @@
 //! Unit tests of the daemon's loop, run in tokio's paused time with fakes
-//! for its inputs.
+//! for its inputs, and of the real wall timer.
 //!
 //! The fakes: a wall clock that follows tokio's monotonic clock from a
 //! fixed time and can jump forward as a suspend does; a timer that sleeps on
@@ -18,6 +18,7 @@ use chrono::TimeZone;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::wall_timer::WallTimer;
 use super::*;
 use crate::plan::Plan;
 use crate::runtime::RuntimeError;
@@ -452,4 +453,41 @@ async fn a_held_lock_skips_the_cycle_without_a_retry() {
     })
     .await;
     assert_eq!(ran.began(), [at(1, 0, 0), at(2, 0, 0)]);
+}
+
+#[test]
+fn the_wall_timer_expires_at_a_time_just_ahead() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let at = Utc::now() + chrono::Duration::milliseconds(50);
+    let woke = runtime.block_on(WallTimer.sleep_until(at)).unwrap();
+    let now = Utc::now();
+    // A clock change (ECANCELED) also ends the wait, but early.
+    assert_eq!(woke, TimerWake::Expired);
+    assert!(now >= at, "woke at {now}, before {at}");
+    assert!(
+        now - at < chrono::Duration::seconds(1),
+        "woke at {now}, long after {at}"
+    );
+}
+
+#[test]
+fn a_dropped_wall_timer_wait_ends_its_thread_at_once() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let in_an_hour = Utc::now() + chrono::Duration::hours(1);
+    let cut = runtime.block_on(async {
+        tokio::time::timeout(Duration::from_millis(20), WallTimer.sleep_until(in_an_hour)).await
+    });
+    assert!(cut.is_err(), "an hour-long wait ended early: {cut:?}");
+    // Shutting down waits for blocking threads, up to its timeout: a thread
+    // still in poll(2) would hold it for the whole 10 s.
+    let begun = std::time::Instant::now();
+    runtime.shutdown_timeout(Duration::from_secs(10));
+    let took = begun.elapsed();
+    assert!(took < Duration::from_secs(2), "shutdown took {took:?}");
 }

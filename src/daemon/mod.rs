@@ -237,7 +237,11 @@ where
     /// be reached, until the next scheduled time. Returns whether a stop
     /// came.
     async fn cycle_with_retries(&mut self, slot: Slot) -> bool {
-        let deadline = schedule::next_scheduled(&self.policy, slot.scheduled);
+        // Retries end at the next scheduled time after this cycle's own,
+        // or after now for a catch-up cycle: right after a resume the
+        // engine is likely still starting, and the slot after the missed
+        // one is already past.
+        let deadline = schedule::next_scheduled(&self.policy, slot.scheduled.max(self.clock.now()));
         let stop = AtomicBool::new(false);
         let mut reload = false;
         let mut backoff = Duration::from_secs(1);

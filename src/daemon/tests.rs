@@ -58,6 +58,26 @@ async fn a_suspend_over_three_slots_runs_one_catch_up_cycle_then_the_next_slot()
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_catch_up_cycle_is_retried_while_the_engine_starts() {
+    let ran = run_scenario(Scenario {
+        // The engine is still starting after the resume: two failures.
+        answers: vec![Answer::Unreachable, Answer::Unreachable],
+        steps: vec![
+            (
+                Duration::from_secs(10 * 60),
+                Step::Suspend(chrono::Duration::minutes(3 * 60 + 10)),
+            ),
+            (Duration::from_secs(15 * 60), Step::Send(Event::Stop)),
+        ],
+        ..Scenario::default()
+    })
+    .await;
+    // 03:50 fails, 03:50:01 fails, 03:50:03 succeeds: retried with
+    // backoff, not given up until 04:00.
+    assert_eq!(ran.began(), [at(3, 50, 0), at(3, 50, 1), at(3, 50, 3)]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn each_slot_draws_its_own_jitter() {
     let minute = 60_000;
     let ran = run_scenario(Scenario {

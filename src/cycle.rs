@@ -113,13 +113,21 @@ pub async fn cycle(
 ) -> Result<Report, AppError> {
     let started = Instant::now();
     let started_at = Utc::now();
-    let result = locked_cycle(policy, options, stop).await;
+    // A report file that cannot be written fails the run, but the metrics
+    // still tell what it removed.
+    let (result, unwritten) = match locked_cycle(policy, options, stop).await {
+        Ok((report, unwritten)) => (Ok(report), unwritten),
+        Err(e) => (Err(e), None),
+    };
     let Some(path) = configured(&policy.report.metrics_textfile) else {
-        return result;
+        return unwritten.map_or(result, Err);
     };
     let (report, success) = match &result {
         Err(AppError::Locked(_)) => return result,
-        Ok(report) => (Cow::Borrowed(report), report.summary.failed == 0),
+        Ok(report) => (
+            Cow::Borrowed(report),
+            report.summary.failed == 0 && unwritten.is_none(),
+        ),
         Err(AppError::OverLimit { report, .. }) => (Cow::Borrowed(report.as_ref()), false),
         // No inventory: the run still failed, and an alert must see it.
         Err(_) => (
@@ -138,6 +146,7 @@ pub async fn cycle(
         tracing::warn!(path = %path.display(), "node_exporter reads only *.prom textfiles");
     }
     let text = render_metrics(&report, started.elapsed(), success);
+    let result = unwritten.map_or(result, Err);
     match write_atomically(path, text.as_bytes()) {
         Ok(()) => result,
         Err(source) => {
@@ -158,7 +167,7 @@ async fn locked_cycle(
     policy: &Policy,
     options: &CycleOptions,
     stop: &AtomicBool,
-) -> Result<Report, AppError> {
+) -> Result<(Report, Option<AppError>), AppError> {
     // Every run holds the lock, a dry one too (docs/design.md): its report is
     // "the last run's", and it must not interleave with a real run.
     let _lock = lock(&policy.lock_file)?;
@@ -221,13 +230,15 @@ async fn locked_cycle(
         reclaimed_bytes = report.summary.reclaimed_bytes,
         "run finished"
     );
-    if let Some(path) = configured(&policy.report.json_path) {
-        write_atomically(path, report.to_json().as_bytes()).map_err(|source| AppError::File {
-            path: path.to_owned(),
-            source,
-        })?;
-    }
-    Ok(report)
+    let unwritten = configured(&policy.report.json_path).and_then(|path| {
+        write_atomically(path, report.to_json().as_bytes())
+            .err()
+            .map(|source| AppError::File {
+                path: path.to_owned(),
+                source,
+            })
+    });
+    Ok((report, unwritten))
 }
 
 /// Takes the exclusive, non-blocking flock of docs/design.md, held while the

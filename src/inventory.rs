@@ -192,7 +192,7 @@ impl Container {
 /// One image, with every reference that points at it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Image {
-    /// Full id (`sha256:...`; containerd: `<namespace>/<name>`).
+    /// Full id (`sha256:...`; containerd: `<namespace>/<target digest>`).
     pub id: String,
     /// `repo:tag` references; empty for a dangling image.
     pub tags: Vec<String>,

@@ -477,8 +477,6 @@ fn pinned_names(
     names
 }
 
-/// The socket path of a `unix://` endpoint or a bare path; `None` for any
-/// other scheme.
 /// The configured namespaces safeprune may prune: each once, without
 /// Docker's `moby` and without names containerd would refuse.
 fn usable_namespaces(configured: &[String]) -> Vec<String> {

@@ -531,8 +531,8 @@ fn sorted_by_id(mut containers: Vec<Container>) -> Vec<Container> {
     containers
 }
 
-/// The socket path of a `unix://` endpoint or a bare path; `None` for any
-/// other scheme.
+/// The HTTP status of an error Docker answered with; `None` when it did
+/// not answer.
 fn status_code(e: &BollardError) -> Option<u16> {
     match e {
         BollardError::DockerResponseServerError { status_code, .. } => Some(*status_code),

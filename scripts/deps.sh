@@ -1,32 +1,74 @@
 #!/usr/bin/env bash
-# Installs what safeprune's build and tests need, when it is missing; with
-# --start-docker also starts the node's Docker Engine if none answers.
-# Idempotent: safe to run on every CI run and on a node that has it all.
+# Installs from Debian what safeprune needs, when it is missing. Idempotent:
+# safe on every CI run and on a node that has it all.
+#
+#   scripts/deps.sh                what building and the tests need
+#                                  (scripts/test.sh runs this)
+#   scripts/deps.sh --build        only what building needs: a C linker,
+#                                  protoc and the CA certificates cargo
+#                                  downloads crates with; nothing else
+#   ... --start-docker             also start Docker Engine if none answers
+#                                  (Debian's docker.io is installed only where
+#                                  no dockerd exists: a node's own Docker is
+#                                  left as it is)
 set -euo pipefail
+
+build_only=false
+start_docker=false
+for arg in "$@"; do
+  case "$arg" in
+    --build) build_only=true ;;
+    --start-docker) start_docker=true ;;
+    *)
+      echo "deps: unknown option $arg (use --build and/or --start-docker)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "deps: cargo not found: install Rust 1.89 or later with rustup (https://rustup.rs), then run this again" >&2
+  exit 1
+fi
+
 need=()
-command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
-command -v containerd >/dev/null 2>&1 || need+=(containerd)
-command -v runc >/dev/null 2>&1 || need+=(runc)
-command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
-dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
-# The test harness runs each private dockerd under unshare(1), with mount(8).
-command -v unshare >/dev/null 2>&1 || need+=(util-linux)
-command -v mount >/dev/null 2>&1 || need+=(mount)
-# The private containerd's network namespace needs its loopback up: ip(8).
-command -v ip >/dev/null 2>&1 || need+=(iproute2)
-# scripts/test.sh checks the systemd units offline with systemd-analyze.
-command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
-# ... which checks that the units' commands exist: ExecReload's /bin/kill
-# (a shell builtin too, hence the path) is procps', absent from minimal images.
-[ -x /bin/kill ] || need+=(procps)
-# The metrics test lints the textfile with promtool, from Debian's
-# prometheus package.
 need_promtool=false
-command -v promtool >/dev/null 2>&1 || need_promtool=true
+
+# Building: rustc links through cc (gcc and the C library's headers), and
+# containerd-client and k8s-cri compile their protobuf files with protoc.
+command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
+# cargo downloads the crates over HTTPS and trusts the system's CA bundle,
+# which minimal roots (debootstrap --variant=minbase, slim images) lack.
+[ -s /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
+
+if $start_docker || ! $build_only; then
+  command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+fi
+
+if ! $build_only; then
+  # The tests' private engines, and busybox for their images.
+  command -v containerd >/dev/null 2>&1 || need+=(containerd)
+  command -v runc >/dev/null 2>&1 || need+=(runc)
+  dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
+  # The test harness runs each private engine under unshare(1), with mount(8).
+  command -v unshare >/dev/null 2>&1 || need+=(util-linux)
+  command -v mount >/dev/null 2>&1 || need+=(mount)
+  # The private containerd's network namespace needs its loopback up: ip(8).
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)
+  # scripts/test.sh checks the systemd units offline with systemd-analyze.
+  command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+  # ... which checks that the units' commands exist: ExecReload's /bin/kill
+  # (a shell builtin too, hence the path) is procps', absent from minimal images.
+  [ -x /bin/kill ] || need+=(procps)
+  # The metrics test lints the textfile with promtool, from Debian's
+  # prometheus package.
+  command -v promtool >/dev/null 2>&1 || need_promtool=true
+fi
+
 if [ ${#need[@]} -gt 0 ] || $need_promtool; then
   $sudo apt-get update -qq
 fi
@@ -49,14 +91,15 @@ if $need_promtool; then
   promtool --version >/dev/null
 fi
 
-if [ "${1:-}" = "--start-docker" ]; then
-  if ! docker info >/dev/null 2>&1; then
-    echo "deps: starting dockerd (log: /var/log/safeprune-dockerd.log)" >&2
-    $sudo sh -c 'nohup dockerd >/var/log/safeprune-dockerd.log 2>&1 &'
-    for _ in $(seq 1 60); do
-      docker info >/dev/null 2>&1 && break
-      sleep 0.5
-    done
-    docker info >/dev/null 2>&1 || { echo "deps: dockerd did not start; see /var/log/safeprune-dockerd.log" >&2; exit 1; }
-  fi
+if $start_docker && ! docker info >/dev/null 2>&1; then
+  echo "deps: starting dockerd (log: /var/log/safeprune-dockerd.log)" >&2
+  $sudo sh -c 'nohup dockerd >/var/log/safeprune-dockerd.log 2>&1 &'
+  for _ in $(seq 1 60); do
+    docker info >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  docker info >/dev/null 2>&1 || {
+    echo "deps: dockerd did not start; see /var/log/safeprune-dockerd.log" >&2
+    exit 1
+  }
 fi

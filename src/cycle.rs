@@ -1,6 +1,8 @@
 //! One cycle of `run` or of the daemon: lock, snapshot, plan, check the cap,
 //! remove, write the report files. The same code path for both, so a daemon
-//! cycle behaves exactly as `safeprune run` does.
+//! cycle behaves exactly as `safeprune run` does. [`Node`], the connected
+//! runtime and its snapshot, lives here because a cycle is what takes one;
+//! `plan` and `explain` take one too, without the lock.
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -10,12 +12,79 @@ use std::time::Instant;
 
 use chrono::Utc;
 
-use crate::app::{AppError, Node, node_name};
-use crate::execute::execute;
-use crate::plan::Plan;
+use crate::error::AppError;
+use crate::execute::{Outcome, RemovalResult, execute};
+use crate::inventory::Inventory;
+use crate::output::{Chain, eprint_lossy};
+use crate::plan::{Plan, plan};
 use crate::policy::Policy;
-use crate::report::{AuditLog, RemovalResult, Report, render_metrics, write_atomically};
-use crate::runtime::Engine;
+use crate::report::{AuditLog, Refusal, Report, render_metrics, write_atomically};
+use crate::runtime::{Chosen, Engine, Runtime};
+
+/// A connected runtime and its snapshot, taken once per command or cycle.
+pub struct Node {
+    pub runtime: Runtime,
+    pub inventory: Inventory,
+    pub name: String,
+    pub started_at: chrono::DateTime<Utc>,
+    /// Why this runtime: the policy named it, or what `auto` found.
+    pub reason: String,
+}
+
+impl Node {
+    /// Connects to the runtime the policy names and takes its snapshot.
+    ///
+    /// # Errors
+    /// The runtime does not answer, or a list call fails.
+    pub async fn connect(policy: &Policy) -> Result<Self, AppError> {
+        let started_at = Utc::now();
+        let Chosen { runtime, reason } = Runtime::connect(&policy.runtime).await?;
+        let inventory = runtime.inventory().await?;
+        tracing::info!(
+            runtime = runtime.name(),
+            reason = %reason,
+            containers = inventory.containers.len(),
+            images = inventory.images.len(),
+            volumes = inventory.volumes.len(),
+            networks = inventory.networks.len(),
+            "inventory taken"
+        );
+        Ok(Self {
+            runtime,
+            inventory,
+            name: node_name(),
+            started_at,
+            reason,
+        })
+    }
+
+    /// The plan for this snapshot, as of when it was taken.
+    #[must_use]
+    pub fn plan(&self, policy: &Policy) -> Plan {
+        plan(&self.inventory, policy, self.started_at)
+    }
+
+    /// The report of `plan` on this node, with what came of its removals.
+    #[must_use]
+    pub fn report(&self, plan: &Plan, dry_run: bool, outcomes: Vec<Outcome>) -> Report {
+        Report::new(
+            self.runtime.name(),
+            &self.name,
+            self.started_at,
+            dry_run,
+            plan,
+            outcomes,
+        )
+        .with_runtime_reason(&self.reason)
+        .with_not_applicable(self.runtime.not_applicable())
+    }
+}
+
+/// This machine's host name, as reports name the node.
+#[must_use]
+pub fn node_name() -> String {
+    hostname::get().map_or_else(|_| "unknown".into(), |h| h.to_string_lossy().into())
+}
 
 /// What a cycle is asked to do beyond the policy.
 #[derive(Debug, Clone, Default)]
@@ -44,13 +113,21 @@ pub async fn cycle(
 ) -> Result<Report, AppError> {
     let started = Instant::now();
     let started_at = Utc::now();
-    let result = locked_cycle(policy, options, stop).await;
+    // A report file that cannot be written fails the run, but the metrics
+    // still tell what it removed.
+    let (result, unwritten) = match locked_cycle(policy, options, stop).await {
+        Ok((report, unwritten)) => (Ok(report), unwritten),
+        Err(e) => (Err(e), None),
+    };
     let Some(path) = configured(&policy.report.metrics_textfile) else {
-        return result;
+        return unwritten.map_or(result, Err);
     };
     let (report, success) = match &result {
         Err(AppError::Locked(_)) => return result,
-        Ok(report) => (Cow::Borrowed(report), report.summary.failed == 0),
+        Ok(report) => (
+            Cow::Borrowed(report),
+            report.summary.failed == 0 && unwritten.is_none(),
+        ),
         Err(AppError::OverLimit { report, .. }) => (Cow::Borrowed(report.as_ref()), false),
         // No inventory: the run still failed, and an alert must see it.
         Err(_) => (
@@ -69,6 +146,7 @@ pub async fn cycle(
         tracing::warn!(path = %path.display(), "node_exporter reads only *.prom textfiles");
     }
     let text = render_metrics(&report, started.elapsed(), success);
+    let result = unwritten.map_or(result, Err);
     match write_atomically(path, text.as_bytes()) {
         Ok(()) => result,
         Err(source) => {
@@ -79,7 +157,7 @@ pub async fn cycle(
             if result.is_ok() {
                 return Err(error);
             }
-            tracing::error!(%error, "cannot write the metrics textfile");
+            tracing::error!(error = %Chain(&error), "cannot write the metrics textfile");
             result
         }
     }
@@ -89,8 +167,8 @@ async fn locked_cycle(
     policy: &Policy,
     options: &CycleOptions,
     stop: &AtomicBool,
-) -> Result<Report, AppError> {
-    // Every run holds the lock, a dry one too (DESIGN.md): its report is
+) -> Result<(Report, Option<AppError>), AppError> {
+    // Every run holds the lock, a dry one too (docs/design.md): its report is
     // "the last run's", and it must not interleave with a real run.
     let _lock = lock(&policy.lock_file)?;
     // Open the audit log before anything is removed: a bad path stops the
@@ -112,7 +190,10 @@ async fn locked_cycle(
         return Err(AppError::OverLimit {
             planned,
             limit,
-            report: Box::new(node.report(&plan, true, vec![])),
+            report: Box::new(
+                node.report(&plan, true, vec![])
+                    .refused(Refusal { planned, limit }),
+            ),
         });
     }
     let outcomes = if options.dry_run {
@@ -125,10 +206,8 @@ async fn locked_cycle(
                 tracing::error!(path = %log.path().display(), error = %e, "cannot append to the audit log");
             }
             if options.progress {
-                eprint!("\rremoved {done}/{total}  ");
-                if done == total {
-                    eprintln!();
-                }
+                let end = if done == total { "\n" } else { "" };
+                eprint_lossy(&format!("\rremoved {done}/{total}  {end}"));
             }
         })
         .await;
@@ -151,16 +230,18 @@ async fn locked_cycle(
         reclaimed_bytes = report.summary.reclaimed_bytes,
         "run finished"
     );
-    if let Some(path) = configured(&policy.report.json_path) {
-        write_atomically(path, report.to_json().as_bytes()).map_err(|source| AppError::File {
-            path: path.to_owned(),
-            source,
-        })?;
-    }
-    Ok(report)
+    let unwritten = configured(&policy.report.json_path).and_then(|path| {
+        write_atomically(path, report.to_json().as_bytes())
+            .err()
+            .map(|source| AppError::File {
+                path: path.to_owned(),
+                source,
+            })
+    });
+    Ok((report, unwritten))
 }
 
-/// Takes the exclusive, non-blocking flock of DESIGN.md, held while the
+/// Takes the exclusive, non-blocking flock of docs/design.md, held while the
 /// returned file lives.
 fn lock(path: &Path) -> Result<File, AppError> {
     let file = std::fs::OpenOptions::new()

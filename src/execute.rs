@@ -1,21 +1,135 @@
-//! The executor: the only code that deletes.
+//! The executor: the only code that deletes, and the [`Outcome`] of each
+//! removal it attempts.
 //!
 //! Kinds go in removal order (containers first, so that what they held is
 //! free when images, volumes and networks come). Before each removal the
 //! executor asks the runtime again and runs the planner's rules on the fresh
-//! answer: a pod may have restarted since planning. It never forces; a 404 or
-//! 409 is `skipped`, anything else `failed`. At most `safety.concurrency`
-//! removals are in flight, and once `stop` is set no new one starts.
+//! answer: a pod may have restarted since planning. It never forces; an
+//! object gone, in use or changed is `skipped`, an engine error `failed`,
+//! each with its [`Reason`]. At most `safety.concurrency` removals are in
+//! flight, and once `stop` is set no new one starts.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::Utc;
 use futures_util::{StreamExt, stream};
+use serde::Serialize;
 
+use crate::inventory::Kind;
+use crate::output::Chain;
 use crate::plan::{self, Action, Decision, Plan};
 use crate::policy::Policy;
-use crate::report::{Outcome, RemovalResult};
-use crate::runtime::{Engine, Kind, Removal};
+use crate::runtime::{Engine, Removal};
+
+/// What came of one removal attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RemovalResult {
+    Deleted,
+    /// Gone, in use, changed since planning, or not attempted.
+    Skipped,
+    Failed,
+}
+
+impl RemovalResult {
+    /// Every result, in the order reports list them.
+    pub const ALL: [RemovalResult; 3] = [Self::Deleted, Self::Skipped, Self::Failed];
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Deleted => "deleted",
+            Self::Skipped => "skipped",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// Why an object was not deleted: what scripts, tests and metrics match on.
+/// The outcome's `error` says the same for people, with the engine's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// It no longer existed: removed by someone else since planning (404).
+    Gone,
+    /// The engine refused: the object is in use or live (409, 403, a task
+    /// that runs, a container that uses the image).
+    InUse,
+    /// The re-check on fresh facts keeps it now (a pod came back, an image
+    /// was used again).
+    Changed,
+    /// A stop signal came before its turn.
+    NotAttempted,
+    /// The engine failed the re-check or the removal.
+    EngineError,
+}
+
+impl Reason {
+    /// Every reason a removal is skipped for, in the order metrics list them.
+    pub const SKIPPED: [Reason; 4] = [Self::Gone, Self::InUse, Self::Changed, Self::NotAttempted];
+
+    /// The code as reports show it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Gone => "gone",
+            Self::InUse => "in_use",
+            Self::Changed => "changed",
+            Self::NotAttempted => "not_attempted",
+            Self::EngineError => "engine_error",
+        }
+    }
+
+    /// The result an attempt that ended for this reason has: only an
+    /// engine error is a failure.
+    #[must_use]
+    pub fn result(self) -> RemovalResult {
+        match self {
+            Self::EngineError => RemovalResult::Failed,
+            Self::Gone | Self::InUse | Self::Changed | Self::NotAttempted => RemovalResult::Skipped,
+        }
+    }
+}
+
+/// One removal attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Outcome {
+    pub kind: Kind,
+    pub id: String,
+    pub name: String,
+    /// Every reference of an image (tags, then digests); absent for other
+    /// kinds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refs: Option<Vec<String>>,
+    pub result: RemovalResult,
+    /// Bytes freed (deleted), or that would have been (skipped, failed).
+    pub bytes: Option<u64>,
+    /// Why it was not deleted; `null` when it was.
+    pub reason: Option<Reason>,
+    /// The same for people, with the engine's words; `null` when deleted.
+    pub error: Option<String>,
+}
+
+impl Outcome {
+    /// The outcome of `decision`'s removal: deleted, or not for `reason`.
+    #[must_use]
+    pub fn of(decision: &Decision, not_deleted: Option<(Reason, String)>) -> Self {
+        let (result, reason, error) = match not_deleted {
+            None => (RemovalResult::Deleted, None, None),
+            Some((reason, why)) => (reason.result(), Some(reason), Some(why)),
+        };
+        Self {
+            kind: decision.kind,
+            id: decision.id.clone(),
+            name: decision.name.clone(),
+            refs: decision.refs.clone(),
+            result,
+            bytes: decision.bytes,
+            reason,
+            error,
+        }
+    }
+}
 
 /// Carries out every deletion of `plan` and returns what came of each, in
 /// removal order. `on_outcome` sees each outcome as it happens (audit log,
@@ -52,49 +166,47 @@ async fn attempt<E: Engine>(
     policy: &Policy,
     stop: &AtomicBool,
 ) -> Outcome {
-    let outcome = |result, error: Option<String>| Outcome {
-        kind: d.kind,
-        id: d.id.clone(),
-        name: d.name.clone(),
-        result,
-        bytes: d.bytes,
-        error,
-    };
-    let skipped = |why: String| outcome(RemovalResult::Skipped, Some(why));
+    let not_deleted = |reason, why: String| Outcome::of(d, Some((reason, why)));
     if stop.load(Ordering::SeqCst) {
-        return skipped("not attempted: safeprune was asked to stop".to_owned());
+        return not_deleted(
+            Reason::NotAttempted,
+            "not attempted: safeprune was asked to stop".to_owned(),
+        );
     }
     let fresh = match engine.recheck(d.kind, &d.id).await {
         Ok(fresh) => fresh,
         Err(e) => {
-            return outcome(
-                RemovalResult::Failed,
-                Some(format!("cannot re-check before removal: {e}")),
+            return not_deleted(
+                Reason::EngineError,
+                format!("cannot re-check before removal: {}", Chain(&e)),
             );
         }
     };
     match plan::recheck(d.kind, &d.id, &fresh, policy, Utc::now()) {
-        None => return skipped("gone since planning".to_owned()),
+        None => return not_deleted(Reason::Gone, "gone since planning".to_owned()),
         Some(now) if now.decision == Action::Keep => {
             tracing::info!(kind = %d.kind, id = %d.id, rule = now.rule.as_str(), "changed since planning, kept");
-            return skipped(format!(
-                "changed since planning, now kept by {}: {}",
-                now.rule.as_str(),
-                now.detail
-            ));
+            return not_deleted(
+                Reason::Changed,
+                format!(
+                    "changed since planning, now kept by {}: {}",
+                    now.rule.as_str(),
+                    now.detail
+                ),
+            );
         }
         Some(_) => {}
     }
     match engine.remove(d.kind, &d.id).await {
         Removal::Removed => {
             tracing::info!(kind = %d.kind, id = %d.id, name = %d.name, "removed");
-            outcome(RemovalResult::Deleted, None)
+            Outcome::of(d, None)
         }
-        Removal::Gone => skipped("already gone".to_owned()),
-        Removal::Conflict(msg) => skipped(format!("in use or changed: {msg}")),
+        Removal::Gone => not_deleted(Reason::Gone, "already gone".to_owned()),
+        Removal::InUse(msg) => not_deleted(Reason::InUse, format!("in use: {msg}")),
         Removal::Failed(msg) => {
             tracing::warn!(kind = %d.kind, id = %d.id, error = %msg, "removal failed");
-            outcome(RemovalResult::Failed, Some(msg))
+            not_deleted(Reason::EngineError, msg)
         }
     }
 }

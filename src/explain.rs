@@ -2,10 +2,10 @@
 
 use std::fmt::Write as _;
 
-use crate::inventory::Inventory;
-use crate::plan::{Decision, Plan, reference_forms};
+use crate::inventory::Kind;
+use crate::inventory::{Inventory, reference_forms};
+use crate::plan::{Decision, Plan};
 use crate::report::human_bytes;
-use crate::runtime::Kind;
 
 /// Shortest id prefix accepted, so `a` does not match half the node.
 const MIN_PREFIX: usize = 4;
@@ -26,11 +26,10 @@ pub fn find<'p>(plan: &'p Plan, inventory: &Inventory, query: &str) -> Vec<&'p D
                 .filter(|c| c.id == d.id)
                 .flat_map(|c| c.names.clone())
                 .collect(),
-            Kind::Image => inventory
-                .images
+            Kind::Image => d
+                .refs
                 .iter()
-                .filter(|i| i.id == d.id)
-                .flat_map(|i| i.tags.iter().chain(&i.digests))
+                .flatten()
                 .flat_map(|r| reference_forms(r))
                 .collect(),
             Kind::Volume | Kind::Network | Kind::BuildCache => vec![d.name.clone()],
@@ -58,17 +57,28 @@ pub fn find<'p>(plan: &'p Plan, inventory: &Inventory, query: &str) -> Vec<&'p D
         .collect()
 }
 
-/// One decision, with the facts behind it, for people.
+/// One decision, with the facts behind it, for people. An image found by
+/// one of its references is headed by that reference, and every other
+/// reference is listed: `explain nginx:1.25` answers about `nginx:1.25`.
 #[must_use]
-pub fn render(d: &Decision) -> String {
+pub fn render(d: &Decision, query: &str) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "{} {}", d.kind, d.name);
-    let mut rows: Vec<(String, String)> = vec![
-        ("id".into(), d.id.clone()),
+    let refs = d.refs.as_deref().unwrap_or_default();
+    let query = query.trim();
+    let heading = refs
+        .iter()
+        .find(|r| reference_forms(r).iter().any(|f| f == query))
+        .unwrap_or(&d.name);
+    let _ = writeln!(out, "{} {heading}", d.kind);
+    let mut rows: Vec<(String, String)> = vec![("id".into(), d.id.clone())];
+    if !refs.is_empty() {
+        rows.push(("references".into(), refs.join(", ")));
+    }
+    rows.extend([
         ("decision".into(), d.decision.as_str().into()),
         ("rule".into(), d.rule.as_str().into()),
         ("why".into(), d.detail.clone()),
-    ];
+    ]);
     if let Some(bytes) = d.bytes {
         rows.push(("size".into(), human_bytes(bytes)));
     }
@@ -109,8 +119,8 @@ mod tests {
             }],
             images: vec![Image {
                 id: "sha256:5555aaaa".into(),
-                tags: vec!["nginx:1.25".into()],
-                digests: vec![],
+                tags: vec!["nginx:latest".into(), "nginx:1.25".into()],
+                digests: vec!["nginx@sha256:feed".into()],
                 created: None,
                 last_tagged: None,
                 size: Some(187_000_000),
@@ -131,6 +141,8 @@ mod tests {
         assert_eq!(kinds("abcdef"), vec![Kind::Container]);
         assert_eq!(kinds("abcdef0123456789"), vec![Kind::Container]);
         assert_eq!(kinds("docker.io/library/nginx:1.25"), vec![Kind::Image]);
+        assert_eq!(kinds("nginx:latest"), vec![Kind::Image]);
+        assert_eq!(kinds("nginx@sha256:feed"), vec![Kind::Image]);
         assert_eq!(kinds("sha256:5555aaaa"), vec![Kind::Image]);
         assert_eq!(kinds("5555"), vec![Kind::Image]);
         assert!(kinds("ab").is_empty(), "too short a prefix matches nothing");
@@ -140,7 +152,12 @@ mod tests {
     #[test]
     fn render_names_rule_and_facts() {
         let (inv, p) = node();
-        let text = render(find(&p, &inv, "nginx:1.25")[0]);
+        let text = render(find(&p, &inv, "nginx:1.25")[0], "nginx:1.25");
+        assert!(text.starts_with("image nginx:1.25\n"), "{text}");
+        assert!(
+            text.contains("references: nginx:latest, nginx:1.25, nginx@sha256:feed"),
+            "{text}"
+        );
         assert!(text.contains("rule:"), "{text}");
         assert!(text.contains("in_use"), "{text}");
         assert!(text.contains("used by:"), "{text}");

@@ -4,10 +4,64 @@
 //! every quirk at that boundary; nothing here knows bollard or containerd.
 //! The planner reads it and never touches a runtime.
 
+mod refs;
+
 use std::collections::BTreeMap;
+use std::fmt;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+
+pub use refs::reference_forms;
+
+/// The kinds of object safeprune decides over, in removal order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Container,
+    Network,
+    Volume,
+    Image,
+    BuildCache,
+}
+
+impl Kind {
+    /// Every kind, in the order reports list them.
+    pub const ALL: [Kind; 5] = [
+        Kind::Container,
+        Kind::Image,
+        Kind::Volume,
+        Kind::Network,
+        Kind::BuildCache,
+    ];
+
+    /// Every kind, in the order the executor removes them.
+    pub const REMOVAL_ORDER: [Kind; 5] = [
+        Kind::Container,
+        Kind::Network,
+        Kind::Volume,
+        Kind::Image,
+        Kind::BuildCache,
+    ];
+
+    /// The name used in reports and JSON.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Container => "container",
+            Self::Network => "network",
+            Self::Volume => "volume",
+            Self::Image => "image",
+            Self::BuildCache => "build_cache",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Labels as the runtime reports them, ordered for deterministic output.
 pub type Labels = BTreeMap<String, String>;
@@ -138,7 +192,7 @@ impl Container {
 /// One image, with every reference that points at it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Image {
-    /// Full id (`sha256:...`; containerd: `<namespace>/<name>`).
+    /// Full id (`sha256:...`; containerd: `<namespace>/<target digest>`).
     pub id: String,
     /// `repo:tag` references; empty for a dangling image.
     pub tags: Vec<String>,

@@ -1,16 +1,26 @@
 //! safeprune: pod-aware, policy-driven pruning for Docker and containerd nodes.
 //!
 //! The crate is a pure planner ([`plan`]) between a runtime-neutral snapshot
-//! ([`inventory`]) and one executor that deletes; the binary in `main.rs` is a
-//! thin shell over [`app`].
+//! ([`inventory`]) and one executor that deletes ([`execute`]); the binary in
+//! `main.rs` is a thin shell over [`app`]. Layers import one way, downwards
+//! (docs/design.md, "Layers"; `tests/layers.rs` checks it):
+//!
+//! - commands: [`app`] over [`daemon`] over [`cycle`], and [`explain`];
+//! - [`report`] and [`error`], over the executor [`execute`];
+//! - the adapters behind [`runtime`];
+//! - the pure core: [`plan`] and [`schedule`] over [`policy`] over
+//!   [`inventory`];
+//! - [`cli`] and [`output`] stand apart, used from the top.
 
 pub mod app;
 pub mod cli;
 pub mod cycle;
 pub mod daemon;
+pub mod error;
 pub mod execute;
 pub mod explain;
 pub mod inventory;
+pub mod output;
 pub mod plan;
 pub mod policy;
 pub mod report;

@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use safeprune::app;
 use safeprune::cli::{Cli, LogFormat};
+use safeprune::error::exit;
+use safeprune::output::{Chain, eprintln_lossy};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -18,14 +20,16 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("safeprune: error: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
+            eprintln_lossy(&format!(
+                "safeprune: error: cannot start the async runtime: {e}"
+            ));
+            return ExitCode::from(exit::RUNTIME);
         }
     };
     match runtime.block_on(app::run(&cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("safeprune: error: {e}");
+            eprintln_lossy(&format!("safeprune: error: {}", Chain(&e)));
             ExitCode::from(e.exit_code())
         }
     }

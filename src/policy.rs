@@ -25,7 +25,7 @@ pub const SYSTEM_POLICY_PATH: &str = "/etc/safeprune/policy.yaml";
 /// Why a policy could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
-    #[error("cannot read policy {path}: {source}")]
+    #[error("cannot read policy {path}")]
     Read {
         path: PathBuf,
         source: std::io::Error,
@@ -684,6 +684,19 @@ impl Policy {
 pub enum PolicySource {
     File(PathBuf),
     Builtin,
+}
+
+/// The file's path, or that it is the built-in default, as `check` says.
+impl fmt::Display for PolicySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::File(path) => write!(f, "{}", path.display()),
+            Self::Builtin => write!(
+                f,
+                "the built-in default (no --config, no $SAFEPRUNE_CONFIG, no {SYSTEM_POLICY_PATH})"
+            ),
+        }
+    }
 }
 
 impl PolicySource {

@@ -3,7 +3,7 @@
 //!
 //! Pure: the clock and the randomness are arguments, so the weekday
 //! numbering, daylight-saving changes and jitter bounds are unit-tested
-//! without sleeping. The daemon (`daemon.rs`) does the waiting.
+//! without sleeping. The daemon (`daemon/`) does the waiting.
 
 use chrono::{DateTime, Duration, Local, TimeZone, Utc};
 use croner::Cron;

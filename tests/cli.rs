@@ -23,6 +23,40 @@ fn check_prints_the_documented_default_policy() {
     let from_file = String::from_utf8(out.stdout).unwrap();
     assert!(from_file.contains("io.kubernetes.container.name=istio-init"));
     assert!(from_file.contains("schedule: 0 5 * * 4"));
+    // Which file it read goes to stderr: stdout stays the policy alone.
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err, "safeprune: policy from config/policy.yaml\n");
+}
+
+#[test]
+fn check_says_when_it_read_no_file() {
+    let out = safeprune(&["check"]);
+    assert!(out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    if std::path::Path::new("/etc/safeprune/policy.yaml").exists() {
+        assert_eq!(err, "safeprune: policy from /etc/safeprune/policy.yaml\n");
+    } else {
+        assert!(
+            err.starts_with("safeprune: policy from the built-in default"),
+            "{err}"
+        );
+    }
+    let quiet = safeprune(&["--config", "config/policy.yaml", "-q", "check"]);
+    assert!(quiet.stderr.is_empty(), "-q says nothing but errors");
+}
+
+#[test]
+fn a_closed_stdout_is_no_panic() {
+    // `safeprune check | head -1` once head has gone.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = command(&["--config", "config/policy.yaml", "check"])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
 }
 
 #[test]
@@ -67,6 +101,9 @@ fn unreachable_engine_exits_1_and_names_the_endpoint() {
         let err = String::from_utf8(out.stderr).unwrap();
         assert!(err.contains("nothing.sock"), "{err}");
         assert!(err.contains("dockerd"), "says what to check: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        // The cause (bollard's words) is said once, after what failed.
+        assert_eq!(err.matches("Socket not found").count(), 1, "{err}");
     }
 }
 

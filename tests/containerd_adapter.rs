@@ -12,11 +12,12 @@ mod util;
 use chrono::{Duration, Utc};
 use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::{ListContainersRequest, ListImagesRequest};
+use safeprune::inventory::Kind;
 use safeprune::inventory::{ContainerState, Image, Inventory};
 use safeprune::plan::{self, Rule};
 use safeprune::policy::Policy;
 use safeprune::runtime::containerd::ContainerdRuntime;
-use safeprune::runtime::{Engine, Kind, Removal, RuntimeError};
+use safeprune::runtime::{Engine, Removal, RuntimeError};
 use util::containerd::{CRI_NAMESPACE, Imported, PrivateContainerd, SANDBOX_IMAGE};
 use util::node::container;
 use util::pod::Pod;
@@ -458,7 +459,7 @@ async fn what_is_live_used_or_kubelets_own_is_refused() {
     let node = lay_out(&containerd).await;
 
     let refused = |removal: Removal, what: &str| match removal {
-        Removal::Conflict(msg) => msg,
+        Removal::InUse(msg) => msg,
         other => panic!("{what}: expected a conflict, got {other:?}"),
     };
     let msg = refused(

@@ -9,7 +9,7 @@
 mod util;
 
 use k8s_cri::v1::ListContainersRequest;
-use safeprune::report::RemovalResult;
+use safeprune::execute::{Reason, RemovalResult};
 use safeprune::runtime::containerd::ContainerdRuntime;
 use util::RUN_FOREVER;
 use util::containerd::{CRI_NAMESPACE, PrivateContainerd};
@@ -238,6 +238,7 @@ async fn a_pod_back_or_an_image_newly_used_after_planning_is_skipped() {
     for role in ["gone-pod job", "other image unused"] {
         let o = layout.outcome(&outcomes, role);
         assert_eq!(o.result, RemovalResult::Skipped, "{role}: {o:?}");
+        assert_eq!(o.reason, Some(Reason::Changed), "{role}: {o:?}");
     }
     assert!(
         cri_ids(&containerd)

@@ -284,6 +284,30 @@ async fn every_run_writes_the_metrics_textfile_unless_another_holds_the_lock() {
     assert!(!prom.exists());
     drop(lock);
 
+    // The JSON report cannot be written (a directory stands at its path):
+    // the run fails, and the textfile still tells what it removed.
+    engine.run_to_exit("exited-again", &base, &[]).await;
+    let json = safeprune.path("report.json");
+    let _ = std::fs::remove_file(&json);
+    std::fs::create_dir(&json).unwrap();
+    let out = safeprune.run(&["-q", "run"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("report.json"),
+        "names the file"
+    );
+    let metrics = std::fs::read_to_string(&prom).unwrap();
+    assert_eq!(sample(&metrics, "safeprune_last_run_success"), Some(0.0));
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"safeprune_last_run_removals{kind="container",result="deleted"}"#
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    std::fs::remove_dir(&json).unwrap();
+
     // The engine is gone: the run fails, and the textfile says so.
     drop(engine);
     assert_eq!(safeprune.run(&["-q", "run"]).status.code(), Some(1));

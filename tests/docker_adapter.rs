@@ -8,9 +8,9 @@ mod util;
 
 use bollard::models::HostConfig;
 use chrono::Utc;
-use safeprune::inventory::ContainerState;
+use safeprune::inventory::{ContainerState, Kind};
 use safeprune::runtime::docker::DockerRuntime;
-use safeprune::runtime::{Engine, Kind, Removal, RuntimeError};
+use safeprune::runtime::{Engine, Removal, RuntimeError};
 use util::docker::PrivateDockerd;
 use util::node::container;
 use util::pod::Pod;
@@ -222,7 +222,7 @@ async fn removing_a_running_container_is_a_conflict_and_leaves_it_running() {
 
     let removal = runtime.remove(Kind::Container, &running).await;
     assert!(
-        matches!(&removal, Removal::Conflict(msg) if msg.contains("running")),
+        matches!(&removal, Removal::InUse(msg) if msg.contains("running")),
         "{removal:?}"
     );
     let state = dockerd
@@ -284,7 +284,7 @@ async fn an_image_a_stopped_container_uses_is_a_conflict_and_keeps_its_tags() {
     for id in [image.as_str(), short_id] {
         let removal = runtime.remove(Kind::Image, id).await;
         assert!(
-            matches!(&removal, Removal::Conflict(msg) if msg.contains(&user)),
+            matches!(&removal, Removal::InUse(msg) if msg.contains(&user)),
             "{id}: {removal:?}"
         );
     }
@@ -340,12 +340,12 @@ async fn volumes_and_networks_in_use_are_conflicts_until_freed() {
     // endpoints; both mean "in use".
     let removal = runtime.remove(Kind::Volume, &volume).await;
     assert!(
-        matches!(&removal, Removal::Conflict(msg) if msg.contains("in use")),
+        matches!(&removal, Removal::InUse(msg) if msg.contains("in use")),
         "{removal:?}"
     );
     let removal = runtime.remove(Kind::Network, &network).await;
     assert!(
-        matches!(&removal, Removal::Conflict(msg) if msg.contains("active endpoints")),
+        matches!(&removal, Removal::InUse(msg) if msg.contains("active endpoints")),
         "{removal:?}"
     );
 

@@ -13,7 +13,7 @@ use bollard::models::HostConfig;
 use bollard::query_parameters::{
     ListContainersOptionsBuilder, ListImagesOptionsBuilder, ListNetworksOptions, ListVolumesOptions,
 };
-use safeprune::report::RemovalResult;
+use safeprune::execute::{Reason, RemovalResult};
 use safeprune::runtime::docker::DockerRuntime;
 use serde_json::Value;
 use util::RUN_FOREVER;
@@ -412,6 +412,7 @@ async fn a_container_restarted_after_planning_is_skipped_not_removed() {
     for role in ["plain stopped", "old-pod app"] {
         let o = layout.outcome(&outcomes, role);
         assert_eq!(o.result, RemovalResult::Skipped, "{role}: {o:?}");
+        assert_eq!(o.reason, Some(Reason::Changed), "{role}: {o:?}");
         assert!(
             o.error
                 .as_deref()
@@ -459,8 +460,66 @@ async fn explain_names_the_rule_and_the_facts() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("in_use"), "{text}");
 
+    // Asked by any of its tags, a multi-tagged image answers under that tag
+    // and lists every other.
+    for tag in ["multi:2", "other/multi:3", "docker.io/library/multi:1"] {
+        let out = safeprune.run(&["explain", tag]);
+        assert_eq!(out.status.code(), Some(0), "{tag}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let short = tag.trim_start_matches("docker.io/library/");
+        assert!(text.starts_with(&format!("image {short}\n")), "{text}");
+        assert!(
+            text.contains("references: multi:1, multi:2, other/multi:3"),
+            "{text}"
+        );
+        assert!(text.contains(layout.id("image multi-tagged")), "{text}");
+    }
+    // The plan shows every tag too, in its table and its JSON.
+    let out = safeprune.run(&["plan"]);
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("multi:1,2 other/multi:3"), "{table}");
+    let (_, report) = safeprune.json(&["plan", "--output", "json"]);
+    let multi = decision(&report, layout.id("image multi-tagged"));
+    let refs: Vec<&str> = multi["refs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r.as_str())
+        .filter(|r| !r.contains('@'))
+        .collect();
+    assert_eq!(refs, ["multi:1", "multi:2", "other/multi:3"]);
+
+    // Nothing of that name: exit 6, which says the engine was asked.
     let out = safeprune.run(&["explain", "no-such-thing"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(6));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no container, image, volume or network matches 'no-such-thing'"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reader_that_closed_the_pipe_is_no_error() {
+    let engine = PrivateDockerd::start().await;
+    lay_out(&engine).await;
+    let safeprune = safeprune_on(&engine, "");
+    // `safeprune explain … | head -1` once head has gone: the write fails
+    // with EPIPE, which must neither panic nor change the exit code.
+    for args in [
+        vec!["explain", "k8s_istio-init_web_default_uid-default-web_0"],
+        vec!["plan"],
+        vec!["plan", "--output", "json"],
+        vec!["run", "--dry-run"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = safeprune.command(&args).stdout(writer).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -527,7 +586,8 @@ async fn sigterm_finishes_the_removals_in_flight_and_still_reports() {
     assert!(
         not_attempted
             .iter()
-            .all(|o| o["error"].as_str().unwrap().contains("not attempted"))
+            .all(|o| o["error"].as_str().unwrap().contains("not attempted")
+                && o["reason"] == "not_attempted")
     );
     // What was not attempted is still there; what was deleted is gone.
     let after = existing(&engine).await;

@@ -10,13 +10,14 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
+use safeprune::execute::{Outcome, Reason};
 use safeprune::inventory::{
     BuildCacheEntry, Container, ContainerState, Image, Inventory, Labels, Network, PodIdentity,
     PodSandbox, Volume,
 };
 use safeprune::plan::{Action, plan};
 use safeprune::policy::Policy;
-use safeprune::report::{Outcome, RemovalResult, Report, render_metrics};
+use safeprune::report::{Report, render_metrics};
 
 fn now() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 5, 0, 7).unwrap() + chrono::Duration::milliseconds(250)
@@ -192,19 +193,12 @@ fn run_report() -> Report {
         .iter()
         .enumerate()
         .map(|(i, d)| {
-            let result = match i {
-                0 => RemovalResult::Skipped,
-                i if i + 1 == deletions.len() => RemovalResult::Failed,
-                _ => RemovalResult::Deleted,
+            let not_deleted = match i {
+                0 => Some(Reason::InUse),
+                i if i + 1 == deletions.len() => Some(Reason::EngineError),
+                _ => None,
             };
-            Outcome {
-                kind: d.kind,
-                id: d.id.clone(),
-                name: d.name.clone(),
-                result,
-                bytes: d.bytes,
-                error: (result != RemovalResult::Deleted).then(|| "conflict".to_owned()),
-            }
+            Outcome::of(d, not_deleted.map(|r| (r, "conflict".to_owned())))
         })
         .collect();
     Report::new("docker", "node1", now(), false, &planned, outcomes)

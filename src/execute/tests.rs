@@ -91,6 +91,16 @@ fn results(outcomes: &[Outcome]) -> BTreeSet<(Kind, String, RemovalResult)> {
         .collect()
 }
 
+/// The reason each object was not deleted, `None` for a deletion.
+fn reason(outcomes: &[Outcome], id: &str) -> Option<Reason> {
+    let o = outcomes.iter().find(|o| o.id == id).unwrap();
+    assert_eq!(
+        o.result,
+        o.reason.map_or(RemovalResult::Deleted, Reason::result)
+    );
+    o.reason
+}
+
 #[tokio::test]
 async fn removes_containers_before_what_they_held() {
     let engine = MemoryEngine::new(node());
@@ -123,6 +133,7 @@ async fn a_pod_that_came_back_is_skipped_not_removed() {
     let outcomes = run(&engine, &AtomicBool::new(false)).await;
     let init = outcomes.iter().find(|o| o.id == "init").unwrap();
     assert_eq!(init.result, RemovalResult::Skipped);
+    assert_eq!(init.reason, Some(Reason::Changed));
     assert!(
         init.error.as_deref().unwrap().contains("live_pod_sandbox"),
         "{init:?}"
@@ -130,6 +141,7 @@ async fn a_pod_that_came_back_is_skipped_not_removed() {
     // Its image is now held by a container that stays: skipped too.
     let image = outcomes.iter().find(|o| o.id == "sha256:app").unwrap();
     assert_eq!(image.result, RemovalResult::Skipped);
+    assert_eq!(image.reason, Some(Reason::Changed));
     assert!(
         engine
             .state
@@ -155,6 +167,26 @@ async fn a_restarted_container_is_skipped() {
     assert!(got.contains(&(Kind::Image, "sha256:a".into(), RemovalResult::Skipped)));
     assert!(got.contains(&(Kind::Volume, "vol-a".into(), RemovalResult::Skipped)));
     assert!(got.contains(&(Kind::Container, "b".into(), RemovalResult::Deleted)));
+    assert_eq!(reason(&outcomes, "a"), Some(Reason::Changed));
+    assert_eq!(reason(&outcomes, "b"), None);
+}
+
+#[tokio::test]
+async fn what_changes_between_recheck_and_removal_is_gone_or_in_use() {
+    let mut engine = MemoryEngine::new(node());
+    engine.before_remove = Some(Box::new(|inv: &mut Inventory| {
+        // Someone removed the network; container "a" was started again.
+        inv.networks.retain(|n| n.id != "net-a");
+        if let Some(c) = inv.containers.iter_mut().find(|c| c.id == "a") {
+            c.state = ContainerState::Running;
+        }
+    }));
+    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    assert_eq!(reason(&outcomes, "net-a"), Some(Reason::Gone));
+    assert_eq!(reason(&outcomes, "a"), Some(Reason::InUse));
+    let a = outcomes.iter().find(|o| o.id == "a").unwrap();
+    assert!(a.error.as_deref().unwrap().starts_with("in use: "), "{a:?}");
+    assert_eq!(reason(&outcomes, "b"), None);
 }
 
 #[tokio::test]
@@ -170,6 +202,8 @@ async fn vanished_objects_and_server_errors_are_reported_as_such() {
     assert!(got.contains(&(Kind::Network, "net-a".into(), RemovalResult::Skipped)));
     let b = outcomes.iter().find(|o| o.id == "b").unwrap();
     assert!(b.error.as_deref().unwrap().contains("server error"));
+    assert_eq!(reason(&outcomes, "b"), Some(Reason::EngineError));
+    assert_eq!(reason(&outcomes, "net-a"), Some(Reason::Gone));
 }
 
 #[tokio::test]
@@ -214,4 +248,9 @@ async fn nothing_new_starts_after_stop() {
     let outcomes = run(&engine, &AtomicBool::new(true)).await;
     assert!(engine.removed.lock().unwrap().is_empty());
     assert!(outcomes.iter().all(|o| o.result == RemovalResult::Skipped));
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| o.reason == Some(Reason::NotAttempted))
+    );
 }

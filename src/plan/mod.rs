@@ -6,7 +6,6 @@
 //! [`recheck`] on fresh data just before each removal, so one set of rules
 //! decides both.
 
-mod refs;
 mod rules;
 
 use std::collections::BTreeMap;
@@ -14,11 +13,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::inventory::Inventory;
+use crate::inventory::{Inventory, Kind};
 use crate::policy::Policy;
-use crate::runtime::Kind;
-
-pub use refs::reference_forms;
 
 /// Delete or keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -38,7 +34,7 @@ impl Action {
     }
 }
 
-/// The rule that decided an object. The codes are a contract (DESIGN.md).
+/// The rule that decided an object. The codes are a contract (docs/design.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Rule {
@@ -97,6 +93,11 @@ pub struct Decision {
     pub id: String,
     /// A name for people: container name, first image reference, and so on.
     pub name: String,
+    /// Every reference of an image (tags, then digests), so that a
+    /// multi-tagged image shows under each of its names; absent for other
+    /// kinds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refs: Option<Vec<String>>,
     pub decision: Action,
     pub rule: Rule,
     /// One sentence on why.
@@ -114,12 +115,18 @@ impl Decision {
             kind,
             id: id.to_owned(),
             name,
+            refs: None,
             decision: rule.action(),
             rule,
             detail,
             bytes: None,
             facts: Vec::new(),
         }
+    }
+
+    fn with_refs(mut self, refs: Vec<String>) -> Self {
+        self.refs = Some(refs);
+        self
     }
 
     fn with_bytes(mut self, bytes: Option<u64>) -> Self {

@@ -1,4 +1,4 @@
-//! The rule tables of DESIGN.md, one function per kind, first match wins.
+//! The rule tables of docs/design.md, one function per kind, first match wins.
 //!
 //! Containers are decided first: images, volumes and networks are in use
 //! only through the containers that are kept, so what a planned deletion
@@ -9,13 +9,12 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use super::refs::reference_forms;
 use super::{Decision, Plan, Rule, human_age};
 use crate::inventory::{
-    BuildCacheEntry, Container, Image, Inventory, Network, PodSandbox, Volume, short_id,
+    BuildCacheEntry, Container, Image, Inventory, Kind, Network, PodSandbox, Volume,
+    reference_forms, short_id,
 };
 use crate::policy::{Age, ImageMode, Policy};
-use crate::runtime::Kind;
 
 /// Networks every Docker engine has and no one may remove.
 const BUILTIN_NETWORKS: [&str; 4] = ["bridge", "host", "none", "ingress"];
@@ -289,7 +288,9 @@ fn image(
     now: DateTime<Utc>,
 ) -> Decision {
     let d = |rule, detail: String| {
-        Decision::new(Kind::Image, &i.id, i.display_name(), rule, detail).with_bytes(i.size)
+        Decision::new(Kind::Image, &i.id, i.display_name(), rule, detail)
+            .with_refs(i.tags.iter().chain(&i.digests).cloned().collect())
+            .with_bytes(i.size)
     };
     if let Some(user) = holders.of_image(i).first() {
         return d(

@@ -74,6 +74,27 @@ fn durations_accept_the_documented_forms() {
 }
 
 #[test]
+fn the_default_policy_names_every_duration_form_it_accepts() {
+    // The comment a user reads first lists the forms; each must parse, and
+    // each form the parser accepts (s, m, h, d, w, 0) must be listed.
+    let line = DEFAULT_POLICY_YAML
+        .lines()
+        .find_map(|l| l.strip_prefix("# Durations: "))
+        .expect("config/policy.yaml lists the duration forms");
+    let forms: Vec<&str> = line.trim_end_matches('.').split(", ").collect();
+    for form in &forms {
+        assert!(Age::from_str(form).is_ok(), "{form} is listed but refused");
+    }
+    for unit in ['s', 'm', 'h', 'd', 'w'] {
+        assert!(
+            forms.iter().any(|f| f.ends_with(unit)),
+            "no {unit} form in {line}"
+        );
+    }
+    assert!(forms.contains(&"0"), "{line}");
+}
+
+#[test]
 fn bad_durations_are_refused_with_their_location() {
     for bad in ["1x", "h", "10", "-1h", "1.5h", "", "1h 30m"] {
         assert!(Age::from_str(bad).is_err(), "{bad:?} should be refused");

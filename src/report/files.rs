@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use chrono::{SecondsFormat, Utc};
 use serde::Serialize;
 
-use super::Outcome;
+use crate::execute::Outcome;
 
 /// Writes `contents` to `path` so that readers see the old file or the new
 /// one, never half of one: a temporary file beside it, synced, then renamed.
@@ -107,8 +107,8 @@ mod tests {
     use std::process::Command;
 
     use super::*;
-    use crate::report::RemovalResult;
-    use crate::runtime::Kind;
+    use crate::execute::{Reason, RemovalResult};
+    use crate::inventory::Kind;
 
     #[test]
     fn atomic_write_replaces_the_whole_file_and_leaves_no_temporary() {
@@ -129,8 +129,10 @@ mod tests {
             kind: Kind::Container,
             id: "abc".into(),
             name: "web".into(),
+            refs: None,
             result: RemovalResult::Skipped,
             bytes: None,
+            reason: Some(Reason::InUse),
             error: Some("in use".into()),
         };
         for _ in 0..2 {

@@ -8,7 +8,7 @@
 //! prefix, base units (`_seconds`, `_bytes`), no `_total`.
 //!
 //! The series alerts are written against are always present, 0 when there is
-//! nothing to count: every kind, every removal result, and the rules that
+//! nothing to count: every kind, every removal result and skip reason, and the rules that
 //! protect pods (`pod_sandbox`, `protected_label`, `live_pod_sandbox`). An
 //! alert on a missing series never fires, so a quiet node must still say 0.
 
@@ -18,22 +18,16 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::{RemovalResult, Report};
+use super::Report;
+use crate::execute::{Outcome, Reason, RemovalResult};
+use crate::inventory::Kind;
 use crate::plan::{Action, Rule};
-use crate::runtime::Kind;
 
 /// Kept-by-rule series written even when no object was kept by the rule.
 const ALWAYS_KEPT: [(Kind, Rule); 3] = [
     (Kind::Container, Rule::PodSandbox),
     (Kind::Container, Rule::ProtectedLabel),
     (Kind::Container, Rule::LivePodSandbox),
-];
-
-/// Every removal result, in the order the file lists them.
-const RESULTS: [RemovalResult; 3] = [
-    RemovalResult::Deleted,
-    RemovalResult::Skipped,
-    RemovalResult::Failed,
 ];
 
 /// Renders the textfile for the run `report` describes: it took `duration`
@@ -44,10 +38,8 @@ const RESULTS: [RemovalResult; 3] = [
 /// report's outcomes does not matter.
 #[must_use]
 pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> String {
-    let mut removals: BTreeMap<(Kind, RemovalResult), usize> = BTreeMap::new();
     let mut reclaimed: BTreeMap<Kind, u64> = BTreeMap::new();
     for o in &report.outcomes {
-        *removals.entry((o.kind, o.result)).or_default() += 1;
         if o.result == RemovalResult::Deleted {
             *reclaimed.entry(o.kind).or_default() += o.bytes.unwrap_or(0);
         }
@@ -124,20 +116,7 @@ pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> Str
                 })
         }),
     );
-    out.gauge(
-        "safeprune_last_run_removals",
-        "Removal attempts of the last run, by kind and result (deleted, skipped, failed).",
-        kinds.iter().flat_map(|&k| {
-            let removals = &removals;
-            RESULTS.iter().map(move |&r| {
-                let n = removals.get(&(k, r)).copied().unwrap_or(0);
-                (
-                    vec![("kind", k.as_str()), ("result", r.as_str())],
-                    n.to_string(),
-                )
-            })
-        }),
-    );
+    removal_families(&mut out, &kinds, &report.outcomes);
     out.gauge(
         "safeprune_last_run_reclaimed_bytes",
         "Bytes the last run freed, by kind (sizes the engine reports).",
@@ -147,6 +126,46 @@ pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> Str
         }),
     );
     out.text
+}
+
+/// The removal attempts by result, and the skipped ones by reason.
+fn removal_families(out: &mut Exposition, kinds: &[Kind], outcomes: &[Outcome]) {
+    let mut removals: BTreeMap<(Kind, &str), usize> = BTreeMap::new();
+    let mut skipped: BTreeMap<(Kind, &str), usize> = BTreeMap::new();
+    for o in outcomes {
+        *removals.entry((o.kind, o.result.as_str())).or_default() += 1;
+        if let Some(reason) = o.reason.filter(|_| o.result == RemovalResult::Skipped) {
+            *skipped.entry((o.kind, reason.as_str())).or_default() += 1;
+        }
+    }
+    let results = RemovalResult::ALL.map(RemovalResult::as_str);
+    out.gauge(
+        "safeprune_last_run_removals",
+        "Removal attempts of the last run, by kind and result (deleted, skipped, failed).",
+        every_pair(kinds, "result", &results, &removals),
+    );
+    let reasons = Reason::SKIPPED.map(Reason::as_str);
+    out.gauge(
+        "safeprune_last_run_skipped_removals",
+        "Removals the last run skipped, by kind and reason (gone, in_use, changed, not_attempted).",
+        every_pair(kinds, "reason", &reasons, &skipped),
+    );
+}
+
+/// A sample for every kind and value of `label`, 0 where `counts` has none:
+/// an alert on a series that is missing never fires.
+fn every_pair<'a>(
+    kinds: &'a [Kind],
+    label: &'a str,
+    values: &'a [&'a str],
+    counts: &'a BTreeMap<(Kind, &str), usize>,
+) -> impl Iterator<Item = (Vec<(&'a str, &'a str)>, String)> + 'a {
+    kinds.iter().flat_map(move |&kind| {
+        values.iter().map(move |&value| {
+            let n = counts.get(&(kind, value)).copied().unwrap_or(0);
+            (vec![("kind", kind.as_str()), (label, value)], n.to_string())
+        })
+    })
 }
 
 /// Text exposition format 0.0.4, gauges only.

@@ -1,7 +1,7 @@
 //! What a plan or a run comes to, for people (table) and scripts (JSON).
 //!
 //! One [`Report`] model feeds every reporter: the table, the JSON document of
-//! DESIGN.md, the `report.json_path` file and the audit log.
+//! docs/design.md, the `report.json_path` file and the audit log.
 
 mod files;
 mod metrics;
@@ -13,46 +13,13 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
+use crate::execute::{Outcome, RemovalResult};
+use crate::inventory::Kind;
 use crate::plan::{Action, Decision, Plan, Rule};
-use crate::runtime::Kind;
 
 pub use files::{AuditLog, write_atomically};
 pub use metrics::render_metrics;
 pub use table::{human_bytes, render_table};
-
-/// What came of one removal attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RemovalResult {
-    Deleted,
-    /// Changed since planning, already gone, or in use (404/409).
-    Skipped,
-    Failed,
-}
-
-impl RemovalResult {
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Deleted => "deleted",
-            Self::Skipped => "skipped",
-            Self::Failed => "failed",
-        }
-    }
-}
-
-/// One removal attempt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Outcome {
-    pub kind: Kind,
-    pub id: String,
-    pub name: String,
-    pub result: RemovalResult,
-    /// Bytes freed (deleted), or that would have been (skipped, failed).
-    pub bytes: Option<u64>,
-    /// Why it was not deleted; `null` when it was.
-    pub error: Option<String>,
-}
 
 /// Counts by kind, in the JSON's fixed shape; a kind the runtime does not
 /// have (volumes on containerd) is `null`, not zero.
@@ -108,14 +75,14 @@ pub struct Summary {
     pub delete: KindCounts,
     pub keep: KindCounts,
     /// Objects kept, by kind and rule: how many `protected_label`,
-    /// `live_pod_sandbox` and so on. An addition to DESIGN.md's summary.
+    /// `live_pod_sandbox` and so on. An addition to docs/design.md's summary.
     pub kept_by_rule: BTreeMap<Kind, BTreeMap<Rule, usize>>,
     pub reclaimable_bytes: u64,
     pub reclaimed_bytes: u64,
     pub skipped: usize,
     pub failed: usize,
     /// Kinds this runtime does not have, e.g. `volume` on containerd. An
-    /// addition to DESIGN.md's summary.
+    /// addition to docs/design.md's summary.
     pub not_applicable: Vec<Kind>,
 }
 
@@ -125,7 +92,7 @@ pub struct Report {
     pub version: u32,
     pub runtime: String,
     /// Why this runtime (the policy named it, or what `auto` found). An
-    /// addition to DESIGN.md's JSON.
+    /// addition to docs/design.md's JSON.
     pub runtime_reason: String,
     pub node: String,
     #[serde(serialize_with = "rfc3339")]
@@ -134,6 +101,17 @@ pub struct Report {
     pub decisions: Vec<Decision>,
     pub outcomes: Vec<Outcome>,
     pub summary: Summary,
+    /// Set when this is the plan of a run refused for deleting too much:
+    /// the table says so. The exit code (5) tells scripts.
+    #[serde(skip)]
+    pub refused: Option<Refusal>,
+}
+
+/// Why a run was refused: its plan deletes more than the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    pub planned: usize,
+    pub limit: u64,
 }
 
 fn rfc3339<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
@@ -184,7 +162,15 @@ impl Report {
             decisions: plan.decisions.clone(),
             outcomes,
             summary,
+            refused: None,
         }
+    }
+
+    /// Marks this as the plan of a run refused for `refusal`.
+    #[must_use]
+    pub fn refused(mut self, refusal: Refusal) -> Self {
+        self.refused = Some(refusal);
+        self
     }
 
     /// Records why this runtime was chosen.
@@ -208,7 +194,7 @@ impl Report {
         self
     }
 
-    /// The JSON document of DESIGN.md, pretty-printed, with a final newline.
+    /// The JSON document of docs/design.md, pretty-printed, with a final newline.
     ///
     /// # Panics
     /// Never: every field serializes.

@@ -5,10 +5,10 @@ use std::fmt::Write as _;
 
 use chrono::SecondsFormat;
 
-use super::{RemovalResult, Report};
-use crate::inventory::short_id;
+use super::Report;
+use crate::execute::RemovalResult;
+use crate::inventory::{Kind, short_id};
 use crate::plan::{Action, Rule};
-use crate::runtime::Kind;
 
 /// Sizes as Docker prints them: decimal units, one decimal place.
 #[must_use]
@@ -65,18 +65,65 @@ fn push_rows(out: &mut String, rows: &[Vec<String>]) {
     }
 }
 
+/// The NAME cell: every reference of an image, else the name.
+fn name(name: &str, refs: Option<&[String]>) -> String {
+    refs.and_then(compact_refs)
+        .unwrap_or_else(|| name.to_owned())
+}
+
+/// Every tag of an image in little room: the tags of one repository share
+/// it (`nginx:1.25,latest`), and digests show only for an image without a
+/// tag, shortened. `None` when there is no reference at all.
+pub(super) fn compact_refs(refs: &[String]) -> Option<String> {
+    let mut repos: Vec<(&str, Vec<&str>)> = Vec::new();
+    for reference in refs.iter().filter(|r| !r.contains('@')) {
+        // A tag follows the last ':' after the last '/' (a registry port
+        // comes before a '/').
+        let slash = reference.rfind('/').map_or(0, |i| i + 1);
+        let (repo, tag) = match reference[slash..].rfind(':') {
+            Some(colon) => reference.split_at(slash + colon),
+            None => (reference.as_str(), ""),
+        };
+        let tag = tag.trim_start_matches(':');
+        match repos.iter_mut().find(|(r, _)| *r == repo) {
+            Some((_, tags)) => tags.push(tag),
+            None => repos.push((repo, vec![tag])),
+        }
+    }
+    if repos.is_empty() {
+        let digests: Vec<String> = refs
+            .iter()
+            .map(|r| match r.split_once("@sha256:") {
+                Some((repo, hex)) => format!("{repo}@sha256:{}", &hex[..hex.len().min(12)]),
+                None => r.clone(),
+            })
+            .collect();
+        return (!digests.is_empty()).then(|| digests.join(" "));
+    }
+    let names: Vec<String> = repos
+        .into_iter()
+        .map(|(repo, tags)| format!("{repo}:{}", tags.join(",")))
+        .collect();
+    Some(names.join(" "))
+}
+
 /// Renders the whole report as a table.
 #[must_use]
 pub fn render_table(report: &Report) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "safeprune {} on {} ({}) at {}",
-        if report.dry_run { "plan" } else { "run" },
-        report.node,
-        report.runtime,
-        report.started_at.to_rfc3339_opts(SecondsFormat::Secs, true)
-    );
+    let at = report.started_at.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let (node, runtime) = (&report.node, &report.runtime);
+    if let Some(refusal) = &report.refused {
+        let _ = writeln!(
+            out,
+            "safeprune run REFUSED on {node} ({runtime}) at {at}: its plan below deletes {} \
+             objects, more than the limit of {}; nothing was removed",
+            refusal.planned, refusal.limit
+        );
+    } else {
+        let what = if report.dry_run { "plan" } else { "run" };
+        let _ = writeln!(out, "safeprune {what} on {node} ({runtime}) at {at}");
+    }
     if !report.runtime_reason.is_empty() {
         let _ = writeln!(
             out,
@@ -109,7 +156,7 @@ pub fn render_table(report: &Report) -> String {
             vec![
                 d.decision.as_str().to_owned(),
                 d.rule.as_str().to_owned(),
-                d.name.clone(),
+                name(&d.name, d.refs.as_deref()),
                 short_id(&d.id),
                 size(d.bytes),
                 d.detail.clone(),
@@ -128,7 +175,7 @@ pub fn render_table(report: &Report) -> String {
             vec![
                 o.result.as_str().to_owned(),
                 o.kind.as_str().to_owned(),
-                o.name.clone(),
+                name(&o.name, o.refs.as_deref()),
                 short_id(&o.id),
                 size(o.bytes),
                 o.error.clone().unwrap_or_default(),

@@ -3,6 +3,7 @@
 use chrono::{TimeZone, Utc};
 
 use super::*;
+use crate::execute::Reason;
 use crate::inventory::{
     Container, ContainerState, Image, Inventory, Labels, PodIdentity, PodSandbox,
 };
@@ -51,8 +52,12 @@ fn sample_report(outcomes: Vec<Outcome>) -> Report {
         images: vec![
             Image {
                 id: "sha256:feed".into(),
-                tags: vec!["busybox:1".into()],
-                digests: vec![],
+                tags: vec![
+                    "busybox:1".into(),
+                    "busybox:latest".into(),
+                    "registry.local:5000/tools/busybox:1".into(),
+                ],
+                digests: vec![format!("busybox@sha256:{:0<64}", "ab")],
                 created: Some(ago(1000)),
                 last_tagged: None,
                 size: Some(4_860_000),
@@ -98,16 +103,20 @@ fn run_table_snapshot_shows_outcomes() {
             kind: Kind::Container,
             id: format!("{:0<64}", "cc"),
             name: "old-job".into(),
+            refs: None,
             result: RemovalResult::Deleted,
             bytes: None,
+            reason: None,
             error: None,
         },
         Outcome {
             kind: Kind::Image,
             id: "sha256:dead".into(),
             name: "sha256:dead".into(),
+            refs: Some(vec![]),
             result: RemovalResult::Skipped,
             bytes: Some(187_000_000),
+            reason: Some(Reason::InUse),
             error: Some("in use: conflict".into()),
         },
     ];
@@ -152,6 +161,98 @@ fn json_has_the_documented_fields() {
         v["summary"]["kept_by_rule"]["container"]["live_pod_sandbox"],
         1
     );
+}
+
+#[test]
+fn every_reference_of_an_image_shows_in_json_and_table() {
+    let report = sample_report(vec![]);
+    let v: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    let decision = |id: &str| {
+        v["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        decision("sha256:feed")["refs"],
+        serde_json::json!([
+            "busybox:1",
+            "busybox:latest",
+            "registry.local:5000/tools/busybox:1",
+            format!("busybox@sha256:{:0<64}", "ab"),
+        ])
+    );
+    assert_eq!(decision("sha256:dead")["refs"], serde_json::json!([]));
+    let container = &v["decisions"][0];
+    assert_eq!(container["kind"], "container");
+    assert!(container.get("refs").is_none(), "{container}");
+    let table = render_table(&report);
+    assert!(
+        table.contains("busybox:1,latest registry.local:5000/tools/busybox:1"),
+        "{table}"
+    );
+}
+
+#[test]
+fn compact_references_group_tags_by_repository() {
+    let refs = |r: &[&str]| r.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    assert_eq!(
+        table::compact_refs(&refs(&[
+            "nginx:1.25",
+            "nginx:latest",
+            "localhost:5000/nginx:1"
+        ])),
+        Some("nginx:1.25,latest localhost:5000/nginx:1".into())
+    );
+    // Digests only for an image without a tag, shortened.
+    let digest = format!("nginx@sha256:{:0<64}", "0123456789abcdef");
+    assert_eq!(
+        table::compact_refs(&refs(&["nginx:1", &digest])),
+        Some("nginx:1".into())
+    );
+    assert_eq!(
+        table::compact_refs(&refs(&[&digest])),
+        Some("nginx@sha256:0123456789ab".into())
+    );
+    assert_eq!(table::compact_refs(&[]), None);
+}
+
+#[test]
+fn a_refused_run_says_so_above_its_plan() {
+    let report = sample_report(vec![]).refused(Refusal {
+        planned: 2,
+        limit: 1,
+    });
+    let table = render_table(&report);
+    let first = table.lines().next().unwrap();
+    assert!(
+        first.starts_with("safeprune run REFUSED on node1"),
+        "{first}"
+    );
+    assert!(
+        first.contains("deletes 2 objects, more than the limit of 1"),
+        "{first}"
+    );
+    assert!(first.contains("nothing was removed"), "{first}");
+    assert!(!table.contains("safeprune plan"), "{table}");
+}
+
+#[test]
+fn outcomes_carry_their_reason() {
+    let d = sample_report(vec![]).decisions[0].clone();
+    let report = sample_report(vec![
+        Outcome::of(&d, Some((Reason::Changed, "now kept".into()))),
+        Outcome::of(&d, None),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_eq!(v["outcomes"][0]["result"], "skipped");
+    assert_eq!(v["outcomes"][0]["reason"], "changed");
+    assert_eq!(v["outcomes"][1]["result"], "deleted");
+    assert!(v["outcomes"][1]["reason"].is_null());
+    assert_eq!(report.summary.skipped, 1);
 }
 
 #[test]

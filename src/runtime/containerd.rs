@@ -32,7 +32,8 @@ use self::convert::{
     split_qualified,
 };
 use self::images::images_of;
-use super::{Engine, Kind, Removal, RuntimeError};
+use super::{Engine, Removal, RuntimeError};
+use crate::inventory::Kind;
 use crate::inventory::{Container, Image, Inventory, PodSandbox};
 
 const RUNTIME: &str = "containerd";
@@ -476,8 +477,6 @@ fn pinned_names(
     names
 }
 
-/// The socket path of a `unix://` endpoint or a bare path; `None` for any
-/// other scheme.
 /// The configured namespaces safeprune may prune: each once, without
 /// Docker's `moby` and without names containerd would refuse.
 fn usable_namespaces(configured: &[String]) -> Vec<String> {
@@ -540,7 +539,7 @@ mod tests {
         );
         assert_eq!(
             removal_from_status("x", &Status::failed_precondition("running")),
-            Removal::Conflict("running".to_owned())
+            Removal::InUse("running".to_owned())
         );
         assert!(matches!(
             removal_from_status("x", &Status::unavailable("down")),

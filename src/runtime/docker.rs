@@ -28,7 +28,8 @@ use self::convert::{
     LABEL_DOCKER_TYPE, TYPE_SANDBOX, byte_size, container_from_summary, image_from_inspect,
     network_from_docker, parse_docker_time, real_refs, volume_from_docker,
 };
-use super::{Engine, Kind, Removal, RuntimeError};
+use super::{Engine, Removal, RuntimeError};
+use crate::inventory::Kind;
 use crate::inventory::{
     BuildCacheEntry, Container, ContainerState, Image, Inventory, Network, PodSandbox, Volume,
     sandboxes_from_containers,
@@ -287,7 +288,7 @@ impl DockerRuntime {
         match self.list_containers(&HashMap::new()).await {
             Ok(all) => {
                 if let Some(user) = all.iter().find(|c| c.image_id.as_deref() == Some(id)) {
-                    return Removal::Conflict(format!(
+                    return Removal::InUse(format!(
                         "image is used by container {}",
                         user.id.as_deref().unwrap_or("?")
                     ));
@@ -334,7 +335,7 @@ impl DockerRuntime {
                 Ok(now) => {
                     let tags = real_refs(now.repo_tags.unwrap_or_default());
                     if !tags.is_empty() {
-                        return Removal::Conflict(format!(
+                        return Removal::InUse(format!(
                             "image was tagged again while being removed: {}",
                             tags.join(", ")
                         ));
@@ -391,7 +392,7 @@ impl DockerRuntime {
             return Removal::Removed;
         }
         match self.build_cache_records().await {
-            Ok(now) if now.iter().any(|r| r.id == id) => Removal::Conflict(format!(
+            Ok(now) if now.iter().any(|r| r.id == id) => Removal::InUse(format!(
                 "build cache record {id} was not pruned: in use or shared"
             )),
             Ok(_) => Removal::Gone,
@@ -513,7 +514,7 @@ impl Engine for DockerRuntime {
                 Err(BollardError::DockerResponseServerError {
                     status_code: 403,
                     message,
-                }) => return Removal::Conflict(message),
+                }) => return Removal::InUse(message),
                 other => other,
             },
             Kind::BuildCache => return self.remove_build_cache(id).await,
@@ -530,8 +531,8 @@ fn sorted_by_id(mut containers: Vec<Container>) -> Vec<Container> {
     containers
 }
 
-/// The socket path of a `unix://` endpoint or a bare path; `None` for any
-/// other scheme.
+/// The HTTP status of an error Docker answered with; `None` when it did
+/// not answer.
 fn status_code(e: &BollardError) -> Option<u16> {
     match e {
         BollardError::DockerResponseServerError { status_code, .. } => Some(*status_code),
@@ -548,7 +549,7 @@ fn removal_from_error(e: BollardError) -> Removal {
         BollardError::DockerResponseServerError {
             status_code: 409,
             message,
-        } => Removal::Conflict(message),
+        } => Removal::InUse(message),
         other => Removal::Failed(other.to_string()),
     }
 }
@@ -566,7 +567,7 @@ mod tests {
         assert_eq!(removal_from_error(server(404, "no such")), Removal::Gone);
         assert_eq!(
             removal_from_error(server(409, "in use")),
-            Removal::Conflict("in use".to_owned())
+            Removal::InUse("in use".to_owned())
         );
         assert!(matches!(
             removal_from_error(server(500, "boom")),

@@ -9,8 +9,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use super::{Engine, Kind, Removal, RuntimeError};
-use crate::inventory::Inventory;
+use super::{Engine, Removal, RuntimeError};
+use crate::inventory::{Inventory, Kind};
 
 type Hook = Box<dyn Fn(&mut Inventory) + Send + Sync>;
 
@@ -20,6 +20,9 @@ pub struct MemoryEngine {
     pub state: Mutex<Inventory>,
     /// Runs on the inventory before each re-check: the world moving on.
     pub before_recheck: Option<Hook>,
+    /// Runs on the inventory between the re-check and the removal: the
+    /// world moving on in that short window.
+    pub before_remove: Option<Hook>,
     /// Ids whose removal fails with a server error.
     pub failing: BTreeSet<String>,
     /// How long each removal takes.
@@ -91,11 +94,14 @@ impl Engine for MemoryEngine {
             return Removal::Failed(format!("server error removing {id}"));
         }
         let mut inv = self.state.lock().unwrap();
+        if let Some(hook) = &self.before_remove {
+            hook(&mut inv);
+        }
         if !Self::exists(&inv, kind, id) {
             return Removal::Gone;
         }
         if let Some(msg) = Self::conflict(&inv, kind, id) {
-            return Removal::Conflict(msg);
+            return Removal::InUse(msg);
         }
         match kind {
             Kind::Container => inv.containers.retain(|c| c.id != id),

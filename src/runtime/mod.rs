@@ -10,67 +10,16 @@ pub mod docker;
 #[cfg(test)]
 pub mod memory;
 
-use std::fmt;
 use std::path::PathBuf;
 
-use serde::Serialize;
-
-use crate::inventory::Inventory;
-
-/// The kinds of object safeprune decides over, in removal order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    Container,
-    Network,
-    Volume,
-    Image,
-    BuildCache,
-}
-
-impl Kind {
-    /// Every kind, in the order reports list them.
-    pub const ALL: [Kind; 5] = [
-        Kind::Container,
-        Kind::Image,
-        Kind::Volume,
-        Kind::Network,
-        Kind::BuildCache,
-    ];
-
-    /// Every kind, in the order the executor removes them.
-    pub const REMOVAL_ORDER: [Kind; 5] = [
-        Kind::Container,
-        Kind::Network,
-        Kind::Volume,
-        Kind::Image,
-        Kind::BuildCache,
-    ];
-
-    /// The name used in reports and JSON.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Container => "container",
-            Self::Network => "network",
-            Self::Volume => "volume",
-            Self::Image => "image",
-            Self::BuildCache => "build_cache",
-        }
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::inventory::{Inventory, Kind};
+use crate::output::Chain;
 
 /// Why a runtime could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     /// The engine did not answer at its endpoint.
-    #[error("cannot reach {runtime} at {endpoint}: {hint} ({source})")]
+    #[error("cannot reach {runtime} at {endpoint} ({hint})")]
     Unreachable {
         runtime: &'static str,
         endpoint: String,
@@ -78,7 +27,7 @@ pub enum RuntimeError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The engine answered, but a call failed.
-    #[error("{runtime} {call} failed: {source}")]
+    #[error("{runtime} {call} failed")]
     Call {
         runtime: &'static str,
         call: &'static str,
@@ -111,9 +60,11 @@ pub enum Removal {
     Removed,
     /// It was already gone (404).
     Gone,
-    /// The runtime refused because it is in use or changed (409).
-    Conflict(String),
-    /// Any other failure.
+    /// The runtime refused because the object is in use or live now
+    /// (Docker's 409 and 403, a containerd task that runs, a container that
+    /// uses the image): the engine's words.
+    InUse(String),
+    /// Any other failure: the engine's error.
     Failed(String),
 }
 
@@ -209,7 +160,9 @@ impl Runtime {
                             endpoint: format!("{docker_endpoint} or {containerd_endpoint}"),
                             hint: "runtime.kind is auto and neither engine answered: is one running, and are the endpoints right?",
                             source: format!(
-                                "docker: {docker_error}; containerd: {containerd_error}"
+                                "docker: {}; containerd: {}",
+                                Chain(&docker_error),
+                                Chain(&containerd_error)
                             )
                             .into(),
                         });

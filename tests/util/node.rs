@@ -17,11 +17,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::AtomicBool;
 
-use safeprune::execute::execute;
+use safeprune::execute::{Outcome, execute};
 use safeprune::inventory::{Container, Inventory};
 use safeprune::plan::{Plan, plan};
 use safeprune::policy::Policy;
-use safeprune::report::Outcome;
 use safeprune::runtime::Engine;
 use serde_json::Value;
 

@@ -12,8 +12,8 @@ use chrono::TimeZone;
 use proptest::prelude::*;
 
 use super::*;
+use crate::execute::{Outcome, Reason};
 use crate::plan::{Decision, Plan};
-use crate::report::Outcome;
 
 const RULES: [Rule; 13] = [
     Rule::Running,
@@ -36,6 +36,7 @@ fn decision(kind: Kind, id: &str, rule: Rule, bytes: Option<u64>) -> Decision {
         kind,
         id: id.to_owned(),
         name: id.to_owned(),
+        refs: None,
         decision: rule.action(),
         rule,
         detail: String::new(),
@@ -44,16 +45,29 @@ fn decision(kind: Kind, id: &str, rule: Rule, bytes: Option<u64>) -> Decision {
     }
 }
 
-fn outcome(kind: Kind, id: &str, result: RemovalResult, bytes: Option<u64>) -> Outcome {
+/// The outcome of removing `id`: deleted without a reason, else for it.
+fn outcome(kind: Kind, id: &str, reason: Option<Reason>, bytes: Option<u64>) -> Outcome {
     Outcome {
         kind,
         id: id.to_owned(),
         name: id.to_owned(),
-        result,
+        refs: None,
+        result: reason.map_or(RemovalResult::Deleted, Reason::result),
         bytes,
-        error: (result != RemovalResult::Deleted).then(|| "conflict".to_owned()),
+        reason,
+        error: reason.map(|r| r.as_str().to_owned()),
     }
 }
+
+/// How an attempt can end: deleted, or not for one of the reasons.
+const ENDINGS: [Option<Reason>; 6] = [
+    None,
+    Some(Reason::Gone),
+    Some(Reason::InUse),
+    Some(Reason::Changed),
+    Some(Reason::NotAttempted),
+    Some(Reason::EngineError),
+];
 
 fn started_at() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 5, 0, 0).unwrap()
@@ -101,32 +115,17 @@ fn sample_run() -> Report {
         ],
     };
     let outcomes = vec![
-        outcome(
-            Kind::Container,
-            "c-old",
-            RemovalResult::Deleted,
-            Some(40_000),
-        ),
-        outcome(
-            Kind::Container,
-            "c-gone",
-            RemovalResult::Skipped,
-            Some(1_000),
-        ),
-        outcome(Kind::Network, "n-old", RemovalResult::Deleted, None),
-        outcome(
-            Kind::Image,
-            "sha256:dead",
-            RemovalResult::Deleted,
-            Some(187_000_000),
-        ),
+        outcome(Kind::Container, "c-old", None, Some(40_000)),
+        outcome(Kind::Container, "c-gone", Some(Reason::Gone), Some(1_000)),
+        outcome(Kind::Network, "n-old", None, None),
+        outcome(Kind::Image, "sha256:dead", None, Some(187_000_000)),
         outcome(
             Kind::Image,
             "sha256:busy",
-            RemovalResult::Failed,
+            Some(Reason::EngineError),
             Some(4_860_000),
         ),
-        outcome(Kind::BuildCache, "bc1", RemovalResult::Deleted, None),
+        outcome(Kind::BuildCache, "bc1", None, None),
     ];
     Report::new("docker", "node1", started_at(), false, &plan, outcomes)
 }
@@ -165,7 +164,15 @@ fn a_dry_run_says_so_and_still_writes_every_alerting_series() {
         );
     }
     for kind in Kind::ALL {
-        for result in RESULTS {
+        for reason in Reason::SKIPPED {
+            let labels = vec![
+                ("kind".to_owned(), kind.as_str().to_owned()),
+                ("reason".to_owned(), reason.as_str().to_owned()),
+            ];
+            let name = "safeprune_last_run_skipped_removals";
+            assert_eq!(series[&(name.into(), labels)], 0.0);
+        }
+        for result in RemovalResult::ALL {
             let labels = vec![
                 ("kind".to_owned(), kind.as_str().to_owned()),
                 ("result".to_owned(), result.as_str().to_owned()),
@@ -371,7 +378,7 @@ fn arb_report() -> impl Strategy<Value = (Report, u64, bool)> {
         ),
         0..40,
     );
-    let results = proptest::collection::vec(proptest::option::of(0..RESULTS.len()), 40);
+    let results = proptest::collection::vec(proptest::option::of(0..ENDINGS.len()), 40);
     (
         decisions,
         results,
@@ -389,7 +396,7 @@ fn arb_report() -> impl Strategy<Value = (Report, u64, bool)> {
                 .iter()
                 .filter(|d| d.decision == Action::Delete)
                 .zip(&results)
-                .filter_map(|(d, r)| r.map(|r| outcome(d.kind, &d.id, RESULTS[r], d.bytes)))
+                .filter_map(|(d, r)| r.map(|r| outcome(d.kind, &d.id, ENDINGS[r], d.bytes)))
                 .collect();
             let plan = Plan { decisions };
             let report = Report::new("docker", "n", started_at(), dry_run, &plan, outcomes);
@@ -433,6 +440,12 @@ proptest! {
         prop_assert_eq!(family_sum(&series, "safeprune_last_run_removals", &[("result", "skipped")]), count(s.skipped));
         prop_assert_eq!(family_sum(&series, "safeprune_last_run_removals", &[("result", "failed")]), count(s.failed));
         prop_assert_eq!(family_sum(&series, "safeprune_last_run_removals", &[]), count(report.outcomes.len()));
+        prop_assert_eq!(family_sum(&series, "safeprune_last_run_skipped_removals", &[]), count(s.skipped));
+        for reason in Reason::SKIPPED {
+            let n = report.outcomes.iter().filter(|o| o.reason == Some(reason)).count();
+            let f = [("reason", reason.as_str())];
+            prop_assert_eq!(family_sum(&series, "safeprune_last_run_skipped_removals", &f), count(n));
+        }
         for (kind, rules) in &s.kept_by_rule {
             for (rule, &n) in rules {
                 let f = [("kind", kind.as_str()), ("rule", rule.as_str())];

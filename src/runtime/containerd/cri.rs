@@ -2,7 +2,7 @@
 //!
 //! The CRI plugin keeps its containers and sandboxes in memory and does not
 //! notice containers deleted through containerd's own API: kubelet would
-//! keep seeing them until containerd restarts (FACTS.md). So CRI's
+//! keep seeing them until containerd restarts (docs/engines.md). So CRI's
 //! containers are read and removed only here.
 
 use std::collections::HashMap;

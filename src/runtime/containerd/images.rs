@@ -14,7 +14,7 @@ use containerd_client::services::v1::{Image as ImageRecord, Info};
 
 use super::convert::{NamespaceData, label, qualified, timestamp};
 use crate::inventory::Image;
-use crate::plan::reference_forms;
+use crate::inventory::reference_forms;
 
 /// containerd 1.6.22+ and 1.7.3+ pin the sandbox image with this label.
 const LABEL_PINNED: &str = "io.cri-containerd.pinned";

@@ -10,7 +10,7 @@ use k8s_cri::v1::ContainerState as CriState;
 
 use super::convert::{is_cri_kind, is_cri_sandbox, qualified, targets_by_name};
 use super::{CRI_NAMESPACE, ContainerdRuntime, cri, images, native};
-use crate::plan::reference_forms;
+use crate::inventory::reference_forms;
 use crate::runtime::Removal;
 
 impl ContainerdRuntime {
@@ -26,7 +26,7 @@ impl ContainerdRuntime {
             Err(e) => return removal_from_status("get container", &e),
         };
         if is_cri_sandbox(&found.labels) {
-            return Removal::Conflict(format!(
+            return Removal::InUse(format!(
                 "{id} is a pod sandbox: kubelet owns it, and safeprune never removes one"
             ));
         }
@@ -49,7 +49,7 @@ impl ContainerdRuntime {
                 ));
             }
             Ok(None) => {
-                return Removal::Conflict(
+                return Removal::InUse(
                     "CRI does not know this container; it is not removed behind kubelet's back"
                         .to_owned(),
                 );
@@ -60,7 +60,7 @@ impl ContainerdRuntime {
                     Ok(CriState::ContainerRunning | CriState::ContainerUnknown) | Err(_)
                 ) =>
             {
-                return Removal::Conflict(
+                return Removal::InUse(
                     "container is running, or in a state CRI cannot name".to_owned(),
                 );
             }
@@ -91,7 +91,7 @@ impl ContainerdRuntime {
                 let state = TaskStatus::try_from(task.status)
                     .map_or("unknown", |s| s.as_str_name())
                     .to_lowercase();
-                return Removal::Conflict(format!("container has a live task ({state})"));
+                return Removal::InUse(format!("container has a live task ({state})"));
             }
             Err(e) => return removal_from_status("get task", &e),
         }
@@ -148,7 +148,7 @@ impl ContainerdRuntime {
                     || reference_forms(&c.image).iter().any(|f| names.contains(f))
             });
             if let Some(user) = user {
-                return Removal::Conflict(format!(
+                return Removal::InUse(format!(
                     "image is used by container {}",
                     qualified(&data.namespace, &user.id)
                 ));
@@ -185,7 +185,7 @@ impl ContainerdRuntime {
 pub(super) fn removal_from_status(call: &str, e: &Status) -> Removal {
     match e.code() {
         Code::NotFound => Removal::Gone,
-        Code::FailedPrecondition => Removal::Conflict(e.message().to_owned()),
+        Code::FailedPrecondition => Removal::InUse(e.message().to_owned()),
         _ => Removal::Failed(format!(
             "containerd {call} failed: {} ({:?})",
             e.message(),

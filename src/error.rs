@@ -1,0 +1,115 @@
+//! Why a command did not finish cleanly, and the exit code each reason
+//! maps to (docs/design.md, "Exit codes"): users' scripts branch on them.
+//!
+//! An error's message says what failed, never its cause again: the cause is
+//! its `source`, and [`crate::output::Chain`] prints the whole chain once.
+
+use std::path::PathBuf;
+
+use crate::policy::PolicyError;
+use crate::report::Report;
+use crate::runtime::RuntimeError;
+
+/// The exit codes of docs/design.md.
+pub mod exit {
+    /// Done, also when there was nothing to do.
+    pub const OK: u8 = 0;
+    /// The runtime is unreachable or failed, or a report file could not be
+    /// written.
+    pub const RUNTIME: u8 = 1;
+    /// Usage or policy error: nothing was contacted or removed.
+    pub const USAGE: u8 = 2;
+    /// The run finished, but some removals failed.
+    pub const REMOVALS_FAILED: u8 = 3;
+    /// Another run holds the lock: nothing done.
+    pub const LOCKED: u8 = 4;
+    /// The plan exceeds `safety.max_deletions`: nothing removed.
+    pub const OVER_LIMIT: u8 = 5;
+    /// `explain` found no object of that name (the engine was asked).
+    pub const NOT_FOUND: u8 = 6;
+}
+
+/// Why a command did not finish cleanly; each variant has its exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error("cannot use {path}")]
+    File {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("another safeprune run holds the lock {}: nothing done", .0.display())]
+    Locked(PathBuf),
+    #[error(
+        "the plan deletes {planned} objects, more than the limit of {limit}: nothing removed \
+         (review it with `safeprune plan`, then raise safety.max_deletions or pass --max-deletions)"
+    )]
+    OverLimit {
+        planned: usize,
+        limit: u64,
+        /// The refused plan, as a dry-run report.
+        report: Box<Report>,
+    },
+    #[error("{failed} removals failed (see the report)")]
+    RemovalsFailed { failed: usize },
+    #[error("no container, image, volume or network matches '{query}' on {runtime}")]
+    NotFound {
+        query: String,
+        runtime: &'static str,
+    },
+    #[error("the daemon cannot wait for its schedule")]
+    Daemon(#[source] std::io::Error),
+}
+
+impl AppError {
+    /// The exit code of docs/design.md for this error.
+    #[must_use]
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Policy(_) | Self::Usage(_) => exit::USAGE,
+            Self::Runtime(_) | Self::File { .. } | Self::Daemon(_) => exit::RUNTIME,
+            Self::RemovalsFailed { .. } => exit::REMOVALS_FAILED,
+            Self::Locked(_) => exit::LOCKED,
+            Self::OverLimit { .. } => exit::OVER_LIMIT,
+            Self::NotFound { .. } => exit::NOT_FOUND,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::Chain;
+
+    #[test]
+    fn a_chain_names_each_cause_once() {
+        let error = AppError::File {
+            path: "/var/lib/safeprune/last-run.json".into(),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        };
+        let line = Chain(&error).to_string();
+        assert_eq!(
+            line,
+            "cannot use /var/lib/safeprune/last-run.json: permission denied"
+        );
+    }
+
+    #[test]
+    fn exit_codes_are_the_documented_ones() {
+        let codes = [
+            exit::OK,
+            exit::RUNTIME,
+            exit::USAGE,
+            exit::REMOVALS_FAILED,
+            exit::LOCKED,
+            exit::OVER_LIMIT,
+            exit::NOT_FOUND,
+        ];
+        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6]);
+    }
+}

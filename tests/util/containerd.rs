@@ -6,7 +6,8 @@
 //! state, socket and log. It never touches the node's containerd (nor the
 //! one Docker manages). Its CRI plugin has `restrict_oom_score_adj = true`
 //! (root here lacks `CAP_SYS_RESOURCE`, and sandboxes would ask for -998:
-//! FACTS.md) and the sandbox image `registry.k8s.io/pause:3.6`, which
+//! docs/engines.md, "Test engines") and the sandbox image
+//! `registry.k8s.io/pause:3.6`, which
 //! [`PrivateContainerd::start`] imports (a busybox that sleeps and exits on
 //! TERM: there is no registry here). Pods use the host network, which is
 //! the private network namespace: no CNI needed. The config and its CRI

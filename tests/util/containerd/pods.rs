@@ -84,7 +84,7 @@ impl PrivateContainerd {
                 "0".to_owned(),
             )]),
             linux: Some(LinuxContainerConfig {
-                // Not below containerd's own score: see FACTS.md.
+                // Not below containerd's own score: see docs/engines.md, "Test engines".
                 resources: Some(LinuxContainerResources {
                     oom_score_adj: 0,
                     ..LinuxContainerResources::default()

@@ -13,7 +13,7 @@ use std::time::Instant;
 use chrono::Utc;
 
 use crate::error::AppError;
-use crate::execute::{Outcome, RemovalResult, execute};
+use crate::execute::{Outcome, execute};
 use crate::inventory::Inventory;
 use crate::output::{Chain, eprint_lossy};
 use crate::plan::{Plan, plan};
@@ -220,11 +220,7 @@ async fn locked_cycle(
     };
     let report = node.report(&plan, options.dry_run, outcomes);
     tracing::info!(
-        deleted = report
-            .outcomes
-            .iter()
-            .filter(|o| o.result == RemovalResult::Deleted)
-            .count(),
+        deleted = report.deleted_count(),
         skipped = report.summary.skipped,
         failed = report.summary.failed,
         reclaimed_bytes = report.summary.reclaimed_bytes,

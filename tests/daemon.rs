@@ -42,6 +42,8 @@ fn safeprune_on(engine: &PrivateDockerd, extra: &str) -> Cli {
 struct Daemon {
     child: Child,
     log: Arc<Mutex<Vec<String>>>,
+    /// The thread collecting the log; it ends at the daemon's exit.
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Daemon {
@@ -55,13 +57,17 @@ impl Daemon {
         let log = Arc::new(Mutex::new(Vec::new()));
         let lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
                 eprintln!("daemon: {line}");
                 sink.lock().unwrap().push(line);
             }
         });
-        Self { child, log }
+        Self {
+            child,
+            log,
+            reader: Some(reader),
+        }
     }
 
     fn count(&self, needle: &str) -> usize {
@@ -95,12 +101,18 @@ impl Daemon {
         assert!(status.success());
     }
 
-    /// SIGTERM, then the exit code and how long it took.
+    /// SIGTERM, then the exit code and how long it took. The log holds
+    /// every line the daemon wrote before it exited.
     fn terminate(mut self) -> (Option<i32>, Duration) {
         self.signal("TERM");
         let begun = Instant::now();
         let status = self.child.wait().unwrap();
-        (status.code(), begun.elapsed())
+        let took = begun.elapsed();
+        // The last lines may still be in the pipe: read to its end.
+        if let Some(reader) = self.reader.take() {
+            reader.join().unwrap();
+        }
+        (status.code(), took)
     }
 }
 

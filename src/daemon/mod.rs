@@ -31,7 +31,6 @@ use tokio::sync::mpsc;
 
 use crate::cycle::CycleOptions;
 use crate::error::AppError;
-use crate::execute::RemovalResult;
 use crate::output::Chain;
 use crate::policy::{Policy, PolicySource};
 use crate::report::Report;
@@ -267,11 +266,7 @@ where
             let stopping = stop.load(Ordering::SeqCst);
             match result {
                 Ok(report) => tracing::info!(
-                    deleted = report
-                        .outcomes
-                        .iter()
-                        .filter(|o| o.result == RemovalResult::Deleted)
-                        .count(),
+                    deleted = report.deleted_count(),
                     failed = report.summary.failed,
                     reclaimed_bytes = report.summary.reclaimed_bytes,
                     "cycle finished"

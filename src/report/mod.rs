@@ -166,6 +166,15 @@ impl Report {
         }
     }
 
+    /// How many objects the run deleted.
+    #[must_use]
+    pub fn deleted_count(&self) -> usize {
+        self.outcomes
+            .iter()
+            .filter(|o| o.result == RemovalResult::Deleted)
+            .count()
+    }
+
     /// Marks this as the plan of a run refused for `refusal`.
     #[must_use]
     pub fn refused(mut self, refusal: Refusal) -> Self {

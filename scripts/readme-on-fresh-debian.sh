@@ -18,10 +18,24 @@
 #                containerd node (the quick start's dockerd stopped, Debian's
 #                containerd started on /run/containerd/containerd.sock): must
 #                exit 0, with "safeprune plan/run on ... (containerd)"
+#   tests        "## Quick start", second sh block (scripts/test.sh, which
+#                CI's .ci/run runs), on a fresh state (whatever an earlier
+#                block started, dockerd or containerd, stopped first; the
+#                tests start their own private engines): must exit 0, with
+#                nextest's summary line "Summary [...] N tests run: N
+#                passed" (or, without cargo-nextest: cargo test's "test
+#                result: ok." lines, none FAILED)
 #
 # Each block runs as `sh -ex BLOCK` (stop at the first failing command, show
 # each command). Everything started inside (dockerd, containerd) is stopped
 # at the end, and the namespaces die with it. Exits non-zero if a block fails.
+#
+# SAFEPRUNE_BLOCKS picks the blocks (default: all four, "quickstart install
+# containerd tests"); they run in that order whatever the order given.
+# install's `safeprune plan` reads the quick start's dockerd, and containerd
+# needs install's /usr/local/bin/safeprune, so each needs the one before it;
+# tests needs none (SAFEPRUNE_BLOCKS=tests runs the test command alone, on
+# the root as debootstrap made it).
 #
 # Run (as root, on a Debian 12 host; a cold release build takes a while):
 #
@@ -46,6 +60,15 @@
 #                           proposed fix to README.md or scripts/ before it is
 #                           committed (default none: HEAD as it is)
 #   SAFEPRUNE_KEEP_ROOT=1   keep a mktemp WORKDIR too
+#   SAFEPRUNE_BLOCKS        the blocks to run (see above; default all four)
+#   SAFEPRUNE_NEXTEST       auto (default: host if the host has cargo-nextest
+#                           on PATH, else none), host (copy the host's
+#                           cargo-nextest into the root's ~/.cargo/bin, where
+#                           `cargo install cargo-nextest` puts it: CI's image
+#                           has it, and scripts/test.sh runs the suite with it
+#                           when it is there) or none (the root as the README
+#                           leaves it: scripts/test.sh falls back to cargo
+#                           test). Only the tests block uses it.
 #
 # Host requirements: root, git, util-linux's unshare, iproute2; debootstrap
 # and slirp4netns are installed from Debian when missing.
@@ -88,11 +111,39 @@ preinstall=${SAFEPRUNE_PREINSTALL:-}
 keep_root=${SAFEPRUNE_KEEP_ROOT:-0}
 patch=${SAFEPRUNE_PATCH:-}
 [ -z "$patch" ] || patch=$(realpath "$patch")
+blocks=${SAFEPRUNE_BLOCKS:-quickstart install containerd tests}
+nextest=${SAFEPRUNE_NEXTEST:-auto}
 host_rustup=${RUSTUP_HOME:-/root/.rustup}
 host_cargo_bin=${CARGO_HOME:-/root/.cargo}/bin
 case "$net_mode" in slirp | host) ;; *) die "SAFEPRUNE_NET is slirp or host, not $net_mode" ;; esac
 [ -d "$host_rustup/toolchains" ] || die "no rustup toolchain at $host_rustup"
 [ -x "$host_cargo_bin/cargo" ] || die "no cargo proxy in $host_cargo_bin"
+read -ra wanted <<<"$blocks"
+[ ${#wanted[@]} -gt 0 ] || die "SAFEPRUNE_BLOCKS names no block"
+for b in "${wanted[@]}"; do
+  case "$b" in quickstart | install | containerd | tests) ;; *) die "SAFEPRUNE_BLOCKS: no block $b (quickstart install containerd tests)" ;; esac
+done
+wants() { [[ " ${wanted[*]} " == *" $1 "* ]]; }
+if wants install && ! wants quickstart; then
+  die "SAFEPRUNE_BLOCKS: install needs quickstart (its safeprune plan reads the quick start's dockerd)"
+fi
+if wants containerd && ! wants install; then
+  die "SAFEPRUNE_BLOCKS: containerd needs install (it runs /usr/local/bin/safeprune)"
+fi
+blocks=""
+for b in quickstart install containerd tests; do
+  wants "$b" && blocks="${blocks:+$blocks }$b"
+done
+host_nextest=""
+case "$nextest" in
+  auto | host)
+    host_nextest=$(command -v cargo-nextest 2>/dev/null) || host_nextest=""
+    [ -n "$host_nextest" ] || [ "$nextest" = auto ] || die "SAFEPRUNE_NEXTEST=host but the host has no cargo-nextest on PATH"
+    ;;
+  none) ;;
+  *) die "SAFEPRUNE_NEXTEST is auto, host or none, not $nextest" ;;
+esac
+wants tests || host_nextest=""
 
 marker=.readme-on-fresh-debian # in a WORKDIR this script made
 root=""
@@ -263,6 +314,12 @@ fi
 # and a CARGO_HOME of the root's own holding the proxies (cargo, rustc, ...).
 mkdir -p "$root/root/.rustup" "$root/root/.cargo"
 cp -a "$host_cargo_bin" "$root/root/.cargo/"
+if [ -n "$host_nextest" ]; then
+  # Not the README's: CI's image has cargo-nextest, and scripts/test.sh runs
+  # the suite with it when `cargo nextest` works (else with cargo test).
+  cp -L "$host_nextest" "$root/root/.cargo/bin/cargo-nextest"
+  say "NOT the README: cargo-nextest for the tests block, the host's $host_nextest ($("$host_nextest" --version | head -n 1))"
+fi
 
 # The host's network: DNS and local CAs (see the header).
 rm -f "$root/etc/resolv.conf"
@@ -284,9 +341,11 @@ mkdir -p "$work/blocks" "$work/logs"
 readme_block "$root/src/safeprune/README.md" "Quick start" 1 >"$work/blocks/quickstart.sh"
 readme_block "$root/src/safeprune/README.md" "Install" 1 >"$work/blocks/install.sh"
 readme_block "$root/src/safeprune/README.md" "On containerd nodes" 1 >"$work/blocks/containerd.sh"
-for b in quickstart install containerd; do
+readme_block "$root/src/safeprune/README.md" "Quick start" 2 >"$work/blocks/tests.sh"
+for b in $blocks; do
   [ -s "$work/blocks/$b.sh" ] || die "README.md has no sh block for $b"
 done
+say "blocks: $blocks"
 setup_time=$(elapsed "$t")
 say "phase clone and setup: $setup_time"
 
@@ -295,8 +354,15 @@ say "phase clone and setup: $setup_time"
 # mount what a container runtime needs, then run the inner script chrooted.
 ns_init() {
   set -euo pipefail
-  local r=$1 rustup=$2 net=$3 preinstall=$4
+  local r=$1 rustup=$2 net=$3 preinstall=$4 blocks=$5
+  # The root a mount of its own, as a machine's / is: else, chrooted into a
+  # mere directory, `unshare --mount` (scripts/test.sh, the tests' private
+  # engines) fails, as it cannot make / private: "cannot change root
+  # filesystem propagation: Invalid argument".
+  mount --rbind "$r" "$r" # with the /proc that unshare --mount-proc put there
   mount --rbind /dev "$r/dev"
+  # the root's own /dev/shm, as a machine has (the host's is bound with /dev)
+  mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$r/dev/shm"
   mount -t sysfs -o nosuid,nodev,noexec sysfs "$r/sys"
   mount --rbind /sys/fs/cgroup "$r/sys/fs/cgroup"
   mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs "$r/run"
@@ -318,7 +384,7 @@ ns_init() {
   fi
   chroot "$r" /usr/bin/env -i HOME=/root USER=root LOGNAME=root SHELL=/bin/bash TERM=dumb \
     PATH=/root/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    /bin/bash /.readme-test/inner.sh "$preinstall"
+    /bin/bash /.readme-test/inner.sh "$preinstall" "$blocks"
 }
 
 # The inner script, in the root, as root, from /src/safeprune.
@@ -370,14 +436,32 @@ inner_block() { # name check...: run the block, then each check on its log
   [ "$rc" -eq 0 ] && [[ "$verdict" == ok* ]]
 }
 
+# Whether the test command's log on stdin shows every test passed: nextest's
+# summary line "Summary [...] N tests run: N passed[...]" (N > 0; a failed,
+# timed-out or otherwise unpassed test makes the counts differ), or where
+# scripts/test.sh ran cargo test, "test result: ok." lines and no FAILED one.
+inner_tests_passed() {
+  local log summary run passed
+  log=$(cat)
+  summary=$(grep -E '^ *Summary \[ *[0-9.]+s\] [0-9]+ tests? run: ' <<<"$log" | tail -n 1)
+  if [ -n "$summary" ]; then
+    run=$(sed -E 's/.*\] ([0-9]+) tests? run: .*/\1/' <<<"$summary")
+    passed=$(sed -nE 's/.* run: ([0-9]+) passed.*/\1/p' <<<"$summary")
+    [ "$run" -gt 0 ] && [ "$run" = "$passed" ]
+  else
+    grep -q '^test result: ok\.' <<<"$log" && ! grep -q '^test result: FAILED' <<<"$log"
+  fi
+}
+
 inner_main() {
   set -uo pipefail
-  local preinstall=$1 failed=0 i
+  local preinstall=$1 blocks=" $2 " failed=0 i
   summary=()
   containerd_pid=""
   trap inner_cleanup EXIT
   cd /src/safeprune || return 1
   echo "readme-test: inside: $(sed -n 's/^PRETTY_NAME=//p' /etc/os-release), hostname $(cat /proc/sys/kernel/hostname), as $(id -un), PATH=$PATH"
+  echo "readme-test: blocks:$blocks"
 
   if [ -n "$preinstall" ]; then
     echo "readme-test: NOT the README: preinstalling $preinstall"
@@ -387,34 +471,57 @@ inner_main() {
       return 1
   fi
 
-  inner_block quickstart "grep -q '^safeprune plan on .* (docker) at '" || failed=1
-  inner_block install "grep -q '^safeprune plan on .* (docker) at '" \
-    "test \"\$(command -v safeprune)\" = /usr/local/bin/safeprune" || failed=1
+  if [[ "$blocks" == *" quickstart "* ]]; then
+    inner_block quickstart "grep -q '^safeprune plan on .* (docker) at '" || failed=1
+  fi
+  if [[ "$blocks" == *" install "* ]]; then
+    inner_block install "grep -q '^safeprune plan on .* (docker) at '" \
+      "test \"\$(command -v safeprune)\" = /usr/local/bin/safeprune" || failed=1
+  fi
 
-  echo
-  echo "======== not the README: simulating a containerd node ========"
   local start pid=""
-  start=$(date +%s)
-  [ -r /run/docker.pid ] && pid=$(cat /run/docker.pid)
-  inner_stop "$pid" "the quick start's dockerd"
-  compgen -G '/var/lib/apt/lists/*_Packages' >/dev/null || apt-get update -qq
-  echo "readme-test: apt-get install -y containerd"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q containerd
-  containerd >/var/log/containerd.log 2>&1 &
-  containerd_pid=$!
-  for i in $(seq 1 60); do
-    ctr version >/dev/null 2>&1 && break
-    sleep 0.5
-  done
-  if ctr version >/dev/null 2>&1; then
-    echo "readme-test: containerd $(ctr version 2>/dev/null | sed -n 's/^ *Version: *//p' | tail -n 1) answers on /run/containerd/containerd.sock ($(($(date +%s) - start)) s)"
-    inner_block containerd "grep -q '^safeprune plan on .* (containerd) at '" \
-      "grep -q '^safeprune run on .* (containerd) at '" || failed=1
-  else
-    echo "readme-test: containerd did not answer; its log:"
-    tail -n 20 /var/log/containerd.log
-    summary+=("README block containerd: FAILED (not run: containerd did not start)")
-    failed=1
+  if [[ "$blocks" == *" containerd "* ]]; then
+    echo
+    echo "======== not the README: simulating a containerd node ========"
+    start=$(date +%s)
+    [ -r /run/docker.pid ] && pid=$(cat /run/docker.pid)
+    inner_stop "$pid" "the quick start's dockerd"
+    compgen -G '/var/lib/apt/lists/*_Packages' >/dev/null || apt-get update -qq
+    echo "readme-test: apt-get install -y containerd"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q containerd
+    containerd >/var/log/containerd.log 2>&1 &
+    containerd_pid=$!
+    for i in $(seq 1 60); do
+      ctr version >/dev/null 2>&1 && break
+      sleep 0.5
+    done
+    if ctr version >/dev/null 2>&1; then
+      echo "readme-test: containerd $(ctr version 2>/dev/null | sed -n 's/^ *Version: *//p' | tail -n 1) answers on /run/containerd/containerd.sock ($(($(date +%s) - start)) s)"
+      inner_block containerd "grep -q '^safeprune plan on .* (containerd) at '" \
+        "grep -q '^safeprune run on .* (containerd) at '" || failed=1
+    else
+      echo "readme-test: containerd did not answer; its log:"
+      tail -n 20 /var/log/containerd.log
+      summary+=("README block containerd: FAILED (not run: containerd did not start)")
+      failed=1
+    fi
+  fi
+
+  if [[ "$blocks" == *" tests "* ]]; then
+    echo
+    echo "======== not the README: a fresh state for the test command ========"
+    # The tests start private engines of their own; nothing an earlier block
+    # started (the quick start's dockerd, the containerd node's containerd)
+    # stays running beside them.
+    inner_cleanup
+    containerd_pid=""
+    if cargo nextest --version >/dev/null 2>&1; then
+      echo "readme-test: $(cargo nextest --version | head -n 1) is there: scripts/test.sh runs the suite with it"
+    else
+      echo "readme-test: no cargo-nextest: scripts/test.sh runs the suite with cargo test"
+    fi
+    inner_block tests inner_tests_passed || failed=1
+    grep -E '^ *Summary \[|^test result: ' /.readme-test/logs/tests.log | tail -n 5 | sed 's/^ */readme-test: tests: /'
   fi
 
   inner_cleanup
@@ -427,7 +534,7 @@ inner_main() {
 {
   echo '#!/bin/bash'
   echo '# Written by scripts/readme-on-fresh-debian.sh; runs inside the fresh root.'
-  declare -f inner_stop inner_cleanup inner_block inner_main
+  declare -f inner_stop inner_cleanup inner_block inner_tests_passed inner_main
   echo 'inner_main "$@"'
 } >"$work/inner.sh"
 
@@ -443,9 +550,13 @@ else
   cat /proc/sys/net/ipv4/ip_forward >"$state/ip_forward"
   host_net_saved=true
 fi
+case "$(stat -fc %T /sys/fs/cgroup)" in
+  cgroup2fs) say "cgroups: the host's cgroup2 at /sys/fs/cgroup, bound as it is, as on a Debian 12 machine (controllers: $(cat /sys/fs/cgroup/cgroup.controllers))" ;;
+  *) say "cgroups: NOT as on a Debian 12 machine (cgroup2 alone at /sys/fs/cgroup): the host's $(stat -fc %T /sys/fs/cgroup) there, with $(awk '$3 == "cgroup" { sub(".*/", "", $2); printf "%s ", $2 }' /proc/self/mounts)(v1) and $(awk '$3 == "cgroup2" { print $2 }' /proc/self/mounts | head -n 1) (cgroup2), bound as they are" ;;
+esac
 say "phase namespaces: unshare ${unshare_args[*]} (network: $net_mode)"
 unshare "${unshare_args[@]}" bash -c "$(declare -f ns_init); ns_init \"\$@\"" ns_init \
-  "$root" "$host_rustup" "$net_mode" "$preinstall" &
+  "$root" "$host_rustup" "$net_mode" "$preinstall" "$blocks" &
 ns_pid=$!
 if [ "$net_mode" = slirp ]; then
   host_netns=$(readlink /proc/self/ns/net)

@@ -41,6 +41,10 @@
 #
 #   scripts/readme-on-fresh-debian.sh [WORKDIR] 2>&1 | tee /tmp/readme-test.log
 #
+# or the test command alone (a cold debug build and the suite, some minutes):
+#
+#   SAFEPRUNE_BLOCKS=tests scripts/readme-on-fresh-debian.sh 2>&1 | tee /tmp/readme-test.log
+#
 # WORKDIR (default: a fresh `mktemp -d`, removed at the end) must be empty,
 # absent, or a WORKDIR of an earlier run (it is then wiped and made again); a
 # WORKDIR given is kept for inspection. Environment:
@@ -86,6 +90,21 @@
 # ip_forward before and restores them after (a table dockerd made is left
 # empty, with ACCEPT policies), and deletes a docker0 that was not there
 # before. Meanwhile the host has dockerd's rules (FORWARD policy DROP).
+#
+# The kernel's file systems, as on a Debian 12 machine: / is a mount of its
+# own (WORKDIR bound onto itself: `unshare --mount`, which scripts/test.sh
+# and the tests' private engines run, makes / private and fails in a chroot
+# whose / is a mere directory), /proc is the new pid namespace's, /sys a
+# fresh sysfs (the new network namespace's), /dev the host's (devices,
+# /dev/pts) with a /dev/shm of its own, /run and /tmp tmpfs of the root's
+# own, and /sys/fs/cgroup the host's, bound read-write as it is: on a Debian
+# 12 host that is cgroup2 alone, as systemd mounts it, with its controllers;
+# a host with cgroup v1 hierarchies (hybrid: some VMs, older systems) gives
+# the root those too, and the script says so. A fresh cgroup2 mount would be
+# no better there: a controller a v1 hierarchy holds is missing from cgroup2
+# (on a hybrid host, most of them: cpu, memory, pids, io), so the engines'
+# containers would run without those; and mounting cgroup2 again would reset
+# the host's cgroup2 options (nsdelegate) too.
 #
 # From the host besides Rust, only its network's settings: resolv.conf (DNS)
 # and the local CA certificates (/usr/local/share/ca-certificates/*.crt, e.g.
@@ -521,7 +540,11 @@ inner_main() {
       echo "readme-test: no cargo-nextest: scripts/test.sh runs the suite with cargo test"
     fi
     inner_block tests inner_tests_passed || failed=1
-    grep -E '^ *Summary \[|^test result: ' /.readme-test/logs/tests.log | tail -n 5 | sed 's/^ */readme-test: tests: /'
+    if grep -qE '^ *Summary \[' /.readme-test/logs/tests.log; then
+      grep -E '^ *Summary \[' /.readme-test/logs/tests.log | tail -n 1 | sed 's/^ */readme-test: tests: nextest: /'
+    else
+      echo "readme-test: tests: cargo test: $(grep -c '^test result: ok\.' /.readme-test/logs/tests.log) \"test result: ok.\" lines, $(grep -c '^test result: FAILED' /.readme-test/logs/tests.log) FAILED"
+    fi
   fi
 
   inner_cleanup

@@ -236,6 +236,10 @@ async fn an_engine_that_stops_and_comes_back_is_survived() {
 }
 
 /// The value of the sample `name{labels}` in a textfile, if present.
+/// The series of containers a run deleted.
+const DELETED_CONTAINERS: &str =
+    r#"safeprune_last_run_removals{kind="container",result="deleted"}"#;
+
 fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
@@ -261,14 +265,7 @@ async fn every_run_writes_the_metrics_textfile_unless_another_holds_the_lock() {
         Some(1.0),
         "{metrics}"
     );
-    assert_eq!(
-        sample(
-            &metrics,
-            r#"safeprune_last_run_removals{kind="container",result="deleted"}"#
-        ),
-        Some(1.0),
-        "{metrics}"
-    );
+    assert_eq!(sample(&metrics, DELETED_CONTAINERS), Some(1.0), "{metrics}");
     assert_eq!(
         sample(
             &metrics,
@@ -310,14 +307,7 @@ async fn every_run_writes_the_metrics_textfile_unless_another_holds_the_lock() {
     );
     let metrics = std::fs::read_to_string(&prom).unwrap();
     assert_eq!(sample(&metrics, "safeprune_last_run_success"), Some(0.0));
-    assert_eq!(
-        sample(
-            &metrics,
-            r#"safeprune_last_run_removals{kind="container",result="deleted"}"#
-        ),
-        Some(1.0),
-        "{metrics}"
-    );
+    assert_eq!(sample(&metrics, DELETED_CONTAINERS), Some(1.0), "{metrics}");
     std::fs::remove_dir(&json).unwrap();
 
     // The engine is gone: the run fails, and the textfile says so.

@@ -80,11 +80,19 @@ impl Node {
     }
 }
 
-/// This machine's host name, as reports name the node.
+/// The node's name, as reports give it: `$SAFEPRUNE_NODE_NAME` when set and
+/// not empty (in a pod, whose host name is the pod's, the `DaemonSet` sets it
+/// from `spec.nodeName`), else this machine's host name.
 #[must_use]
 pub fn node_name() -> String {
+    if let Some(name) = std::env::var_os(NODE_NAME_VAR).filter(|n| !n.is_empty()) {
+        return name.to_string_lossy().into_owned();
+    }
     hostname::get().map_or_else(|_| "unknown".into(), |h| h.to_string_lossy().into())
 }
+
+/// The environment variable that names the node in reports.
+pub const NODE_NAME_VAR: &str = "SAFEPRUNE_NODE_NAME";
 
 /// What a cycle is asked to do beyond the policy.
 #[derive(Debug, Clone, Default)]
@@ -111,6 +119,17 @@ pub async fn cycle(
     options: &CycleOptions,
     stop: &AtomicBool,
 ) -> Result<Report, AppError> {
+    cycle_with_metrics(policy, options, stop).await.0
+}
+
+/// [`cycle`], also returning the metrics text of the cycle (the textfile's
+/// content, whether or not one is configured); `None` when another run
+/// held the lock, whose figures these are not.
+pub async fn cycle_with_metrics(
+    policy: &Policy,
+    options: &CycleOptions,
+    stop: &AtomicBool,
+) -> (Result<Report, AppError>, Option<String>) {
     let started = Instant::now();
     let started_at = Utc::now();
     // A report file that cannot be written fails the run, but the metrics
@@ -119,11 +138,8 @@ pub async fn cycle(
         Ok((report, unwritten)) => (Ok(report), unwritten),
         Err(e) => (Err(e), None),
     };
-    let Some(path) = configured(&policy.report.metrics_textfile) else {
-        return unwritten.map_or(result, Err);
-    };
     let (report, success) = match &result {
-        Err(AppError::Locked(_)) => return result,
+        Err(AppError::Locked(_)) => return (result, None),
         Ok(report) => (
             Cow::Borrowed(report),
             report.summary.failed == 0 && unwritten.is_none(),
@@ -142,12 +158,15 @@ pub async fn cycle(
             false,
         ),
     };
+    let text = render_metrics(&report, started.elapsed(), success);
+    let result = unwritten.map_or(result, Err);
+    let Some(path) = configured(&policy.report.metrics_textfile) else {
+        return (result, Some(text));
+    };
     if path.extension().is_none_or(|e| e != "prom") {
         tracing::warn!(path = %path.display(), "node_exporter reads only *.prom textfiles");
     }
-    let text = render_metrics(&report, started.elapsed(), success);
-    let result = unwritten.map_or(result, Err);
-    match write_atomically(path, text.as_bytes()) {
+    let result = match write_atomically(path, text.as_bytes()) {
         Ok(()) => result,
         Err(source) => {
             let error = AppError::File {
@@ -155,12 +174,14 @@ pub async fn cycle(
                 source,
             };
             if result.is_ok() {
-                return Err(error);
+                Err(error)
+            } else {
+                tracing::error!(error = %Chain(&error), "cannot write the metrics textfile");
+                result
             }
-            tracing::error!(error = %Chain(&error), "cannot write the metrics textfile");
-            result
         }
-    }
+    };
+    (result, Some(text))
 }
 
 async fn locked_cycle(

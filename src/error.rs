@@ -64,6 +64,11 @@ pub enum AppError {
     },
     #[error("the daemon cannot wait for its schedule")]
     Daemon(#[source] std::io::Error),
+    #[error("the daemon cannot listen on {addr} (metrics.listen)")]
+    Listen {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 impl AppError {
@@ -72,7 +77,9 @@ impl AppError {
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::Policy(_) | Self::Usage(_) => exit::USAGE,
-            Self::Runtime(_) | Self::File { .. } | Self::Daemon(_) => exit::RUNTIME,
+            Self::Runtime(_) | Self::File { .. } | Self::Daemon(_) | Self::Listen { .. } => {
+                exit::RUNTIME
+            }
             Self::RemovalsFailed { .. } => exit::REMOVALS_FAILED,
             Self::Locked(_) => exit::LOCKED,
             Self::OverLimit { .. } => exit::OVER_LIMIT,

@@ -7,6 +7,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -66,6 +67,8 @@ pub struct Policy {
     pub safety: Safety,
     #[serde(default)]
     pub report: ReportConfig,
+    #[serde(default)]
+    pub metrics: MetricsConfig,
     #[serde(default = "default_lock_file")]
     pub lock_file: PathBuf,
 }
@@ -341,6 +344,63 @@ pub struct ReportConfig {
     pub metrics_textfile: String,
     /// JSON lines, one per removal attempt; empty: do not.
     pub audit_log: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Where the daemon serves `/metrics` and `/healthz`; off by default.
+    pub listen: Listen,
+}
+
+/// An address to listen on, `IP:port` (`0.0.0.0:9573`, `[::]:9573`), or
+/// off when empty. Port 0 takes a free port, which the daemon logs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Listen(Option<SocketAddr>);
+
+impl Listen {
+    /// The address, or `None` when the listener is off.
+    #[must_use]
+    pub fn addr(self) -> Option<SocketAddr> {
+        self.0
+    }
+}
+
+impl FromStr for Listen {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.is_empty() {
+            return Ok(Self(None));
+        }
+        s.parse().map(|a| Self(Some(a))).map_err(|_| {
+            format!(
+                "listen address \"{s}\" is not IP:port: use e.g. 0.0.0.0:9573 or [::]:9573 \
+                 (no host names), or \"\" for off"
+            )
+        })
+    }
+}
+
+impl fmt::Display for Listen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(addr) => write!(f, "{addr}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Serialize for Listen {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Listen {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        de.deserialize_str(Parsed(PhantomData))
+    }
 }
 
 /// Parses a scalar through `FromStr` inside the deserializer, so that the

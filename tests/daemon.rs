@@ -1,10 +1,12 @@
 //! `safeprune daemon` against a real, private Docker Engine: cycles on a
 //! seconds-level schedule, SIGTERM, SIGHUP with a good and a bad policy, an
-//! engine that goes away and comes back; and two `run`s at once.
+//! engine that goes away and comes back, the `/metrics` and `/healthz`
+//! listener; and two `run`s at once.
 
 mod util;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -48,8 +50,11 @@ struct Daemon {
 
 impl Daemon {
     fn start(safeprune: &Cli) -> Self {
-        let mut child = safeprune
-            .command(&["daemon"])
+        Self::spawn(safeprune.command(&["daemon"]))
+    }
+
+    fn spawn(mut command: Command) -> Self {
+        let mut child = command
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -384,4 +389,112 @@ async fn two_runs_at_once_one_works_and_the_other_exits_4() {
     assert!(String::from_utf8_lossy(&second.stderr).contains("holds the lock"));
     lines.for_each(drop);
     assert_eq!(first.wait().unwrap().code(), Some(0));
+}
+
+/// `GET path` over HTTP/1.0 at `addr`: the status code and the body.
+fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: safeprune\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("a whole response");
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, body.to_owned())
+}
+
+impl Daemon {
+    /// The address the listener logged it serves.
+    fn listening_on(&self) -> SocketAddr {
+        let log = self.log.lock().unwrap();
+        let line = log
+            .iter()
+            .find(|l| l.contains("serving /metrics and /healthz"))
+            .expect("the listener's line");
+        line.split_once("address=")
+            .unwrap()
+            .1
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+}
+
+/// The series of a metrics text, without their values.
+fn series(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' ').map(|(series, _)| series))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_listener_serves_each_cycles_metrics_and_its_health() {
+    let engine = PrivateDockerd::start().await;
+    let base = engine.import_busybox_image("base:1", None).await;
+    engine.run_to_exit("exited", &base, &[]).await;
+    let listen = "metrics: { listen: \"127.0.0.1:0\" }\n";
+
+    // No cycle due for days: the textfile an earlier run left is served.
+    let safeprune = Cli::new(
+        &Runtime::Docker(engine.endpoint()),
+        &format!("schedule: \"0 5 1 1 *\"\n{listen}"),
+    );
+    let earlier = "# an earlier run's figures\nsafeprune_last_run_success 1\n";
+    std::fs::write(safeprune.path("safeprune.prom"), earlier).unwrap();
+    let daemon = Daemon::start(&safeprune);
+    daemon.wait_for("serving /metrics and /healthz", 1).await;
+    let addr = daemon.listening_on();
+    assert_eq!(http_get(addr, "/metrics"), (200, earlier.to_owned()));
+    let (status, body) = http_get(addr, "/healthz");
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "ok: waiting for the next cycle\n")
+    );
+    assert_eq!(http_get(addr, "/").0, 404);
+    let (code, _) = daemon.terminate();
+    assert_eq!(code, Some(0));
+
+    // Cycling, on a node named from the environment, as in a pod.
+    let safeprune = safeprune_on(&engine, listen);
+    let mut command = safeprune.command(&["daemon"]);
+    command.env("SAFEPRUNE_NODE_NAME", "node-from-env");
+    let daemon = Daemon::spawn(command);
+    daemon.wait_for("cycle finished", 1).await;
+    let addr = daemon.listening_on();
+    let (status, served) = http_get(addr, "/metrics");
+    assert_eq!(status, 200);
+    assert_eq!(
+        sample(&served, "safeprune_last_run_success"),
+        Some(1.0),
+        "{served}"
+    );
+    // The same series as the textfile the same cycles write.
+    let textfile = std::fs::read_to_string(safeprune.path("safeprune.prom")).unwrap();
+    assert_eq!(series(&served), series(&textfile));
+    assert_eq!(http_get(addr, "/healthz").0, 200);
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(safeprune.path("report.json")).unwrap()).unwrap();
+    assert_eq!(report["node"], "node-from-env");
+    let (code, _) = daemon.terminate();
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn a_listen_address_in_use_is_exit_1_naming_it() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    // No engine is needed: the listener is bound before any cycle.
+    let safeprune = Cli::with_yaml(&format!("metrics: {{ listen: \"{addr}\" }}\n"));
+    let out = safeprune.run(&["daemon"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("cannot listen on {addr} (metrics.listen)")),
+        "{stderr}"
+    );
 }

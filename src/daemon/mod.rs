@@ -16,12 +16,14 @@
 //! `CLOCK_REALTIME` timerfd that costs nothing between cycles, is in
 //! `wall_timer.rs`.
 
+mod http;
 mod wall_timer;
 
 #[cfg(test)]
 mod tests;
 
 use std::io;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -29,32 +31,62 @@ use chrono::{DateTime, Utc};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
-use crate::cycle::CycleOptions;
+use crate::cycle::{CycleOptions, cycle_with_metrics};
 use crate::error::AppError;
 use crate::output::Chain;
 use crate::policy::{Policy, PolicySource};
 use crate::report::Report;
 use crate::schedule::{self, Slot};
+use http::{Exposition, Phase};
 use wall_timer::WallTimer;
 
 /// The longest pause between two attempts to reach an engine that is down.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
-/// Runs cycles on the policy's schedule until SIGTERM or SIGINT.
+/// Runs cycles on the policy's schedule until SIGTERM or SIGINT, serving
+/// `/metrics` and `/healthz` at `metrics.listen` if set.
 ///
 /// # Errors
-/// Signals or the timer cannot be set up, or the schedule names no future
-/// time. Failed cycles are logged, never returned.
+/// Signals, the timer or the listener cannot be set up, or the schedule
+/// names no future time. Failed cycles are logged, never returned.
 pub async fn run(source: PolicySource, policy: Policy) -> Result<(), AppError> {
     let events = forward_signals().map_err(AppError::Daemon)?;
+    let exposition = match policy.metrics.listen.addr() {
+        Some(addr) => Some(listen(addr, &policy).await?),
+        None => None,
+    };
     let inputs = Inputs {
         clock: SystemClock,
         timer: WallTimer,
         events,
-        cycles: EngineCycles,
+        cycles: EngineCycles {
+            exposition: exposition.clone(),
+        },
         random: schedule::random_u64,
     };
-    run_with(source, policy, inputs).await
+    let result = run_with(source, policy, inputs).await;
+    if let Some(exposition) = exposition {
+        exposition.set_phase(Phase::Stopped);
+    }
+    result
+}
+
+/// Binds `metrics.listen` and serves it for the daemon's life. Until the
+/// first cycle ends, `/metrics` serves the last run's textfile if there is
+/// one, so a restart does not blank the figures for a week.
+async fn listen(addr: std::net::SocketAddr, policy: &Policy) -> Result<Arc<Exposition>, AppError> {
+    let listener = http::bind(addr)
+        .await
+        .map_err(|source| AppError::Listen { addr, source })?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    let last = Some(policy.report.metrics_textfile.as_str())
+        .filter(|p| !p.is_empty())
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_default();
+    let exposition = Arc::new(Exposition::new(last));
+    tokio::spawn(http::serve(listener, Arc::clone(&exposition)));
+    tracing::info!(address = %bound, "serving /metrics and /healthz");
+    Ok(exposition)
 }
 
 /// Reads the wall clock.
@@ -202,6 +234,12 @@ where
     fn reload(&mut self) {
         match self.source.load() {
             Ok(policy) => {
+                if policy.metrics.listen != self.policy.metrics.listen {
+                    tracing::warn!(
+                        listen = %self.policy.metrics.listen,
+                        "metrics.listen changed: the listener moves only when the daemon restarts"
+                    );
+                }
                 self.policy = policy;
                 tracing::info!(source = ?self.source, "policy reloaded");
             }
@@ -342,12 +380,25 @@ impl Clock for SystemClock {
     }
 }
 
-/// The real cycle: the same as `safeprune run`.
-struct EngineCycles;
+/// The real cycle: the same as `safeprune run`; with a listener, it also
+/// tells `/healthz` that a cycle runs and `/metrics` what it found.
+struct EngineCycles {
+    exposition: Option<Arc<Exposition>>,
+}
 
 impl Cycles for EngineCycles {
     async fn cycle(&self, policy: &Policy, stop: &AtomicBool) -> Result<Report, AppError> {
-        crate::cycle::cycle(policy, &CycleOptions::default(), stop).await
+        let options = CycleOptions::default();
+        let Some(exposition) = &self.exposition else {
+            return crate::cycle::cycle(policy, &options, stop).await;
+        };
+        exposition.set_phase(Phase::Cycle(tokio::time::Instant::now()));
+        let (result, metrics) = cycle_with_metrics(policy, &options, stop).await;
+        if let Some(text) = metrics {
+            exposition.set_metrics(text);
+        }
+        exposition.set_phase(Phase::Waiting);
+        result
     }
 }
 

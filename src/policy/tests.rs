@@ -193,3 +193,46 @@ fn top_level_and_unquoted_values_are_located() {
         Age::from_str("0").unwrap()
     );
 }
+
+#[test]
+fn metrics_listen_is_off_by_default_and_takes_ip_and_port() {
+    assert_eq!(Policy::builtin().metrics.listen.addr(), None);
+    for (text, addr) in [
+        ("0.0.0.0:9573", "0.0.0.0:9573"),
+        ("127.0.0.1:0", "127.0.0.1:0"),
+        ("\"[::]:9573\"", "[::]:9573"),
+    ] {
+        let p = parse(&format!("metrics: {{ listen: {text} }}")).unwrap();
+        assert_eq!(
+            p.metrics.listen.addr(),
+            Some(addr.parse().unwrap()),
+            "{text}"
+        );
+        // What check prints reads back as the same address.
+        let printed = parse(&p.to_yaml()).unwrap();
+        assert_eq!(printed.metrics.listen, p.metrics.listen, "{text}");
+    }
+    assert_eq!(
+        parse("metrics: { listen: \"\" }")
+            .unwrap()
+            .metrics
+            .listen
+            .addr(),
+        None
+    );
+}
+
+#[test]
+fn metrics_listen_refuses_what_is_not_ip_and_port() {
+    for text in [
+        "localhost:9573",
+        "9573",
+        "\"0.0.0.0\"",
+        "\"http://0.0.0.0:9573\"",
+    ] {
+        let e = err(&format!("metrics: {{ listen: {text} }}"));
+        assert!(e.contains("is not IP:port"), "{text}: {e}");
+        // The value's own position, after "metrics: { listen: ".
+        assert!(e.contains("line 1 column 20"), "{text}: {e}");
+    }
+}

@@ -161,12 +161,14 @@ impl Cli {
     }
 }
 
-/// `safeprune args…` with no policy of the test's, to spawn; neither
-/// `SAFEPRUNE_CONFIG` nor `RUST_LOG` comes from the caller.
+/// `safeprune args…` with no policy of the test's, to spawn; none of
+/// `SAFEPRUNE_CONFIG`, `SAFEPRUNE_NODE_NAME` and `RUST_LOG` comes from the
+/// caller.
 pub fn command(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_safeprune"));
     cmd.args(args)
         .env_remove("SAFEPRUNE_CONFIG")
+        .env_remove("SAFEPRUNE_NODE_NAME")
         .env_remove("RUST_LOG");
     cmd
 }

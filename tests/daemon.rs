@@ -5,8 +5,8 @@
 
 mod util;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 use bollard::query_parameters::InspectContainerOptions;
 use util::docker::PrivateDockerd;
 use util::node::{Cli, Runtime};
+
+fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    util::node::http_get(addr, path).unwrap()
+}
 use util::pod::Pod;
 
 /// The containers section that removes what exited, at once.
@@ -389,20 +393,6 @@ async fn two_runs_at_once_one_works_and_the_other_exits_4() {
     assert!(String::from_utf8_lossy(&second.stderr).contains("holds the lock"));
     lines.for_each(drop);
     assert_eq!(first.wait().unwrap().code(), Some(0));
-}
-
-/// `GET path` over HTTP/1.0 at `addr`: the status code and the body.
-fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: safeprune\r\n\r\n").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").expect("a whole response");
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, body.to_owned())
 }
 
 impl Daemon {

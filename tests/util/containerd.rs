@@ -10,8 +10,9 @@
 //! `registry.k8s.io/pause:3.6`, which
 //! [`PrivateContainerd::start`] imports (a busybox that sleeps and exits on
 //! TERM: there is no registry here). Pods use the host network, which is
-//! the private network namespace: no CNI needed. The config and its CRI
-//! switch are in `containerd/daemon.rs`.
+//! the private network namespace, unless a test asks for the pod network:
+//! a CNI bridge inside that namespace (Debian's containernetworking-plugins).
+//! The config and its CRI switch are in `containerd/daemon.rs`.
 //!
 //! Pods get the cgroup parent `/<scope>` and `ctr` containers the cgroup
 //! `/<scope>/<id>`, so every cgroup a killed daemon leaves lies in the one
@@ -105,6 +106,12 @@ impl PrivateContainerd {
         // the new one.
         let _ = fs::remove_file(&self.socket);
         self.channel = daemon::launch(&mut self.process, "config-restart.toml", cri).await;
+    }
+
+    /// The pid of containerd, the init of the node's namespaces: its
+    /// network namespace is where pods on the pod network are reached.
+    pub fn pid(&self) -> u32 {
+        self.process.pid().expect("containerd has answered")
     }
 
     /// The socket path, `/tmp/spc-XXXXXX/c.sock`.

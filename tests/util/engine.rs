@@ -75,6 +75,12 @@ impl EngineProcess {
         self.dir.join(file)
     }
 
+    /// The engine's pid, once it has answered: its network namespace is
+    /// the node's network as the pods see it.
+    pub fn pid(&self) -> Option<u32> {
+        self.init_pid
+    }
+
     /// The directory's name: the `safeprune.test` label of everything the
     /// fixtures make, and the cgroup parent of every container.
     pub fn scope(&self) -> &str {

@@ -10,6 +10,8 @@
 //!   the teardown of all it leaves. The engine files hold only what
 //!   differs: flags, config, how to ask.
 //! - [`pod::Pod`] (`pod.rs`): a pod as kubelet names it, on either engine.
+//! - [`kube`] (`kube.rs`): kubelet's part for the `DaemonSet`'s pod, the
+//!   manifests of `deploy/kubernetes/` turned into CRI configs.
 //! - [`node`] (`node.rs`): a policy for an engine, the `safeprune` binary
 //!   run on it, its JSON report read back, and the assertions on what a
 //!   scenario's run was to remove.
@@ -25,6 +27,7 @@
 pub mod containerd;
 pub mod docker;
 mod engine;
+pub mod kube;
 pub mod node;
 pub mod pod;
 

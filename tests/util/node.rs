@@ -13,9 +13,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use safeprune::execute::{Outcome, execute};
 use safeprune::inventory::{Container, Inventory};
@@ -171,6 +174,26 @@ pub fn command(args: &[&str]) -> Command {
         .env_remove("SAFEPRUNE_NODE_NAME")
         .env_remove("RUST_LOG");
     cmd
+}
+
+/// `GET path` over HTTP/1.0 at `addr`: the status code and the body.
+///
+/// # Errors
+/// The connection fails or the answer is not a whole HTTP response.
+pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: safeprune\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, response.clone());
+    let (head, body) = response.split_once("\r\n\r\n").ok_or_else(bad)?;
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(bad)?;
+    Ok((status, body.to_owned()))
 }
 
 /// Runs `safeprune args…` with no policy of the test's to its end.

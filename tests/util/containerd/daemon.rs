@@ -1,6 +1,6 @@
-//! The containerd process: its config (CRI on or off), and how to tell
-//! that it answers. The process itself, its namespaces and its teardown are
-//! [`EngineProcess`]'s.
+//! The containerd process: its config (CRI on or off, and a pod network
+//! of its own), and how to tell that it answers. The process itself, its
+//! namespaces and its teardown are [`EngineProcess`]'s.
 
 use std::fs;
 use std::path::Path;
@@ -52,13 +52,44 @@ disabled_plugins = [
   sandbox_image = "{SANDBOX_IMAGE}"
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
-  # An empty CNI directory of our own: pods use the host network, and the
-  # node's /etc/cni stays unread.
+  # A CNI directory of our own, with Debian's plugins: the node's /etc/cni
+  # stays unread. Most pods use the host network; a pod on the pod network
+  # gets a bridge inside the engine's private network namespace.
   [plugins."io.containerd.grpc.v1.cri".cni]
     conf_dir = "{d}/cni"
-    bin_dir = "{d}/cni"
+    bin_dir = "{CNI_BIN_DIR}"
 "#,
         socket = socket.display(),
+    )
+}
+
+/// Where Debian's containernetworking-plugins puts the CNI plugins.
+const CNI_BIN_DIR: &str = "/usr/lib/cni";
+
+/// The pod network: a bridge with its own addresses, in the engine's
+/// private network namespace, so nothing of it is seen outside. No
+/// masquerading (no iptables), and the address book under the directory.
+fn cni_conflist(dir: &Path) -> String {
+    format!(
+        r#"{{
+  "cniVersion": "0.4.0",
+  "name": "safeprune-test",
+  "plugins": [
+    {{
+      "type": "bridge",
+      "bridge": "sptbr0",
+      "isGateway": true,
+      "ipMasq": false,
+      "ipam": {{
+        "type": "host-local",
+        "ranges": [[{{"subnet": "10.88.0.0/24"}}]],
+        "dataDir": "{}/cni-ipam"
+      }}
+    }}
+  ]
+}}
+"#,
+        dir.display()
     )
 }
 
@@ -70,6 +101,13 @@ pub(super) async fn launch(process: &mut EngineProcess, config: &str, cri: bool)
     let config = process.path(config);
     fs::write(&config, config_toml(process.dir(), &socket, cri))
         .unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
+    let cni = process.path("cni");
+    fs::create_dir_all(&cni).expect("create the CNI config directory");
+    fs::write(
+        cni.join("10-safeprune-test.conflist"),
+        cni_conflist(process.dir()),
+    )
+    .expect("write the CNI config");
     process.launch(EXEC, [&config]);
     process
         .await_answer(async || {

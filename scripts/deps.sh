@@ -59,6 +59,9 @@ if ! $build_only; then
   command -v mount >/dev/null 2>&1 || need+=(mount)
   # The private containerd's network namespace needs its loopback up: ip(8).
   command -v ip >/dev/null 2>&1 || need+=(iproute2)
+  # The DaemonSet's pod runs on a pod network: a CNI bridge in the private
+  # containerd's network namespace, with Debian's plugins.
+  [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
   # scripts/test.sh checks the systemd units offline with systemd-analyze.
   command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
   # ... which checks that the units' commands exist: ExecReload's /bin/kill

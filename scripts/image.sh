@@ -78,7 +78,7 @@ if [ -z "$binary" ]; then
     (cd "$repo" && cargo build --release --locked)
   fi
 fi
-[ -f "$binary" ] && [ -x "$binary" ] || die "$binary is not an executable file"
+if [ ! -f "$binary" ] || [ ! -x "$binary" ]; then die "$binary is not an executable file"; fi
 out=${out:-$repo/target/image}
 
 version=$(awk -F'"' '/^\[/ { pkg = ($0 == "[package]") } pkg && /^version *=/ { print $2; exit }' "$repo/Cargo.toml")
@@ -169,7 +169,7 @@ find "$rootfs" -exec touch -h -d "@$epoch" {} +
 # without a leading ./ (the directory itself is not an entry).
 repro_tar() {
   local archive=$1 dir=$2 entries
-  mapfile -t entries < <(cd "$dir" && LC_ALL=C ls -A | LC_ALL=C sort)
+  mapfile -t entries < <(find "$dir" -mindepth 1 -maxdepth 1 -printf '%f\n' | LC_ALL=C sort)
   LC_ALL=C tar --create --file="$archive" --directory="$dir" --format=gnu \
     --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
     -- "${entries[@]}"

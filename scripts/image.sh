@@ -38,8 +38,8 @@
 #
 # VERSION is the package version in Cargo.toml. The same inputs give the
 # same bytes. The Dockerfile's build stage runs this script too, so an image
-# built from it holds the same files. Needs bash, coreutils, tar, gzip and
-# ldd (libc-bin), all in a minimal Debian.
+# built from it holds the same files. Needs bash, coreutils, findutils, sed,
+# awk, tar, gzip and ldd (libc-bin), all in a minimal Debian.
 set -euo pipefail
 umask 022
 

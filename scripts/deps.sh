@@ -67,6 +67,11 @@ if ! $build_only; then
   # ... which checks that the units' commands exist: ExecReload's /bin/kill
   # (a shell builtin too, hence the path) is procps', absent from minimal images.
   [ -x /bin/kill ] || need+=(procps)
+  # scripts/k8s-validate.sh installs the manifest validator from PyPI into
+  # a virtual environment: python3 and its venv module (ensurepip), which
+  # Debian packages apart.
+  command -v python3 >/dev/null 2>&1 || need+=(python3)
+  python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
   # The metrics test lints the textfile with promtool, from Debian's
   # prometheus package.
   command -v promtool >/dev/null 2>&1 || need_promtool=true

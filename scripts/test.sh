@@ -36,6 +36,10 @@ if ! security=$(systemd-analyze security --offline=yes --threshold=7 --no-pager 
 fi
 printf '%s\n' "$security" | grep -F 'Overall exposure level'
 
+# The Kubernetes manifests: rendered, validated against Kubernetes' schemas,
+# and held to their security settings (deploy/kubernetes).
+scripts/k8s-validate.sh
+
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --locked --no-fail-fast
 else

@@ -15,6 +15,8 @@
 //! - [`node`] (`node.rs`): a policy for an engine, the `safeprune` binary
 //!   run on it, its JSON report read back, and the assertions on what a
 //!   scenario's run was to remove.
+//! - [`image`] (`image.rs`): the container image `scripts/image.sh` builds
+//!   from the binary under test, and its archives read back.
 //!
 //! Everything the fixtures create carries the label `safeprune.test=<scope>`
 //! with the engine's own scope, and lies in that engine alone.
@@ -27,6 +29,7 @@
 pub mod containerd;
 pub mod docker;
 mod engine;
+pub mod image;
 pub mod kube;
 pub mod node;
 pub mod pod;

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Renders and checks safeprune's Kubernetes manifests (deploy/kubernetes).
+
+Run by scripts/k8s-validate.sh, in its virtual environment (the pins of
+scripts/k8s-requirements.txt):
+
+  k8s_manifests.py render VARIANT     print a variant's objects as YAML
+  k8s_manifests.py check [--kubectl]  render, compare, validate, check
+
+A variant is a kustomization: `base` is deploy/kubernetes (containerd),
+`docker` is deploy/kubernetes/docker. Rendering does what `kubectl
+kustomize` does with the few features they use (resources, and JSON patches
+with a target) and refuses any other kustomization key, so it cannot drift
+from kustomize's silently; with --kubectl, `check` also compares the two.
+
+`check` validates every object strictly (an unknown field is an error)
+against each Kubernetes release from 1.31 to the newest the validator
+bundles, then checks what schemas cannot (k8s_checks.py): names that must
+refer to each other, the policy against the mounts and ports, and the pod's
+security settings. Last, it proves those checks bite (k8s_breakages.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import kubernetes_validate
+import yaml
+from k8s_breakages import self_test
+from k8s_checks import CheckError, check, policy_difference
+from kubernetes_validate.utils import all_versions
+from packaging.version import Version
+
+REPO = Path(__file__).resolve().parent.parent
+DEPLOY = REPO / "deploy" / "kubernetes"
+VARIANTS = {"base": DEPLOY, "docker": DEPLOY / "docker"}
+PODMONITOR = DEPLOY / "examples" / "podmonitor.yaml"
+OLDEST = Version("1.31")
+
+Obj = dict[str, Any]
+
+
+class ManifestError(Exception):
+    """A variant cannot be rendered."""
+
+
+# ------------------------------------------------------------- rendering
+
+
+def load_docs(path: Path) -> list[Any]:
+    """The YAML documents of a file, empty ones left out."""
+    with path.open() as f:
+        return [doc for doc in yaml.safe_load_all(f) if doc is not None]
+
+
+def identity(obj: Obj) -> tuple[str, str, str, str]:
+    meta = obj["metadata"]
+    return (obj["apiVersion"], obj["kind"], meta.get("namespace", ""), meta["name"])
+
+
+def label(obj: Obj) -> str:
+    _, kind, namespace, name = identity(obj)
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
+def matches(obj: Obj, target: dict[str, str]) -> bool:
+    """Whether `obj` is what a kustomize patch target names."""
+    group, _, version = obj["apiVersion"].rpartition("/")
+    facts = {
+        "group": group,
+        "version": version,
+        "kind": obj["kind"],
+        "name": obj["metadata"]["name"],
+        "namespace": obj["metadata"].get("namespace", ""),
+    }
+    if not set(target) <= set(facts):
+        raise ManifestError(f"patch target keys {sorted(set(target) - set(facts))} not supported")
+    return all(facts[k] == v for k, v in target.items())
+
+
+def render(directory: Path) -> list[Obj]:
+    """The objects of the kustomization in `directory`, in order."""
+    file = directory / "kustomization.yaml"
+    kustomization = load_docs(file)[0]
+    extra = set(kustomization) - {"apiVersion", "kind", "resources", "patches"}
+    if extra:
+        raise ManifestError(
+            f"{file}: {sorted(extra)} not supported: keep to resources and "
+            "JSON patches, or teach scripts/k8s_manifests.py"
+        )
+    objects: list[Obj] = []
+    for resource in kustomization.get("resources", []):
+        path = (directory / resource).resolve()
+        objects += render(path) if path.is_dir() else load_docs(path)
+    for patch in kustomization.get("patches", []):
+        if set(patch) != {"path", "target"}:
+            raise ManifestError(f"{file}: a patch here has exactly a path and a target: {patch}")
+        ops = load_docs(directory / patch["path"])[0]
+        hits = [i for i, obj in enumerate(objects) if matches(obj, patch["target"])]
+        if len(hits) != 1 or not isinstance(ops, list):
+            raise ManifestError(f"{patch['path']}: not a JSON patch of exactly one object")
+        try:
+            objects[hits[0]] = jsonpatch.apply_patch(objects[hits[0]], ops)
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
+            raise ManifestError(f"{directory / patch['path']}: {e}") from e
+    return objects
+
+
+def dump(objects: list[Obj]) -> str:
+    return yaml.safe_dump_all(objects, sort_keys=True)
+
+
+def kubectl_differences(name: str, objects: list[Obj]) -> list[str]:
+    """How `kubectl kustomize` renders the variant differently, if it does."""
+    answer = subprocess.run(
+        ["kubectl", "kustomize", str(VARIANTS[name])], capture_output=True, text=True, check=False
+    )
+    if answer.returncode != 0:
+        return [f"{name}: kubectl kustomize failed: {answer.stderr.strip()}"]
+    theirs = {identity(o): o for o in yaml.safe_load_all(answer.stdout) if o}
+    ours = {identity(o): o for o in objects}
+    problems = []
+    for key in sorted(set(theirs) | set(ours)):
+        if theirs.get(key) != ours.get(key):
+            diff = difflib.unified_diff(
+                dump([ours[key]] if key in ours else []).splitlines(),
+                dump([theirs[key]] if key in theirs else []).splitlines(),
+                "this rendering",
+                "kubectl kustomize",
+                lineterm="",
+            )
+            problems.append(f"{name}: {key[1]} {key[3]} differs:\n" + "\n".join(diff))
+    return problems
+
+
+# ------------------------------------------------------------ validation
+
+
+def versions() -> list[str]:
+    """Every release the validator bundles from 1.31 on."""
+    return sorted({v for v in all_versions() if Version(v) >= OLDEST}, key=Version)
+
+
+def schema_problems(obj: Obj, version: str) -> list[str]:
+    """What Kubernetes' schema of `version` refuses in `obj`, strictly."""
+    try:
+        kubernetes_validate.validate(obj, version, strict=True)
+    except kubernetes_validate.ValidationError as e:
+        where = ".".join(str(p) for p in e.path) or "(top)"
+        return [f"{label(obj)}: Kubernetes {e.version}: {where}: {e.message}"]
+    except kubernetes_validate.SchemaNotFoundError as e:
+        return [f"{label(obj)}: {e.message}"]
+    return []
+
+
+# ------------------------------------------------------------------ main
+
+
+def run_check(use_kubectl: bool) -> int:
+    rendered = {name: render(path) for name, path in VARIANTS.items()}
+    podmonitor = load_docs(PODMONITOR)[0]
+    problems: list[str] = []
+
+    if use_kubectl:
+        for name, objects in rendered.items():
+            problems += kubectl_differences(name, objects)
+        if not problems:
+            print(f"k8s: kubectl kustomize renders {' and '.join(rendered)} as this script does")
+    else:
+        print("k8s: no kubectl on PATH: skipped the comparison with `kubectl kustomize`")
+
+    checked = versions()
+    # What both variants share is validated once.
+    unique: dict[str, tuple[Obj, list[str]]] = {}
+    for name, objects in rendered.items():
+        for obj in objects:
+            unique.setdefault(dump([obj]), (obj, []))[1].append(name)
+    for obj, names in unique.values():
+        for version in checked:
+            problems += [f"{' and '.join(names)}: {m}" for m in schema_problems(obj, version)]
+    print(
+        f"k8s: kubernetes-validate {kubernetes_validate.__version__} --strict: "
+        f"{len(unique)} distinct objects of {' and '.join(rendered)}, against Kubernetes "
+        f"{', '.join('.'.join(v.split('.')[:2]) for v in checked)}"
+    )
+
+    for name, objects in rendered.items():
+        problems += [f"{name}: {m}" for m in check(objects, podmonitor)]
+    problems += policy_difference(rendered["base"], rendered["docker"])
+    print(
+        "k8s: checked references, the policy against mounts and ports, the pod's privileges; "
+        f"{PODMONITOR.relative_to(REPO)} (a CRD, no Kubernetes schema) against the DaemonSet"
+    )
+
+    if problems:
+        print("k8s: self-test skipped: the manifests themselves fail")
+    else:
+        tried, missed = self_test(rendered["base"], podmonitor, check, schema_problems, checked[0])
+        problems += missed
+        print(f"k8s: self-test: {tried - len(missed)} of {tried} broken or loosened copies refused")
+
+    for problem in problems:
+        print(f"k8s: FAIL: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("render", help="print a variant's objects as YAML").add_argument(
+        "variant", choices=sorted(VARIANTS)
+    )
+    sub.add_parser("check", help="render, compare, validate and check").add_argument(
+        "--kubectl", action="store_true", help="also compare with `kubectl kustomize`"
+    )
+    args = parser.parse_args()
+    try:
+        if args.command == "render":
+            sys.stdout.write(dump(render(VARIANTS[args.variant])))
+            return 0
+        return run_check(args.kubectl)
+    except (ManifestError, CheckError, OSError, yaml.YAMLError) as e:
+        print(f"k8s: FAIL: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,432 @@
+//! The `DaemonSet`'s pod, run for real: the image from the offline build
+//! (`scripts/image.sh`) imported into a private containerd, and the pod of
+//! `deploy/kubernetes/` made through CRI as kubelet would make it from the
+//! manifest (its args, env, mounts, security contexts, resources and
+//! `ConfigMap`, read from the files, not restated: `util/kube.rs`), on the
+//! pod network, on a node laid out like `containerd_node.rs`. The safeprune
+//! inside keeps what must be kept, removes through CRI what is eligible,
+//! answers its liveness probe and serves its metrics on the pod's address,
+//! and exits 0 when kubelet stops the pod.
+//!
+//! The test changes one thing of the manifest: the `ConfigMap`'s policy gets
+//! a schedule every two seconds, no jitter and no minimum ages, so that the
+//! layout, made seconds ago, is pruned now.
+
+mod util;
+
+use std::collections::HashMap;
+use std::fs;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_cri::v1::{
+    ContainerStatsRequest, CreateContainerRequest, ListContainersRequest, PodSandboxStatusRequest,
+    RunPodSandboxRequest, StartContainerRequest, StopContainerRequest,
+};
+use serde_json::Value;
+use util::containerd::{CRI_NAMESPACE, PrivateContainerd, SANDBOX_IMAGE};
+use util::image::BuiltImage;
+use util::kube::{Manifests, Node};
+use util::node::http_get;
+use util::pod::Pod;
+
+const NODE_NAME: &str = "node-1";
+const BASE: &str = "docker.io/library/base:1";
+const UNUSED: &str = "docker.io/library/unused:1";
+const PINNED: &str = "docker.io/library/pinned:1";
+
+/// The policy of the `ConfigMap`, pruning now: the test's only change.
+fn prune_now(key: &str, text: &str) -> String {
+    assert_eq!(key, "policy.yaml", "the ConfigMap holds the policy only");
+    let mut policy: serde_yaml::Mapping = serde_yaml::from_str(text).expect("the policy is YAML");
+    policy.insert("schedule".into(), "*/2 * * * * *".into());
+    policy.insert("schedule_jitter".into(), "0".into());
+    for kind in ["containers", "images"] {
+        let mut section = policy
+            .get(kind)
+            .and_then(serde_yaml::Value::as_mapping)
+            .cloned()
+            .unwrap_or_default();
+        section.insert("min_age".into(), "0".into());
+        policy.insert(kind.into(), section.into());
+    }
+    serde_yaml::to_string(&policy).expect("a policy serializes")
+}
+
+/// Builds the image from the test's safeprune with the repository's
+/// script, and imports it into `k8s.io`, as an operator would offline.
+fn import_safeprune_image(containerd: &PrivateContainerd) {
+    let image = BuiltImage::build();
+    let archive = image.oci_tar();
+    containerd.ctr_ok(
+        CRI_NAMESPACE,
+        &["images", "import", archive.to_str().expect("a UTF-8 path")],
+    );
+}
+
+/// `GET path` on the pod's `port`, from the node's network namespace (the
+/// private containerd's), as kubelet's prober and a scraper reach a pod.
+fn get_from_node(node_pid: u32, addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let path = path.to_owned();
+    std::thread::spawn(move || {
+        let netns = fs::File::open(format!("/proc/{node_pid}/ns/net")).expect("the node's netns");
+        nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET).expect("enter the netns");
+        http_get(addr, &path).ok()
+    })
+    .join()
+    .expect("the probe thread")
+}
+
+/// Waits for `path` to be written whole (atomically) and returns it.
+async fn wait_for_json(path: &Path, log: &Path) -> Value {
+    let begun = Instant::now();
+    loop {
+        if let Ok(bytes) = fs::read(path) {
+            return serde_json::from_slice(&bytes).expect("the report is JSON");
+        }
+        assert!(
+            begun.elapsed() < Duration::from_secs(60),
+            "no report at {} after 60 s; the pod's log:\n{}",
+            path.display(),
+            fs::read_to_string(log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn rule_of<'a>(report: &'a Value, id: &str) -> (&'a str, &'a str) {
+    let decision = report["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == format!("{CRI_NAMESPACE}/{id}"))
+        .unwrap_or_else(|| panic!("no decision on {id}"));
+    (
+        decision["decision"].as_str().unwrap(),
+        decision["rule"].as_str().unwrap(),
+    )
+}
+
+/// What the node holds before the pod comes: ids and digests by role.
+struct Layout {
+    istio: String,
+    setup: String,
+    app: String,
+    web_sandbox: String,
+    gone_sandbox: String,
+    job: String,
+    base: String,
+    unused: String,
+    pinned: String,
+}
+
+/// A live pod with exited init containers, a stopped pod, an unused, a
+/// pinned and the sandbox image: `containerd_node.rs`'s node in `k8s.io`.
+async fn lay_out(containerd: &PrivateContainerd) -> Layout {
+    let base = containerd.import_busybox_image(CRI_NAMESPACE, BASE);
+    let unused = containerd.import_busybox_image(CRI_NAMESPACE, UNUSED);
+    let pinned = containerd.import_busybox_image(CRI_NAMESPACE, PINNED);
+    containerd.ctr_ok(
+        CRI_NAMESPACE,
+        &["images", "label", PINNED, "io.cri-containerd.pinned=pinned"],
+    );
+    let web = Pod::new("web", "default");
+    let web_sandbox = containerd.run_pod_sandbox(&web).await;
+    let istio = containerd
+        .run_pod_container_to_exit(&web, &web_sandbox, "istio-init", BASE, &[])
+        .await;
+    let setup = containerd
+        .run_pod_container_to_exit(&web, &web_sandbox, "setup", BASE, &[])
+        .await;
+    let app = containerd
+        .run_pod_container(&web, &web_sandbox, "app", BASE, &[])
+        .await;
+    let gone = Pod::new("gone", "jobs");
+    let gone_sandbox = containerd.run_pod_sandbox(&gone).await;
+    let job = containerd
+        .run_pod_container_to_exit(&gone, &gone_sandbox, "job", BASE, &[])
+        .await;
+    containerd.stop_pod_sandbox(&gone_sandbox).await;
+    Layout {
+        istio,
+        setup,
+        app,
+        web_sandbox,
+        gone_sandbox,
+        job,
+        base: base.digest,
+        unused: unused.digest,
+        pinned: pinned.digest,
+    }
+}
+
+/// The `DaemonSet`'s pod, running on `node`.
+struct SafeprunePod {
+    sandbox: String,
+    container: String,
+    /// Its stdout and stderr, as CRI logs them.
+    log: PathBuf,
+}
+
+/// Kubelet's part: runs the pod as the manifest says, on `node`.
+async fn run_pod(
+    containerd: &PrivateContainerd,
+    manifests: &Manifests,
+    node: &Node<'_>,
+) -> SafeprunePod {
+    let logs = node.volumes_dir.join("pod-logs");
+    fs::create_dir_all(&logs).unwrap();
+    let mut sandbox_config = manifests.sandbox_config(node);
+    sandbox_config.log_directory = logs.display().to_string();
+    let mut cri = containerd.cri();
+    let sandbox = cri
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(sandbox_config.clone()),
+            runtime_handler: String::new(),
+        })
+        .await
+        .expect("run the DaemonSet's pod sandbox on the pod network")
+        .into_inner()
+        .pod_sandbox_id;
+    let mut config = manifests.container_config(node, prune_now);
+    "safeprune.log".clone_into(&mut config.log_path);
+    let container = cri
+        .create_container(CreateContainerRequest {
+            pod_sandbox_id: sandbox.clone(),
+            config: Some(config),
+            sandbox_config: Some(sandbox_config),
+        })
+        .await
+        .expect("create safeprune's container as the manifest says")
+        .into_inner()
+        .container_id;
+    cri.start_container(StartContainerRequest {
+        container_id: container.clone(),
+    })
+    .await
+    .expect("start safeprune's container");
+    SafeprunePod {
+        sandbox,
+        container,
+        log: logs.join("safeprune.log"),
+    }
+}
+
+/// The pod's address on the pod network.
+async fn pod_ip(containerd: &PrivateContainerd, sandbox: &str) -> std::net::IpAddr {
+    containerd
+        .cri()
+        .pod_sandbox_status(PodSandboxStatusRequest {
+            pod_sandbox_id: sandbox.to_owned(),
+            verbose: false,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status
+        .and_then(|s| s.network)
+        .map(|n| n.ip)
+        .expect("the pod has an address")
+        .parse()
+        .expect("an IP")
+}
+
+/// The most memory the container's cgroup has held, in KiB: cgroup v1's
+/// `memory.max_usage_in_bytes` or v2's `memory.peak`, where either is.
+fn peak_kib(scope: &str, container: &str) -> Option<u64> {
+    ["memory/", ""].iter().find_map(|hierarchy| {
+        let dir = Path::new("/sys/fs/cgroup")
+            .join(hierarchy)
+            .join(scope)
+            .join(container);
+        ["memory.max_usage_in_bytes", "memory.peak"]
+            .iter()
+            .find_map(|file| fs::read_to_string(dir.join(file)).ok())
+            .and_then(|text| text.trim().parse::<u64>().ok())
+            .map(|bytes| bytes / 1024)
+    })
+}
+
+/// The container's memory working set, as kubelet's summary API reads it.
+async fn working_set_kib(containerd: &PrivateContainerd, container: &str) -> u64 {
+    containerd
+        .cri()
+        .container_stats(ContainerStatsRequest {
+            container_id: container.to_owned(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .stats
+        .and_then(|s| s.memory)
+        .and_then(|m| m.working_set_bytes)
+        .map_or(0, |b| b.value / 1024)
+}
+
+/// Kubelet's view, through CRI, and the images: the job and the unused
+/// image are gone, the live pod's init containers and what is kept are not.
+async fn assert_kubelet_sees_the_removals(
+    containerd: &PrivateContainerd,
+    manifests: &Manifests,
+    layout: &Layout,
+    pod: &SafeprunePod,
+) {
+    let listed: Vec<String> = containerd
+        .cri()
+        .list_containers(ListContainersRequest { filter: None })
+        .await
+        .unwrap()
+        .into_inner()
+        .containers
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert!(
+        !listed.contains(&layout.job),
+        "the stopped pod's job is still there"
+    );
+    for kept in [&layout.istio, &layout.setup, &layout.app, &pod.container] {
+        assert!(listed.contains(kept), "{kept} was removed");
+    }
+    let images = containerd.image_names(CRI_NAMESPACE);
+    assert!(!images.iter().any(|i| i == UNUSED), "{images:?}");
+    let own_image = manifests.container()["image"].as_str().unwrap();
+    for kept in [BASE, PINNED, SANDBOX_IMAGE, own_image] {
+        assert!(
+            images.iter().any(|i| i == kept),
+            "{kept} removed: {images:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly() {
+    let manifests = Manifests::load();
+    let containerd = PrivateContainerd::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    import_safeprune_image(&containerd);
+    let layout = lay_out(&containerd).await;
+    let state = dir.path().join("var-lib-safeprune");
+    let node = Node {
+        name: NODE_NAME,
+        host_paths: HashMap::from([
+            (
+                "/run/containerd/containerd.sock",
+                containerd.socket().to_owned(),
+            ),
+            ("/var/lib/safeprune", state.clone()),
+        ]),
+        volumes_dir: dir.path().join("volumes"),
+        cgroup_parent: format!("/{}", containerd.scope()),
+        labels: HashMap::from([("safeprune.test".to_owned(), containerd.scope().to_owned())]),
+    };
+    let pod = Box::pin(run_pod(&containerd, &manifests, &node)).await;
+
+    // Its first cycle's report, in the state directory on the node.
+    let report = wait_for_json(&state.join("last-run.json"), &pod.log).await;
+    assert_eq!(report["node"], NODE_NAME, "named from spec.nodeName");
+    assert_eq!(report["runtime"], "containerd");
+    for (id, expected) in [
+        (&layout.istio, ("keep", "protected_label")),
+        (&layout.setup, ("keep", "live_pod_sandbox")),
+        (&layout.app, ("keep", "running")),
+        // A READY sandbox is live: `running` comes first.
+        (&layout.web_sandbox, ("keep", "running")),
+        (&layout.gone_sandbox, ("keep", "pod_sandbox")),
+        (&pod.container, ("keep", "running")),
+        (&pod.sandbox, ("keep", "running")),
+        (&layout.job, ("delete", "eligible")),
+        (&layout.base, ("keep", "in_use")),
+        (&layout.pinned, ("keep", "pinned")),
+        (&layout.unused, ("delete", "eligible")),
+    ] {
+        assert_eq!(rule_of(&report, id), expected, "{id}");
+    }
+    assert_kubelet_sees_the_removals(&containerd, &manifests, &layout, &pod).await;
+    assert!(
+        state.join("audit.jsonl").exists(),
+        "the audit log is on the node"
+    );
+
+    // The liveness probe and a scrape, on the pod's own address.
+    let (probe_path, port) = manifests.liveness();
+    let pod_addr = SocketAddr::new(pod_ip(&containerd, &pod.sandbox).await, port);
+    let (status, body) = get_from_node(containerd.pid(), pod_addr, &probe_path)
+        .unwrap_or_else(|| panic!("no answer at {pod_addr}{probe_path}"));
+    assert_eq!(status, 200, "{body}");
+    let (status, metrics) =
+        get_from_node(containerd.pid(), pod_addr, "/metrics").expect("/metrics");
+    assert_eq!(status, 200);
+    for series in [
+        "safeprune_last_run_success 1",
+        r#"safeprune_last_run_kept_objects{kind="container",rule="protected_label"} 1"#,
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == series),
+            "{series} in:\n{metrics}"
+        );
+    }
+    eprintln!(
+        "safeprune's pod: memory working set {} KiB after its cycles, peak {:?} KiB",
+        working_set_kib(&containerd, &pod.container).await,
+        peak_kib(containerd.scope(), &pod.container)
+    );
+
+    // kubelet stops the pod: SIGTERM, then the grace period.
+    let begun = Instant::now();
+    containerd
+        .cri()
+        .stop_container(StopContainerRequest {
+            container_id: pod.container.clone(),
+            timeout: manifests.grace_seconds(),
+        })
+        .await
+        .expect("stop safeprune's container");
+    let code = containerd.wait_container_exited(&pod.container).await;
+    assert_eq!(
+        code,
+        0,
+        "the daemon's exit on the pod's stop; log:\n{}",
+        fs::read_to_string(&pod.log).unwrap_or_default()
+    );
+    eprintln!("safeprune's pod stopped in {:?}", begun.elapsed());
+}
+
+#[test]
+fn the_configmaps_policies_pass_check_as_they_are() {
+    let manifests = Manifests::load();
+    let base = manifests.config_file("/etc/safeprune", "policy.yaml");
+    // The Docker overlay replaces the policy whole, in a JSON patch.
+    let patch: Vec<Value> = serde_yaml::from_str(
+        &fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/kubernetes/docker/configmap-docker-policy.yaml"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let docker = patch
+        .iter()
+        .find(|op| op["op"] == "replace" && op["path"] == "/data/policy.yaml")
+        .and_then(|op| op["value"].as_str())
+        .expect("the overlay replaces the policy")
+        .to_owned();
+    for (variant, policy, kind) in [("base", base, "containerd"), ("docker", docker, "docker")] {
+        let safeprune = util::node::Cli::with_yaml(&policy);
+        let out = safeprune.run(&["check"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{variant}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let checked: serde_yaml::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+        assert_eq!(checked["runtime"]["kind"].as_str(), Some(kind), "{variant}");
+        assert_eq!(
+            checked["metrics"]["listen"].as_str(),
+            Some("0.0.0.0:9573"),
+            "{variant}"
+        );
+    }
+}

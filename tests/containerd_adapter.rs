@@ -10,8 +10,8 @@
 mod util;
 
 use chrono::{Duration, Utc};
+use k8s_cri::v1::ListImagesRequest;
 use k8s_cri::v1::image_service_client::ImageServiceClient;
-use k8s_cri::v1::{ListContainersRequest, ListImagesRequest};
 use safeprune::inventory::Kind;
 use safeprune::inventory::{ContainerState, Image, Inventory};
 use safeprune::plan::{self, Rule};
@@ -55,20 +55,6 @@ fn cri_id(id: &str) -> String {
 
 fn other_id(id: &str) -> String {
     format!("{OTHER}/{id}")
-}
-
-/// The ids CRI lists, as kubelet sees them.
-async fn cri_container_ids(containerd: &PrivateContainerd) -> Vec<String> {
-    containerd
-        .cri()
-        .list_containers(ListContainersRequest { filter: None })
-        .await
-        .expect("CRI list containers")
-        .into_inner()
-        .containers
-        .into_iter()
-        .map(|c| c.id)
-        .collect()
 }
 
 /// A node laid out as kubelet and `ctr` would leave it.
@@ -402,7 +388,8 @@ async fn a_cri_container_is_removed_through_cri() {
     let node = lay_out(&containerd).await;
     let id = cri_id(&node.gone_job);
     assert!(
-        cri_container_ids(&containerd)
+        containerd
+            .cri_container_ids()
             .await
             .contains(&node.gone_job)
     );
@@ -410,7 +397,7 @@ async fn a_cri_container_is_removed_through_cri() {
     assert_eq!(runtime.remove(Kind::Container, &id).await, Removal::Removed);
 
     // Had it gone natively, CRI (and kubelet) would still list it.
-    let listed = cri_container_ids(&containerd).await;
+    let listed = containerd.cri_container_ids().await;
     assert!(!listed.contains(&node.gone_job), "CRI still lists it");
     assert!(
         !containerd
@@ -496,7 +483,7 @@ async fn what_is_live_used_or_kubelets_own_is_refused() {
         "image of a plain container",
     );
 
-    let listed = cri_container_ids(&containerd).await;
+    let listed = containerd.cri_container_ids().await;
     assert!(listed.contains(&node.app));
     assert!(
         containerd

@@ -8,7 +8,6 @@
 
 mod util;
 
-use k8s_cri::v1::ListContainersRequest;
 use safeprune::execute::{Reason, RemovalResult};
 use safeprune::runtime::containerd::ContainerdRuntime;
 use util::RUN_FOREVER;
@@ -97,17 +96,13 @@ fn safeprune_on(containerd: &PrivateContainerd) -> Cli {
     )
 }
 
-/// Container ids as kubelet sees them through CRI.
+/// Container ids as kubelet sees them through CRI, as `<ns>/<id>`.
 async fn cri_ids(containerd: &PrivateContainerd) -> Vec<String> {
     containerd
-        .cri()
-        .list_containers(ListContainersRequest { filter: None })
+        .cri_container_ids()
         .await
-        .unwrap()
-        .into_inner()
-        .containers
         .into_iter()
-        .map(|c| format!("{CRI_NAMESPACE}/{}", c.id))
+        .map(|id| format!("{CRI_NAMESPACE}/{id}"))
         .collect()
 }
 

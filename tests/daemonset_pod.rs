@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_cri::v1::{
-    ContainerStatsRequest, CreateContainerRequest, ListContainersRequest, PodSandboxStatusRequest,
-    RunPodSandboxRequest, StartContainerRequest, StopContainerRequest,
+    ContainerStatsRequest, CreateContainerRequest, PodSandboxStatusRequest, RunPodSandboxRequest,
+    StartContainerRequest, StopContainerRequest,
 };
 use serde_json::Value;
 use util::containerd::{CRI_NAMESPACE, PrivateContainerd, SANDBOX_IMAGE};
@@ -272,16 +272,7 @@ async fn assert_kubelet_sees_the_removals(
     layout: &Layout,
     pod: &SafeprunePod,
 ) {
-    let listed: Vec<String> = containerd
-        .cri()
-        .list_containers(ListContainersRequest { filter: None })
-        .await
-        .unwrap()
-        .into_inner()
-        .containers
-        .into_iter()
-        .map(|c| c.id)
-        .collect();
+    let listed = containerd.cri_container_ids().await;
     assert!(
         !listed.contains(&layout.job),
         "the stopped pod's job is still there"

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use k8s_cri::v1::{
     ContainerConfig, ContainerMetadata, ContainerState as CriContainerState,
     ContainerStatusRequest, CreateContainerRequest, ImageSpec, LinuxContainerConfig,
-    LinuxContainerResources, LinuxPodSandboxConfig, LinuxSandboxSecurityContext, NamespaceMode,
-    NamespaceOption, PodSandboxConfig, PodSandboxMetadata, RemovePodSandboxRequest,
-    RunPodSandboxRequest, StartContainerRequest, StatusRequest, StopContainerRequest,
-    StopPodSandboxRequest,
+    LinuxContainerResources, LinuxPodSandboxConfig, LinuxSandboxSecurityContext,
+    ListContainersRequest, NamespaceMode, NamespaceOption, PodSandboxConfig, PodSandboxMetadata,
+    RemovePodSandboxRequest, RunPodSandboxRequest, StartContainerRequest, StatusRequest,
+    StopContainerRequest, StopPodSandboxRequest,
 };
 
 use super::{PrivateContainerd, STATE_TIMEOUT};
@@ -180,6 +180,21 @@ impl PrivateContainerd {
             .await;
         self.start_container(&id).await;
         id
+    }
+
+    /// The ids of every container, as kubelet sees them through CRI.
+    pub async fn cri_container_ids(&self) -> Vec<String> {
+        Box::pin(
+            self.cri()
+                .list_containers(ListContainersRequest { filter: None }),
+        )
+        .await
+        .expect("list containers through CRI")
+        .into_inner()
+        .containers
+        .into_iter()
+        .map(|c| c.id)
+        .collect()
     }
 
     /// The CRI plugin's verbose status: its config as JSON under `config`.

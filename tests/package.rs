@@ -3,7 +3,7 @@
 //! `[package.metadata.deb]` names as `target/release/assets/`): the man page
 //! documents every command, option, exit code, file and variable; the
 //! completions know every command; the package's units are the repository's
-//! run from /usr/sbin/safeprune.
+//! run from /usr/sbin/safeprune; and every asset Cargo.toml names is built.
 //!
 //! `scripts/deb-test.sh` builds the package itself, lints it and installs
 //! it in a fresh Debian 12.
@@ -173,5 +173,18 @@ fn the_package_units_are_the_repository_units_run_from_usr_sbin() {
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(matches!(cli.command, Command::Run(_) | Command::Daemon));
         }
+    }
+}
+
+#[test]
+fn every_built_asset_the_package_names_is_built() {
+    let manifest = read("Cargo.toml");
+    let named: Vec<&str> = manifest
+        .split('"')
+        .filter_map(|s| s.strip_prefix("target/release/assets/"))
+        .collect();
+    assert!(named.len() >= 7, "{named:?}");
+    for asset in named {
+        assert!(assets().join(asset).is_file(), "build.rs wrote no {asset}");
     }
 }

@@ -4,8 +4,11 @@
 # target/debian/safeprune_<version>-1_<arch>.deb with `cargo deb --locked`,
 # lints it with lintian (any error fails), then installs it in a fresh
 # Debian 12 root (debootstrap --variant=minbase bookworm, with man-db,
-# systemd and procps; no Rust, no protoc), entered through private mount and
-# pid namespaces and chroot, and checks there, each check named when it fails:
+# systemd, and procps, which every Debian but a minimal image has and the
+# package recommends: the daemon unit's ExecReload runs its /bin/kill, and
+# systemd-analyze verify checks that it exists; no Rust, no protoc),
+# entered through private mount and pid namespaces and chroot, and checks
+# there, each check named when it fails:
 #
 #   install   dpkg -i; safeprune --version; safeprune check names
 #             /etc/safeprune/policy.yaml; man -w safeprune finds
@@ -15,7 +18,9 @@
 #             conffile, root's, 0644, and is config/policy.yaml
 #   remove    with the timer and the daemon enabled offline (systemctl
 #             enable, as an admin would), dpkg -r leaves no enablement link
-#             and the conffile in place; installing again enables nothing
+#             (the two masked, as Debian's helpers leave them) and the
+#             conffile in place; installing again enables nothing and
+#             unmasks them; no dpkg run shows an error of our scripts
 #   purge     after a run of the installed safeprune has made its lock,
 #             state and logs, dpkg --purge leaves no file the package
 #             installed or safeprune made: the root's file list (paths,
@@ -156,6 +161,8 @@ else
     say "could not cache the root in $cache_dir; going on"
   fi
 fi
+# / is 0755 on a machine, whatever mode the tarball's ./ was saved with.
+chmod 0755 "$root"
 grep -q '^VERSION_ID="12"' "$root/etc/os-release" || die "root: not Debian 12"
 for absent in cargo rustc protoc; do
   if chroot "$root" sh -c "command -v $absent" >/dev/null 2>&1; then die "root: has $absent"; fi

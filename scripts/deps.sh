@@ -3,7 +3,9 @@
 # safe on every CI run and on a node that has it all.
 #
 #   scripts/deps.sh                what building and the tests need
-#                                  (scripts/test.sh runs this)
+#                                  (scripts/test.sh runs this), with
+#                                  cargo-deb 3.8.0 from crates.io for the
+#                                  Debian package's test
 #   scripts/deps.sh --build        only what building needs: a C linker,
 #                                  protoc and the CA certificates cargo
 #                                  downloads crates with; nothing else
@@ -75,6 +77,10 @@ if ! $build_only; then
   # The metrics test lints the textfile with promtool, from Debian's
   # prometheus package.
   command -v promtool >/dev/null 2>&1 || need_promtool=true
+  # scripts/deb-test.sh lints the Debian package, and installs it in a fresh
+  # Debian 12 root that debootstrap makes.
+  command -v lintian >/dev/null 2>&1 || need+=(lintian)
+  command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 fi
 
 if [ ${#need[@]} -gt 0 ] || $need_promtool; then
@@ -97,6 +103,13 @@ if $need_promtool; then
   dpkg-deb --fsys-tarfile "$tmp"/prometheus_*.deb | tar -xO ./usr/bin/promtool >"$tmp/promtool"
   $sudo install -m 0755 "$tmp/promtool" /usr/local/bin/promtool
   promtool --version >/dev/null
+fi
+
+# cargo-deb builds the Debian package (Cargo.toml, [package.metadata.deb],
+# is written for this version). It compiles with the C compiler above.
+if ! $build_only && [ "$(cargo deb --version 2>/dev/null)" != "cargo-deb 3.8.0" ]; then
+  echo "deps: installing cargo-deb 3.8.0 from crates.io (cargo install)" >&2
+  cargo install cargo-deb --version 3.8.0 --locked
 fi
 
 if $start_docker && ! docker info >/dev/null 2>&1; then

@@ -313,6 +313,11 @@ else
   how="by debootstrap"
 fi
 grep -q '^VERSION_ID="12"' "$root/etc/os-release" || die "the root is not Debian 12"
+# / is 0755 on a machine; mktemp -d made it 0700 (and a cache made from such
+# a root keeps that), where no user but root reaches anything: man-db's
+# mandb failed so, and so would lintian, which scripts/deb-test.sh runs as
+# nobody.
+chmod 0755 "$root"
 bootstrap_time=$(elapsed "$t")
 say "phase bootstrap: $bootstrap_time ($how)"
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command of README.md: installs what the tests need when missing,
-# then runs formatting, lints and every test. The integration tests start
-# their own private engines; nothing here touches the node's Docker.
+# then runs formatting, lints and every test, the Debian package's last. The
+# integration tests start their own private engines, and the package is
+# installed only in a root of its own; nothing here touches the node's
+# Docker or its packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,3 +47,8 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --locked --no-fail-fast
 fi
+
+# The Debian package: built with cargo deb, linted, installed in a fresh
+# Debian 12 root, removed and purged there (scripts/deb-test.sh says what it
+# checks). Nothing is installed on this machine.
+scripts/deb-test.sh

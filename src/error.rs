@@ -10,24 +10,9 @@ use crate::policy::PolicyError;
 use crate::report::Report;
 use crate::runtime::RuntimeError;
 
-/// The exit codes of docs/design.md.
-pub mod exit {
-    /// Done, also when there was nothing to do.
-    pub const OK: u8 = 0;
-    /// The runtime is unreachable or failed, or a report file could not be
-    /// written.
-    pub const RUNTIME: u8 = 1;
-    /// Usage or policy error: nothing was contacted or removed.
-    pub const USAGE: u8 = 2;
-    /// The run finished, but some removals failed.
-    pub const REMOVALS_FAILED: u8 = 3;
-    /// Another run holds the lock: nothing done.
-    pub const LOCKED: u8 = 4;
-    /// The plan exceeds `safety.max_deletions`: nothing removed.
-    pub const OVER_LIMIT: u8 = 5;
-    /// `explain` found no object of that name (the engine was asked).
-    pub const NOT_FOUND: u8 = 6;
-}
+/// The exit codes of docs/design.md, by name (`exit::OK` and so on): the
+/// table itself is [`crate::exit_codes`], which build.rs also reads.
+pub use crate::exit_codes as exit;
 
 /// Why a command did not finish cleanly; each variant has its exit code.
 #[derive(Debug, thiserror::Error)]

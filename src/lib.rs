@@ -10,7 +10,8 @@
 //! - the adapters behind [`runtime`];
 //! - the pure core: [`plan`] and [`schedule`] over [`policy`] over
 //!   [`inventory`];
-//! - [`cli`] and [`output`] stand apart, used from the top.
+//! - [`cli`], [`exit_codes`] and [`output`] stand apart and import nothing of
+//!   the crate: build.rs includes `cli.rs` and `exit_codes.rs` as they are.
 
 pub mod app;
 pub mod cli;
@@ -18,6 +19,7 @@ pub mod cycle;
 pub mod daemon;
 pub mod error;
 pub mod execute;
+pub mod exit_codes;
 pub mod explain;
 pub mod inventory;
 pub mod output;

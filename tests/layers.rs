@@ -1,7 +1,9 @@
 //! The layering of docs/design.md ("Layers"), checked on the source: the
 //! pure core (policy, inventory, plan, schedule) depends on no adapter,
-//! executor, report or command, and no module imports one that imports it
-//! back. A `use` that breaks either fails here with the file that holds it.
+//! executor, report or command, the modules that stand apart (`cli`,
+//! `exit_codes`, `output`) import nothing of the crate, and no module
+//! imports one that imports it back. A `use` that breaks any fails here with the
+//! file that holds it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -14,6 +16,11 @@ const CORE: [(&str, &[&str]); 4] = [
     ("plan", &["inventory", "policy"]),
     ("schedule", &["policy"]),
 ];
+
+/// The modules that import nothing of the crate: anyone may use them, and
+/// build.rs includes `cli.rs` and `exit_codes.rs` as modules of its own, where
+/// `crate::` would name the build script.
+const APART: [&str; 3] = ["cli", "exit_codes", "output"];
 
 /// Top-level module → the top-level modules its non-test code names, with
 /// one file that does, for the message.
@@ -89,6 +96,19 @@ fn the_pure_core_imports_only_the_core_below_it() {
                 allowed.contains(&name.as_str()),
                 "{module} is pure core but {file} imports crate::{name}"
             );
+        }
+    }
+}
+
+#[test]
+fn the_modules_apart_import_nothing_of_the_crate() {
+    let graph = imports();
+    for module in APART {
+        let uses = graph
+            .get(module)
+            .unwrap_or_else(|| panic!("no src/{module}.rs"));
+        if let Some((name, file)) = uses.iter().next() {
+            panic!("{module} stands apart but {file} imports crate::{name}");
         }
     }
 }

@@ -306,6 +306,11 @@ const ENVIRONMENT: &[(&str, &str)] = &[
         "The policy file, when set and not empty and no `--config` is given.",
     ),
     (
+        "SAFEPRUNE_NODE_NAME",
+        "The node's name in reports, logs and the audit log, when set and not empty; else \
+         the host name. The DaemonSet sets it from `spec.nodeName`.",
+    ),
+    (
         "RUST_LOG",
         "The log filter, over `-v` and `-q` (e.g. `safeprune=debug`).",
     ),

@@ -90,11 +90,7 @@ async fn lay_out(containerd: &PrivateContainerd) -> Node {
         .await;
 
     let gone = Pod::new("gone", "jobs");
-    let gone_sandbox = containerd.run_pod_sandbox(&gone).await;
-    let gone_job = containerd
-        .run_pod_container_to_exit(&gone, &gone_sandbox, "job", BUSYBOX, &[])
-        .await;
-    containerd.stop_pod_sandbox(&gone_sandbox).await;
+    let (gone_sandbox, gone_job) = containerd.run_stopped_pod(&gone, "job", BUSYBOX).await;
 
     let tool = containerd.import_busybox_image(OTHER, TOOL);
     containerd.run_native(OTHER, "runner", TOOL, RUN_FOREVER);

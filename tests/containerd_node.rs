@@ -63,11 +63,7 @@ async fn lay_out(containerd: &PrivateContainerd) -> Layout {
 
     // A stopped pod with an exited container.
     let gone = Pod::new("gone", "jobs");
-    let gone_sandbox = containerd.run_pod_sandbox(&gone).await;
-    let job = containerd
-        .run_pod_container_to_exit(&gone, &gone_sandbox, "job", BASE, &[])
-        .await;
-    containerd.stop_pod_sandbox(&gone_sandbox).await;
+    let (gone_sandbox, job) = containerd.run_stopped_pod(&gone, "job", BASE).await;
     layout.insert("gone-pod sandbox", cri(&gone_sandbox));
     layout.insert("gone-pod job", cri(&job));
 

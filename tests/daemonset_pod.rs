@@ -143,11 +143,7 @@ async fn lay_out(containerd: &PrivateContainerd) -> Layout {
         .run_pod_container(&web, &web_sandbox, "app", BASE, &[])
         .await;
     let gone = Pod::new("gone", "jobs");
-    let gone_sandbox = containerd.run_pod_sandbox(&gone).await;
-    let job = containerd
-        .run_pod_container_to_exit(&gone, &gone_sandbox, "job", BASE, &[])
-        .await;
-    containerd.stop_pod_sandbox(&gone_sandbox).await;
+    let (gone_sandbox, job) = containerd.run_stopped_pod(&gone, "job", BASE).await;
     Layout {
         istio,
         setup,

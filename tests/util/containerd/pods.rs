@@ -166,6 +166,18 @@ impl PrivateContainerd {
         id
     }
 
+    /// A pod that has gone: its container `name` (from `image`) ran and
+    /// exited 0, then its sandbox was stopped. Returns the sandbox's id
+    /// and the container's.
+    pub async fn run_stopped_pod(&self, pod: &Pod, name: &str, image: &str) -> (String, String) {
+        let sandbox = self.run_pod_sandbox(pod).await;
+        let container = self
+            .run_pod_container_to_exit(pod, &sandbox, name, image, &[])
+            .await;
+        self.stop_pod_sandbox(&sandbox).await;
+        (sandbox, container)
+    }
+
     /// Creates and starts a pod container that runs until stopped.
     pub async fn run_pod_container(
         &self,

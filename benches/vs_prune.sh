@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# safeprune run against `docker system prune -a -f --volumes`, on the same
+# private dockerd and identical fresh fixtures, alternately (A B A B ...):
+# wall time, the engine's CPU time (dockerd, containerd and shims), and the
+# API calls each side made (counted by benches/count_proxy.py on the
+# socket both sides talk through). Prints each run, then medians and the
+# safeprune/docker ratios. BENCHMARKS.md holds the figures.
+#
+# A fixture "C/I/V" is C stopped containers (never started; a third with an
+# anonymous volume), I unused images of varied sizes, V unused named
+# volumes, three unused networks, and what both sides keep: a running
+# container with its image and a named volume.
+#
+# Run: benches/vs_prune.sh [FIXTURE ...]   (default: 200/50/50 2000/300/300)
+#      PAIRS=N for N alternating pairs per fixture (default 3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fixtures=("$@")
+[ ${#fixtures[@]} -gt 0 ] || fixtures=(200/50/50 2000/300/300)
+pairs=${PAIRS:-3}
+for tool in /usr/bin/time python3 unshare docker dockerd; do
+  command -v "$tool" >/dev/null || { echo "vs_prune: needs $tool" >&2; exit 1; }
+done
+cargo build --release --locked --quiet
+bin="$PWD/target/release/safeprune"
+
+dir=$(mktemp -d /tmp/spvs-XXXXXX)
+engine_sock="$dir/d.sock"
+proxy_sock="$dir/p.sock"
+calls="$dir/calls.log"
+: >"$calls"
+cleanup() {
+  [ -n "${proxy:-}" ] && kill "$proxy" 2>/dev/null
+  [ -n "${unshare_pid:-}" ] && kill "$unshare_pid" 2>/dev/null && wait "$unshare_pid" 2>/dev/null
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+# dockerd as pid 1 of its own pid, mount and network namespaces: every
+# container, mount and interface goes with it.
+unshare --pid --fork --kill-child --mount --mount-proc --net --propagation private \
+  sh -c 'ip link set lo up; mount -n -t tmpfs sp-run /run && exec dockerd --data-root "$1/data" \
+    --exec-root "$1/exec" --host "unix://$2" --pidfile "$1/pid" --bridge=none --iptables=false' \
+  sh "$dir" "$engine_sock" >"$dir/dockerd.log" 2>&1 &
+unshare_pid=$!
+export DOCKER_HOST="unix://$engine_sock"
+for _ in $(seq 1 150); do docker info >/dev/null 2>&1 && break; sleep 0.2; done
+docker info >/dev/null
+engine_pid=$(cut -d' ' -f1 "/proc/$unshare_pid/task/$unshare_pid/children")
+engine_ns=$(readlink "/proc/$engine_pid/ns/pid")
+python3 benches/count_proxy.py "$proxy_sock" "$engine_sock" "$calls" &
+proxy=$!
+for _ in $(seq 1 50); do [ -S "$proxy_sock" ] && break; sleep 0.1; done
+
+# CPU seconds (in clock ticks) of every process in the engine's pid
+# namespace, with what their reaped children used.
+engine_ticks() {
+  local total=0 pid stat
+  for pid in /proc/[0-9]*; do
+    [ "$(readlink "$pid/ns/pid" 2>/dev/null)" = "$engine_ns" ] || continue
+    stat=$(cut -d')' -f2- "$pid/stat" 2>/dev/null) || continue
+    # Fields after "(comm)": utime, stime, cutime, cstime are the 12th-15th.
+    total=$((total + $(awk '{print $12 + $13 + $14 + $15}' <<<"$stat")))
+  done
+  echo "$total"
+}
+ticks=$(getconf CLK_TCK)
+
+# The images: busybox, varied by an extra file of a varied size.
+mkdir -p "$dir/rootfs/bin"
+cp /bin/busybox "$dir/rootfs/bin/busybox"
+for applet in sh sleep true; do ln -sf busybox "$dir/rootfs/bin/$applet"; done
+image() { # NAME EXTRA_KIB
+  head -c "$(($2 * 1024))" /dev/urandom >"$dir/rootfs/extra"
+  tar -C "$dir/rootfs" -cf - . | docker import - "$1" >/dev/null
+}
+
+# What both keep: a running container, its image and its named volume.
+image bench/keep:1 1
+docker volume create keep-vol >/dev/null
+docker run -d --name keeper -v keep-vol:/data bench/keep:1 sleep 1000000 >/dev/null
+
+fixture() { # C I V
+  local c=$1 i=$2 v=$3
+  image bench/base:1 1
+  seq 1 "$c" | xargs -P 4 -I{} sh -c '
+    if [ $(({} % 3)) -eq 0 ]; then docker create -v /data bench/base:1 true; else docker create bench/base:1 true; fi' >/dev/null
+  for k in $(seq 1 "$i"); do image "bench/img$k:1" $(((k % 8) * 256 + 16)); done
+  seq 1 "$v" | xargs -P 4 -I{} docker volume create vol-{} >/dev/null
+  for k in 1 2 3; do docker network create "net-$k" >/dev/null; done
+}
+
+left() {
+  printf '%s containers, %s images, %s volumes, %s networks' \
+    "$(docker ps -aq | wc -l)" "$(docker images -q | wc -l)" \
+    "$(docker volume ls -q | wc -l)" "$(docker network ls -q | wc -l)"
+}
+
+cat >"$dir/policy.yaml" <<YAML
+runtime: { kind: docker, docker: { endpoint: unix://$proxy_sock } }
+containers: { min_age: "0" }
+images: { min_age: "0" }
+volumes: { enabled: true, anonymous_only: false, min_age: "0" }
+networks: { min_age: "0" }
+build_cache: { min_age: "0" }
+safety: { max_deletions: 1000000 }
+lock_file: $dir/lock
+YAML
+
+# One side on a fresh fixture: wall seconds, engine CPU seconds, API calls.
+measure() { # NAME C I V
+  local name=$1 before_calls before_ticks out wall cpu_ticks n
+  fixture "$2" "$3" "$4"
+  before_calls=$(wc -l <"$calls")
+  before_ticks=$(engine_ticks)
+  if [ "$name" = safeprune ]; then
+    out=$( { /usr/bin/time -f '%e' "$bin" --config "$dir/policy.yaml" -q run >/dev/null; } 2>&1 | tail -n 1)
+  else
+    out=$( { DOCKER_HOST="unix://$proxy_sock" /usr/bin/time -f '%e' docker system prune -a -f --volumes >/dev/null; } 2>&1 | tail -n 1)
+  fi
+  wall=$out
+  cpu_ticks=$(($(engine_ticks) - before_ticks))
+  n=$(($(wc -l <"$calls") - before_calls))
+  printf '  %-9s wall %6.2f s  engine cpu %6.2f s  api calls %6d  left: %s\n' \
+    "$name" "$wall" "$(echo "$cpu_ticks / $ticks" | bc -l)" "$n" "$(left)"
+  echo "$name $wall $(echo "$cpu_ticks / $ticks" | bc -l) $n" >>"$dir/results"
+}
+
+median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+
+echo "dockerd $(dockerd --version | cut -d' ' -f3 | tr -d ,) (API $(docker version -f '{{.Server.APIVersion}}')), $(nproc) cores; $pairs pairs per fixture"
+for f in "${fixtures[@]}"; do
+  IFS=/ read -r c i v <<<"$f"
+  echo "fixture $c containers / $i images / $v volumes:"
+  : >"$dir/results"
+  for _ in $(seq 1 "$pairs"); do
+    measure safeprune "$c" "$i" "$v"
+    measure docker "$c" "$i" "$v"
+  done
+  for col in 2 3 4; do
+    s=$(awk -v c=$col '$1 == "safeprune" {print $c}' "$dir/results" | median)
+    d=$(awk -v c=$col '$1 == "docker" {print $c}' "$dir/results" | median)
+    case $col in 2) what="wall (s)" ;; 3) what="engine cpu (s)" ;; 4) what="api calls" ;; esac
+    printf '  median %-15s safeprune %9.2f  docker %9.2f  ratio %5.2fx\n' "$what" "$s" "$d" "$(echo "$s / $d" | bc -l)"
+  done
+done

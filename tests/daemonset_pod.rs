@@ -28,7 +28,7 @@ use serde_json::Value;
 use util::containerd::{CRI_NAMESPACE, PrivateContainerd, SANDBOX_IMAGE};
 use util::image::BuiltImage;
 use util::kube::{Manifests, Node};
-use util::node::http_get;
+use util::node::{decision, http_get};
 use util::pod::Pod;
 
 const NODE_NAME: &str = "node-1";
@@ -95,13 +95,9 @@ async fn wait_for_json(path: &Path, log: &Path) -> Value {
     }
 }
 
+/// The decision and rule of the report on `k8s.io/<id>`.
 fn rule_of<'a>(report: &'a Value, id: &str) -> (&'a str, &'a str) {
-    let decision = report["decisions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["id"] == format!("{CRI_NAMESPACE}/{id}"))
-        .unwrap_or_else(|| panic!("no decision on {id}"));
+    let decision = decision(report, &format!("{CRI_NAMESPACE}/{id}"));
     (
         decision["decision"].as_str().unwrap(),
         decision["rule"].as_str().unwrap(),

@@ -14,7 +14,6 @@
 //! or is still open after [`CONNECTION_TIMEOUT`].
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -163,15 +162,6 @@ fn reply(status: StatusCode, body: String) -> Response<Full<Bytes>> {
         .entry(CONTENT_TYPE)
         .or_insert(HeaderValue::from_static("text/plain; charset=utf-8"));
     response
-}
-
-/// Binds `addr`; the caller serves it with [`serve`].
-///
-/// # Errors
-/// The address cannot be bound (in use, not this host's, or sockets other
-/// than unix ones are forbidden, as in the systemd units' sandbox).
-pub(crate) async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr).await
 }
 
 /// Serves `exposition` on `listener` until the task is dropped.

@@ -75,7 +75,9 @@ pub async fn run(source: PolicySource, policy: Policy) -> Result<(), AppError> {
 /// first cycle ends, `/metrics` serves the last run's textfile if there is
 /// one, so a restart does not blank the figures for a week.
 async fn listen(addr: std::net::SocketAddr, policy: &Policy) -> Result<Arc<Exposition>, AppError> {
-    let listener = http::bind(addr)
+    // Fails where the address is in use or not this host's, or where only
+    // unix sockets are allowed (the systemd units' sandbox).
+    let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| AppError::Listen { addr, source })?;
     let bound = listener.local_addr().unwrap_or(addr);

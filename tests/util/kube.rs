@@ -183,29 +183,57 @@ impl Manifests {
         }
     }
 
-    /// The sandbox config kubelet sends for the pod, on the pod network
-    /// unless `hostNetwork`.
-    pub fn sandbox_config(&self, node: &Node) -> PodSandboxConfig {
-        let spec = self.pod_spec();
+    /// kubelet's labels for the pod's objects on `node`, besides the node's.
+    fn pod_labels(&self, node: &Node) -> HashMap<String, String> {
         let pod = self.pod_identity(node.name);
-        let host = |field: &str| spec[field].as_bool().unwrap_or(false);
-        let mode = |on_host: bool| {
-            if on_host {
+        let mut labels = node.labels.clone();
+        labels.extend([
+            ("io.kubernetes.pod.name".to_owned(), pod.name),
+            ("io.kubernetes.pod.namespace".to_owned(), pod.namespace),
+            ("io.kubernetes.pod.uid".to_owned(), pod.uid),
+        ]);
+        labels
+    }
+
+    /// The pod's namespaces: the node's where `hostNetwork`, `hostPID` or
+    /// `hostIPC` asks, else the pod's own.
+    fn namespace_options(&self) -> NamespaceOption {
+        let spec = self.pod_spec();
+        let mode = |field: &str| {
+            if spec[field].as_bool().unwrap_or(false) {
                 NamespaceMode::Node as i32
             } else {
                 NamespaceMode::Pod as i32
             }
         };
-        let mut labels = node.labels.clone();
+        NamespaceOption {
+            network: mode("hostNetwork"),
+            pid: mode("hostPID"),
+            ipc: mode("hostIPC"),
+            ..NamespaceOption::default()
+        }
+    }
+
+    /// A container's namespaces: the pod's, but without a shared process
+    /// namespace each container has a pid namespace of its own.
+    fn container_namespace_options(&self) -> NamespaceOption {
+        let pod = self.namespace_options();
+        NamespaceOption {
+            pid: if pod.pid == NamespaceMode::Pod as i32 {
+                NamespaceMode::Container as i32
+            } else {
+                pod.pid
+            },
+            ..pod
+        }
+    }
+
+    /// The sandbox config kubelet sends for the pod, on the pod network
+    /// unless `hostNetwork`.
+    pub fn sandbox_config(&self, node: &Node) -> PodSandboxConfig {
+        let pod = self.pod_identity(node.name);
+        let mut labels = self.pod_labels(node);
         labels.extend(template_labels(self.one("DaemonSet")));
-        labels.extend([
-            ("io.kubernetes.pod.name".to_owned(), pod.name.clone()),
-            (
-                "io.kubernetes.pod.namespace".to_owned(),
-                pod.namespace.clone(),
-            ),
-            ("io.kubernetes.pod.uid".to_owned(), pod.uid.clone()),
-        ]);
         PodSandboxConfig {
             metadata: Some(PodSandboxMetadata {
                 name: pod.name.clone(),
@@ -218,13 +246,8 @@ impl Manifests {
             linux: Some(LinuxPodSandboxConfig {
                 cgroup_parent: node.cgroup_parent.clone(),
                 security_context: Some(LinuxSandboxSecurityContext {
-                    namespace_options: Some(NamespaceOption {
-                        network: mode(host("hostNetwork")),
-                        pid: mode(host("hostPID")),
-                        ipc: mode(host("hostIPC")),
-                        ..NamespaceOption::default()
-                    }),
-                    seccomp: seccomp(&spec["securityContext"]),
+                    namespace_options: Some(self.namespace_options()),
+                    seccomp: seccomp(&self.pod_spec()["securityContext"]),
                     ..LinuxSandboxSecurityContext::default()
                 }),
                 ..LinuxPodSandboxConfig::default()
@@ -252,17 +275,11 @@ impl Manifests {
                 .map(|value| Int64Value { value })
         };
         let privileged = context["privileged"].as_bool().unwrap_or(false);
-        let mut labels = node.labels.clone();
-        let pod = self.pod_identity(node.name);
-        labels.extend([
-            (
-                "io.kubernetes.container.name".to_owned(),
-                str_of(&container["name"]).to_owned(),
-            ),
-            ("io.kubernetes.pod.name".to_owned(), pod.name),
-            ("io.kubernetes.pod.namespace".to_owned(), pod.namespace),
-            ("io.kubernetes.pod.uid".to_owned(), pod.uid),
-        ]);
+        let mut labels = self.pod_labels(node);
+        labels.insert(
+            "io.kubernetes.container.name".to_owned(),
+            str_of(&container["name"]).to_owned(),
+        );
         ContainerConfig {
             metadata: Some(ContainerMetadata {
                 name: str_of(&container["name"]).to_owned(),
@@ -286,21 +303,7 @@ impl Manifests {
                         ..Capability::default()
                     }),
                     privileged,
-                    namespace_options: self
-                        .sandbox_config(node)
-                        .linux
-                        .and_then(|l| l.security_context)
-                        .and_then(|s| s.namespace_options)
-                        .map(|n| NamespaceOption {
-                            // Without a shared process namespace, each
-                            // container has its own.
-                            pid: if n.pid == NamespaceMode::Pod as i32 {
-                                NamespaceMode::Container as i32
-                            } else {
-                                n.pid
-                            },
-                            ..n
-                        }),
+                    namespace_options: Some(self.container_namespace_options()),
                     run_as_user: int("runAsUser"),
                     run_as_group: int("runAsGroup"),
                     readonly_rootfs: context["readOnlyRootFilesystem"].as_bool().unwrap_or(false),

@@ -15,33 +15,23 @@ command -v /usr/bin/time >/dev/null || { echo "cycle_memory: needs /usr/bin/time
 cargo build --release --locked --quiet
 bin="$PWD/target/release/safeprune"
 
+# shellcheck source=benches/private_dockerd.sh
+. benches/private_dockerd.sh
 dir=$(mktemp -d /tmp/spmem-XXXXXX)
-sock="$dir/d.sock"
 cleanup() {
-  [ -n "${engine:-}" ] && kill "$engine" 2>/dev/null && wait "$engine" 2>/dev/null
+  stop_private_dockerd
   rm -rf "$dir"
 }
 trap cleanup EXIT
-# dockerd as pid 1 of its own pid, mount and network namespaces: its
-# containers and mounts go with it.
-unshare --pid --fork --kill-child --mount --mount-proc --net --propagation private \
-  sh -c 'mount -n -t tmpfs sp-run /run && exec dockerd --data-root "$1/data" --exec-root "$1/exec" \
-    --host "unix://$2" --pidfile "$1/pid" --bridge=none --iptables=false' sh "$dir" "$sock" \
-  >"$dir/dockerd.log" 2>&1 &
-engine=$!
-export DOCKER_HOST="unix://$sock"
-for _ in $(seq 1 100); do docker info >/dev/null 2>&1 && break; sleep 0.2; done
-docker info >/dev/null
+start_private_dockerd "$dir"
 
 # A busybox image, and distinct images by an extra file.
-mkdir -p "$dir/rootfs/bin"
-cp /bin/busybox "$dir/rootfs/bin/busybox"
-ln -s busybox "$dir/rootfs/bin/true"
+busybox_root "$dir/rootfs"
 tar -C "$dir/rootfs" -cf "$dir/rootfs.tar" .
 docker import "$dir/rootfs.tar" bench/base:1 >/dev/null
 
 cat >"$dir/policy.yaml" <<YAML
-runtime: { kind: docker, docker: { endpoint: unix://$sock } }
+runtime: { kind: docker, docker: { endpoint: unix://$engine_sock } }
 containers: { min_age: "0" }
 images: { min_age: "0" }
 build_cache: { enabled: false }

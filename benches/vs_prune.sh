@@ -24,29 +24,20 @@ done
 cargo build --release --locked --quiet
 bin="$PWD/target/release/safeprune"
 
+# shellcheck source=benches/private_dockerd.sh
+. benches/private_dockerd.sh
 dir=$(mktemp -d /tmp/spvs-XXXXXX)
-engine_sock="$dir/d.sock"
 proxy_sock="$dir/p.sock"
 calls="$dir/calls.log"
 : >"$calls"
 cleanup() {
   [ -n "${proxy:-}" ] && kill "$proxy" 2>/dev/null
-  [ -n "${unshare_pid:-}" ] && kill "$unshare_pid" 2>/dev/null && wait "$unshare_pid" 2>/dev/null
+  stop_private_dockerd
   rm -rf "$dir"
 }
 trap cleanup EXIT
 
-# dockerd as pid 1 of its own pid, mount and network namespaces: every
-# container, mount and interface goes with it.
-unshare --pid --fork --kill-child --mount --mount-proc --net --propagation private \
-  sh -c 'ip link set lo up; mount -n -t tmpfs sp-run /run && exec dockerd --data-root "$1/data" \
-    --exec-root "$1/exec" --host "unix://$2" --pidfile "$1/pid" --bridge=none --iptables=false' \
-  sh "$dir" "$engine_sock" >"$dir/dockerd.log" 2>&1 &
-unshare_pid=$!
-export DOCKER_HOST="unix://$engine_sock"
-for _ in $(seq 1 150); do docker info >/dev/null 2>&1 && break; sleep 0.2; done
-docker info >/dev/null
-engine_pid=$(cut -d' ' -f1 "/proc/$unshare_pid/task/$unshare_pid/children")
+start_private_dockerd "$dir"
 engine_ns=$(readlink "/proc/$engine_pid/ns/pid")
 python3 benches/count_proxy.py "$proxy_sock" "$engine_sock" "$calls" &
 proxy=$!
@@ -67,9 +58,7 @@ engine_ticks() {
 ticks=$(getconf CLK_TCK)
 
 # The images: busybox, varied by an extra file of a varied size.
-mkdir -p "$dir/rootfs/bin"
-cp /bin/busybox "$dir/rootfs/bin/busybox"
-for applet in sh sleep true; do ln -sf busybox "$dir/rootfs/bin/$applet"; done
+busybox_root "$dir/rootfs"
 image() { # NAME EXTRA_KIB
   head -c "$(($2 * 1024))" /dev/urandom >"$dir/rootfs/extra"
   tar -C "$dir/rootfs" -cf - . | docker import - "$1" >/dev/null

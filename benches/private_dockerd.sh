@@ -1,0 +1,38 @@
+# shellcheck shell=bash
+# Sourced by the Docker benchmarks: a private dockerd and a busybox image
+# root, torn down on exit. Nothing of the host's Docker is touched.
+#
+#   start_private_dockerd DIR   dockerd as pid 1 of its own pid, mount and
+#                               network namespaces (its containers, mounts
+#                               and interfaces go with it), on DIR/d.sock;
+#                               sets DOCKER_HOST, engine_sock, unshare_pid
+#                               and engine_pid; DIR/dockerd.log is its log
+#   busybox_root DIR            DIR/bin with the static busybox as sh,
+#                               sleep and true, for `docker import`
+#   stop_private_dockerd        kills it (call from the caller's EXIT trap)
+
+start_private_dockerd() {
+  local dir=$1
+  engine_sock="$dir/d.sock"
+  # shellcheck disable=SC2016 # $1 and $2 are the inner shell's arguments
+  unshare --pid --fork --kill-child --mount --mount-proc --net --propagation private \
+    sh -c 'ip link set lo up; mount -n -t tmpfs sp-run /run && exec dockerd --data-root "$1/data" \
+      --exec-root "$1/exec" --host "unix://$2" --pidfile "$1/pid" --bridge=none --iptables=false' \
+    sh "$dir" "$engine_sock" >"$dir/dockerd.log" 2>&1 &
+  unshare_pid=$!
+  export DOCKER_HOST="unix://$engine_sock"
+  for _ in $(seq 1 150); do docker info >/dev/null 2>&1 && break; sleep 0.2; done
+  docker info >/dev/null || { echo "dockerd did not start; log: $dir/dockerd.log" >&2; return 1; }
+  engine_pid=$(cut -d' ' -f1 "/proc/$unshare_pid/task/$unshare_pid/children")
+}
+
+stop_private_dockerd() {
+  [ -n "${unshare_pid:-}" ] && kill "$unshare_pid" 2>/dev/null && wait "$unshare_pid" 2>/dev/null
+  unshare_pid=""
+}
+
+busybox_root() {
+  mkdir -p "$1/bin"
+  cp /bin/busybox "$1/bin/busybox"
+  for applet in sh sleep true; do ln -sf busybox "$1/bin/$applet"; done
+}

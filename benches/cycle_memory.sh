@@ -20,9 +20,11 @@ bin="$PWD/target/release/safeprune"
 dir=$(mktemp -d /tmp/spmem-XXXXXX)
 cleanup() {
   stop_private_dockerd
-  rm -rf "$dir"
+  remove_dir "$dir"
 }
 trap cleanup EXIT
+# A signal (timeout, ^C) exits through the EXIT trap, which tears down.
+trap 'exit 143' INT TERM
 start_private_dockerd "$dir"
 
 # A busybox image, and distinct images by an extra file.

@@ -10,6 +10,7 @@
 #   busybox_root DIR            DIR/bin with the static busybox as sh,
 #                               sleep and true, for `docker import`
 #   stop_private_dockerd        kills it (call from the caller's EXIT trap)
+#   remove_dir DIR              removes DIR once the engine has let go
 
 start_private_dockerd() {
   local dir=$1
@@ -23,12 +24,25 @@ start_private_dockerd() {
   export DOCKER_HOST="unix://$engine_sock"
   for _ in $(seq 1 150); do docker info >/dev/null 2>&1 && break; sleep 0.2; done
   docker info >/dev/null || { echo "dockerd did not start; log: $dir/dockerd.log" >&2; return 1; }
+  # shellcheck disable=SC2034 # for the sourcing script
   engine_pid=$(cut -d' ' -f1 "/proc/$unshare_pid/task/$unshare_pid/children")
 }
 
 stop_private_dockerd() {
-  [ -n "${unshare_pid:-}" ] && kill "$unshare_pid" 2>/dev/null && wait "$unshare_pid" 2>/dev/null
+  # unshare blocks SIGTERM while its child runs; SIGKILL with --kill-child
+  # kills dockerd, pid 1 of the namespace, and with it all inside.
+  if [ -n "${unshare_pid:-}" ]; then
+    kill -KILL "$unshare_pid" 2>/dev/null || true
+    wait "$unshare_pid" 2>/dev/null || true
+  fi
   unshare_pid=""
+}
+
+# Removes DIR, retrying briefly: the killed namespace's last processes may
+# still be letting go of files in it.
+remove_dir() {
+  for _ in $(seq 1 50); do rm -rf "$1" 2>/dev/null && return; sleep 0.1; done
+  rm -rf "$1"
 }
 
 busybox_root() {

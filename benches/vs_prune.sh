@@ -31,11 +31,13 @@ proxy_sock="$dir/p.sock"
 calls="$dir/calls.log"
 : >"$calls"
 cleanup() {
-  [ -n "${proxy:-}" ] && kill "$proxy" 2>/dev/null
+  if [ -n "${proxy:-}" ]; then kill "$proxy" 2>/dev/null || true; fi
   stop_private_dockerd
-  rm -rf "$dir"
+  remove_dir "$dir"
 }
 trap cleanup EXIT
+# A signal (timeout, ^C) exits through the EXIT trap, which tears down.
+trap 'exit 143' INT TERM
 
 start_private_dockerd "$dir"
 engine_ns=$(readlink "/proc/$engine_pid/ns/pid")

@@ -2,9 +2,10 @@
 //! removal it attempts.
 //!
 //! Kinds go in removal order (containers first, so that what they held is
-//! free when images, volumes and networks come). Before each removal the
-//! executor asks the runtime again and runs the planner's rules on the fresh
-//! answer: a pod may have restarted since planning. It never forces; an
+//! free when images, volumes and networks come). Just before removing a
+//! batch of objects the executor asks the runtime again about them and runs
+//! the planner's rules on the fresh answer: a pod may have restarted since
+//! planning. It never forces; an
 //! object gone, in use or changed is `skipped`, an engine error `failed`,
 //! each with its [`Reason`]. At most `safety.concurrency` removals are in
 //! flight, and once `stop` is set no new one starts.
@@ -12,7 +13,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::Utc;
-use futures_util::{StreamExt, stream};
+use futures_util::StreamExt;
+use futures_util::future::{self, Either};
+use futures_util::stream::FuturesUnordered;
 use serde::Serialize;
 
 use crate::inventory::Kind;
@@ -134,6 +137,12 @@ impl Outcome {
 /// Carries out every deletion of `plan` and returns what came of each, in
 /// removal order. `on_outcome` sees each outcome as it happens (audit log,
 /// progress), with the number done so far and the total.
+///
+/// Each kind goes in batches of `safety.concurrency` objects: one re-check
+/// of the batch (its cost grows with the batch, not with the node), then
+/// its removals all at once. The window between an object's re-check and
+/// its removal is one re-check call, as it was when each object was
+/// re-checked alone.
 pub async fn execute<E: Engine>(
     engine: &E,
     plan: &Plan,
@@ -145,13 +154,20 @@ pub async fn execute<E: Engine>(
     let mut outcomes = Vec::with_capacity(total);
     for kind in Kind::REMOVAL_ORDER {
         let targets: Vec<&Decision> = plan.deletions().filter(|d| d.kind == kind).collect();
-        let mut results = stream::iter(targets)
-            .map(|d| attempt(engine, d, policy, stop))
-            .buffer_unordered(policy.safety.concurrency.0);
-        let mut done_here = Vec::new();
-        while let Some(outcome) = results.next().await {
-            on_outcome(&outcome, outcomes.len() + done_here.len() + 1, total);
-            done_here.push(outcome);
+        let mut done_here = Vec::with_capacity(targets.len());
+        for batch in targets.chunks(policy.safety.concurrency.0) {
+            let mut removals: FuturesUnordered<_> = recheck(engine, kind, batch, policy, stop)
+                .await
+                .into_iter()
+                .map(|checked| match checked {
+                    Ok(d) => Either::Right(remove(engine, d)),
+                    Err(outcome) => Either::Left(future::ready(outcome)),
+                })
+                .collect();
+            while let Some(outcome) = removals.next().await {
+                on_outcome(&outcome, outcomes.len() + done_here.len() + 1, total);
+                done_here.push(outcome);
+            }
         }
         // Completion order is noise; the report lists outcomes by id.
         done_here.sort_by(|a, b| a.id.cmp(&b.id));
@@ -160,43 +176,66 @@ pub async fn execute<E: Engine>(
     outcomes
 }
 
-async fn attempt<E: Engine>(
+/// Re-checks `batch` (objects of `kind`) on fresh facts: each decision
+/// that its rules still find eligible, or the outcome it has already come
+/// to (stop, re-check failed, gone, changed).
+async fn recheck<'a, E: Engine>(
     engine: &E,
-    d: &Decision,
+    kind: Kind,
+    batch: &[&'a Decision],
     policy: &Policy,
     stop: &AtomicBool,
-) -> Outcome {
-    let not_deleted = |reason, why: String| Outcome::of(d, Some((reason, why)));
+) -> Vec<Result<&'a Decision, Outcome>> {
+    let known = Err;
+    let not_deleted = |d: &Decision, reason, why: String| Outcome::of(d, Some((reason, why)));
     if stop.load(Ordering::SeqCst) {
-        return not_deleted(
-            Reason::NotAttempted,
-            "not attempted: safeprune was asked to stop".to_owned(),
-        );
+        return batch
+            .iter()
+            .map(|d| {
+                known(not_deleted(
+                    d,
+                    Reason::NotAttempted,
+                    "not attempted: safeprune was asked to stop".to_owned(),
+                ))
+            })
+            .collect();
     }
-    let fresh = match engine.recheck(d.kind, &d.id).await {
+    let ids: Vec<&str> = batch.iter().map(|d| d.id.as_str()).collect();
+    let fresh = match engine.recheck(kind, &ids).await {
         Ok(fresh) => fresh,
         Err(e) => {
-            return not_deleted(
-                Reason::EngineError,
-                format!("cannot re-check before removal: {}", Chain(&e)),
-            );
+            let why = format!("cannot re-check before removal: {}", Chain(&e));
+            return batch
+                .iter()
+                .map(|d| known(not_deleted(d, Reason::EngineError, why.clone())))
+                .collect();
         }
     };
-    match plan::recheck(d.kind, &d.id, &fresh, policy, Utc::now()) {
-        None => return not_deleted(Reason::Gone, "gone since planning".to_owned()),
-        Some(now) if now.decision == Action::Keep => {
-            tracing::info!(kind = %d.kind, id = %d.id, rule = now.rule.as_str(), "changed since planning, kept");
-            return not_deleted(
-                Reason::Changed,
-                format!(
-                    "changed since planning, now kept by {}: {}",
-                    now.rule.as_str(),
-                    now.detail
-                ),
-            );
-        }
-        Some(_) => {}
-    }
+    let now = plan::recheck(kind, &ids, &fresh, policy, Utc::now());
+    batch
+        .iter()
+        .zip(now)
+        .map(|(&d, now)| match now {
+            None => known(not_deleted(d, Reason::Gone, "gone since planning".to_owned())),
+            Some(now) if now.decision == Action::Keep => {
+                tracing::info!(kind = %d.kind, id = %d.id, rule = now.rule.as_str(), "changed since planning, kept");
+                known(not_deleted(
+                    d,
+                    Reason::Changed,
+                    format!(
+                        "changed since planning, now kept by {}: {}",
+                        now.rule.as_str(),
+                        now.detail
+                    ),
+                ))
+            }
+            Some(_) => Ok(d),
+        })
+        .collect()
+}
+
+async fn remove<E: Engine>(engine: &E, d: &Decision) -> Outcome {
+    let not_deleted = |reason, why: String| Outcome::of(d, Some((reason, why)));
     match engine.remove(d.kind, &d.id).await {
         Removal::Removed => {
             tracing::info!(kind = %d.kind, id = %d.id, name = %d.name, "removed");

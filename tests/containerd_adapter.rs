@@ -319,7 +319,7 @@ async fn the_planner_reads_the_inventory_as_kubelet_would() {
     // The READY sandbox uses it; the pin holds it once no sandbox does.
     assert_eq!(rule(Kind::Image, &pause.id), Rule::InUse);
     let fresh = runtime
-        .recheck(Kind::Image, &pause.id)
+        .recheck(Kind::Image, &[pause.id.as_str()])
         .await
         .expect("recheck");
     assert!(fresh.images[0].pinned);
@@ -331,7 +331,7 @@ async fn recheck_answers_fresh_for_one_container_and_one_image() {
     let node = lay_out(&containerd).await;
 
     let fresh = runtime
-        .recheck(Kind::Container, &cri_id(&node.istio_init))
+        .recheck(Kind::Container, &[cri_id(&node.istio_init).as_str()])
         .await
         .expect("recheck container");
     assert_eq!(fresh.containers.len(), 1);
@@ -347,13 +347,13 @@ async fn recheck_answers_fresh_for_one_container_and_one_image() {
     assert!(fresh.images.is_empty());
 
     let fresh = runtime
-        .recheck(Kind::Container, &other_id("quick"))
+        .recheck(Kind::Container, &[other_id("quick").as_str()])
         .await
         .expect("recheck native container");
     assert_eq!(fresh.containers[0].state, ContainerState::Exited);
 
     let fresh = runtime
-        .recheck(Kind::Image, &cri_id(&node.busybox.digest))
+        .recheck(Kind::Image, &[cri_id(&node.busybox.digest).as_str()])
         .await
         .expect("recheck image");
     assert_eq!(fresh.images.len(), 1);
@@ -368,12 +368,15 @@ async fn recheck_answers_fresh_for_one_container_and_one_image() {
     );
 
     let missing = runtime
-        .recheck(Kind::Container, &cri_id("no-such-container"))
+        .recheck(Kind::Container, &[cri_id("no-such-container").as_str()])
         .await
         .expect("recheck of a missing container");
     assert!(missing.containers.is_empty());
     assert!(
-        runtime.recheck(Kind::Container, "moby/abc").await.is_err(),
+        runtime
+            .recheck(Kind::Container, &["moby/abc"])
+            .await
+            .is_err(),
         "Docker's namespace is never looked at"
     );
 }
@@ -404,7 +407,7 @@ async fn a_cri_container_is_removed_through_cri() {
     // The live pod's init container is untouched.
     assert!(listed.contains(&node.istio_init));
     let fresh = runtime
-        .recheck(Kind::Container, &id)
+        .recheck(Kind::Container, &[id.as_str()])
         .await
         .expect("recheck");
     assert!(fresh.containers.is_empty(), "{:?}", fresh.containers);

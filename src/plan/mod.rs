@@ -183,30 +183,35 @@ pub fn plan(inventory: &Inventory, policy: &Policy, now: DateTime<Utc>) -> Plan 
     rules::decide_all(inventory, policy, now, rules::ContainerUse::Kept)
 }
 
-/// Decides one object again on fresh data, just before its removal.
+/// Decides a batch of objects of one kind again on fresh data, just before
+/// their removal: one decision per id, in the order of `ids`, `None` for an
+/// object that no longer exists.
 ///
 /// `fresh` is what the runtime answers now (see `Engine::recheck`). For an
 /// image, volume or network, every container in `fresh` counts as kept: by
 /// then the containers planned for deletion have been removed, so any left
-/// were skipped or are new, and they hold what they use. Returns `None` when
-/// the object no longer exists.
+/// were skipped or are new, and they hold what they use.
 #[must_use]
 pub fn recheck(
     kind: Kind,
-    id: &str,
+    ids: &[&str],
     fresh: &Inventory,
     policy: &Policy,
     now: DateTime<Utc>,
-) -> Option<Decision> {
+) -> Vec<Option<Decision>> {
     let use_rule = if kind == Kind::Container {
         rules::ContainerUse::Kept
     } else {
         rules::ContainerUse::All
     };
-    rules::decide_all(fresh, policy, now, use_rule)
-        .decisions
-        .into_iter()
-        .find(|d| d.kind == kind && d.id == id)
+    let mut decided: std::collections::HashMap<String, Decision> =
+        rules::decide_all(fresh, policy, now, use_rule)
+            .decisions
+            .into_iter()
+            .filter(|d| d.kind == kind)
+            .map(|d| (d.id.clone(), d))
+            .collect();
+    ids.iter().map(|id| decided.remove(*id)).collect()
 }
 
 /// A short human age: `3d4h`, `12m`, `45s`, `0s`.

@@ -387,9 +387,15 @@ fn recheck_keeps_a_container_whose_pod_came_back() {
     inv.sandboxes = vec![sandbox("sb", "u", false)];
     assert_eq!(rule_of(&inv, Kind::Container, "init"), Rule::Eligible);
     inv.sandboxes[0].ready = true;
-    let fresh = recheck(Kind::Container, "init", &inv, &Policy::builtin(), now()).unwrap();
-    assert_eq!(fresh.rule, Rule::LivePodSandbox);
-    assert!(recheck(Kind::Container, "gone", &inv, &Policy::builtin(), now()).is_none());
+    let fresh = recheck(
+        Kind::Container,
+        &["gone", "init"],
+        &inv,
+        &Policy::builtin(),
+        now(),
+    );
+    assert!(fresh[0].is_none(), "{fresh:?}");
+    assert_eq!(fresh[1].as_ref().unwrap().rule, Rule::LivePodSandbox);
 }
 
 #[test]
@@ -399,8 +405,8 @@ fn recheck_counts_every_remaining_container_as_holding_its_image() {
     let mut inv = with_containers(vec![user]);
     inv.images = vec![image("sha256:x", &["x:1"], 100)];
     assert_eq!(rule_of(&inv, Kind::Image, "sha256:x"), Rule::Eligible);
-    let fresh = recheck(Kind::Image, "sha256:x", &inv, &Policy::builtin(), now()).unwrap();
-    assert_eq!(fresh.rule, Rule::InUse);
+    let fresh = recheck(Kind::Image, &["sha256:x"], &inv, &Policy::builtin(), now());
+    assert_eq!(fresh[0].as_ref().unwrap().rule, Rule::InUse);
 }
 
 #[test]

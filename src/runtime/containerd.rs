@@ -34,7 +34,7 @@ use self::convert::{
 use self::images::images_of;
 use super::{Engine, Removal, RuntimeError};
 use crate::inventory::Kind;
-use crate::inventory::{Container, Image, Inventory, PodSandbox};
+use crate::inventory::{Container, Inventory, PodSandbox};
 
 const RUNTIME: &str = "containerd";
 const UNREACHABLE_HINT: &str = "is containerd running, and is the socket path right?";
@@ -267,39 +267,44 @@ impl ContainerdRuntime {
         Ok((namespace, local))
     }
 
-    /// Fresh facts about one container: itself, with its state, and every
-    /// sandbox.
+    /// Fresh facts about one container: itself, with its state, read by id
+    /// (containerd's record and task, and CRI's status for a CRI
+    /// container when CRI answers: `cri_sandboxes`).
     async fn recheck_container(
         &self,
-        namespace: &str,
         id: &str,
-    ) -> Result<(Vec<Container>, Vec<PodSandbox>), RuntimeError> {
-        let (found, task, (sandboxes, cri_sandboxes)) = tokio::try_join!(
+        cri_sandboxes: Option<&[CriPod]>,
+    ) -> Result<Vec<Container>, RuntimeError> {
+        let (namespace, local) = self.parse_id(id).map_err(|e| RuntimeError::Call {
+            runtime: RUNTIME,
+            call: "recheck",
+            source: e.into(),
+        })?;
+        let (found, task) = tokio::try_join!(
             async {
-                native::container(&self.channel, namespace, id)
+                native::container(&self.channel, namespace, local)
                     .await
                     .map_err(Self::call_error("get container"))
             },
             async {
-                native::task(&self.channel, namespace, id)
+                native::task(&self.channel, namespace, local)
                     .await
                     .map_err(Self::call_error("get task"))
             },
-            self.sandboxes(),
         )?;
         let Some(found) = found else {
-            return Ok((Vec::new(), sandboxes));
+            return Ok(Vec::new());
         };
         let view = match cri_sandboxes {
             Some(cri_sandboxes) if namespace == CRI_NAMESPACE && is_cri_kind(&found.labels) => {
-                match cri::container(&self.channel, id).await {
+                match cri::container(&self.channel, local).await {
                     Ok(known) => Some(CriView {
-                        sandboxes: cri_sandboxes,
-                        containers: known.map(|c| (id.to_owned(), c)).into_iter().collect(),
+                        sandboxes: cri_sandboxes.to_vec(),
+                        containers: known.map(|c| (local.to_owned(), c)).into_iter().collect(),
                         sandbox_image: None,
                     }),
                     Err(e) => {
-                        tracing::warn!(error = %e, id, "CRI does not answer: container read natively");
+                        tracing::warn!(error = %e, id = local, "CRI does not answer: container read natively");
                         None
                     }
                 }
@@ -312,7 +317,7 @@ impl ContainerdRuntime {
             tasks: task.into_iter().collect(),
             ..NamespaceData::default()
         };
-        Ok((containers_of(&data, view.as_ref()), sandboxes))
+        Ok(containers_of(&data, view.as_ref()))
     }
 
     /// Every container of every configured namespace, with the image records
@@ -400,25 +405,37 @@ impl Engine for ContainerdRuntime {
         Ok(inventory)
     }
 
-    async fn recheck(&self, kind: Kind, id: &str) -> Result<Inventory, RuntimeError> {
+    async fn recheck(&self, kind: Kind, ids: &[&str]) -> Result<Inventory, RuntimeError> {
         let mut fresh = Inventory {
             runtime: RUNTIME.to_owned(),
             ..Inventory::default()
         };
-        let (namespace, local) = self.parse_id(id).map_err(|e| RuntimeError::Call {
-            runtime: RUNTIME,
-            call: "recheck",
-            source: e.into(),
-        })?;
         match kind {
             Kind::Container => {
-                (fresh.containers, fresh.sandboxes) =
-                    self.recheck_container(namespace, local).await?;
+                // The sandboxes once for the batch: CRI's list holds a node's
+                // pods, not its containers.
+                let (sandboxes, cri_sandboxes) = self.sandboxes().await?;
+                let found = try_join_all(
+                    ids.iter()
+                        .map(|id| self.recheck_container(id, cri_sandboxes.as_deref())),
+                )
+                .await?;
+                fresh.containers = found.into_iter().flatten().collect();
+                fresh.sandboxes = sandboxes;
             }
             Kind::Image => {
+                let mut wanted: Vec<(&str, &str)> = Vec::with_capacity(ids.len());
+                for id in ids {
+                    wanted.push(self.parse_id(id).map_err(|e| RuntimeError::Call {
+                        runtime: RUNTIME,
+                        call: "recheck",
+                        source: e.into(),
+                    })?);
+                }
+                let cri_batch = wanted.iter().any(|(ns, _)| *ns == CRI_NAMESPACE);
                 let (everyone, (sandbox_image, cri_answered)) =
                     tokio::join!(self.all_containers(), async {
-                        if namespace == CRI_NAMESPACE {
+                        if cri_batch {
                             self.sandbox_image().await
                         } else {
                             (None, false)
@@ -426,16 +443,17 @@ impl Engine for ContainerdRuntime {
                     },);
                 for data in &everyone? {
                     let containers = containers_of(data, None);
-                    if data.namespace == namespace {
-                        let pinned = if namespace == CRI_NAMESPACE {
+                    if wanted.iter().any(|(ns, _)| *ns == data.namespace) {
+                        let pinned = if data.namespace == CRI_NAMESPACE {
                             pinned_names(sandbox_image.clone(), cri_answered, &containers)
                         } else {
                             Vec::new()
                         };
-                        fresh.images = images_of(data, &pinned)
-                            .into_iter()
-                            .filter(|i| i.id == id)
-                            .collect::<Vec<Image>>();
+                        fresh.images.extend(
+                            images_of(data, &pinned)
+                                .into_iter()
+                                .filter(|i| ids.contains(&i.id.as_str())),
+                        );
                     }
                     fresh.containers.extend(containers);
                 }

@@ -9,29 +9,32 @@
 
 mod convert;
 mod disk_usage;
+mod watch;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bollard::errors::Error as BollardError;
-use bollard::models::ContainerSummary;
+use bollard::models::{ContainerSummary, EventMessage};
 use bollard::query_parameters::{
-    InspectContainerOptionsBuilder, ListContainersOptionsBuilder, ListImagesOptionsBuilder,
-    ListNetworksOptionsBuilder, PruneBuildOptionsBuilder, RemoveContainerOptionsBuilder,
-    RemoveImageOptionsBuilder, RemoveVolumeOptionsBuilder,
+    EventsOptionsBuilder, InspectContainerOptionsBuilder, ListContainersOptionsBuilder,
+    ListImagesOptionsBuilder, ListNetworksOptionsBuilder, PruneBuildOptionsBuilder,
+    RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder, RemoveVolumeOptionsBuilder,
 };
 use bollard::{API_DEFAULT_VERSION, Docker};
+use futures_util::future::try_join_all;
 use futures_util::{StreamExt, TryStreamExt, stream};
 
 use self::convert::{
-    LABEL_DOCKER_TYPE, TYPE_SANDBOX, byte_size, container_from_summary, image_from_inspect,
+    byte_size, container_from_inspect, container_from_summary, image_from_inspect,
     network_from_docker, parse_docker_time, real_refs, volume_from_docker,
 };
+use self::watch::{Update, Watch};
 use super::{Engine, Removal, RuntimeError};
 use crate::inventory::Kind;
 use crate::inventory::{
-    BuildCacheEntry, Container, ContainerState, Image, Inventory, Network, PodSandbox, Volume,
+    BuildCacheEntry, Container, ContainerState, Image, Inventory, Network, Volume,
     sandboxes_from_containers,
 };
 
@@ -50,6 +53,12 @@ pub struct DockerRuntime {
     /// The socket path, for the one call bollard cannot make: the build
     /// cache records of `/system/df` (see `disk_usage`).
     socket: PathBuf,
+    /// Every container since the snapshot, kept fresh from the event
+    /// history: what re-checks read instead of listing (see `watch`).
+    watch: tokio::sync::Mutex<Option<Watch>>,
+    /// The references of each image as its last re-check read them: what
+    /// its removal untags.
+    rechecked_refs: std::sync::Mutex<HashMap<String, Vec<String>>>,
 }
 
 impl DockerRuntime {
@@ -82,7 +91,12 @@ impl DockerRuntime {
         docker.ping().await.map_err(|e| unreachable(e.into()))?;
         let version = docker.client_version();
         tracing::debug!(endpoint, api_version = %version, "connected to docker");
-        Ok(Self { docker, socket })
+        Ok(Self {
+            docker,
+            socket,
+            watch: tokio::sync::Mutex::new(None),
+            rechecked_refs: std::sync::Mutex::new(HashMap::new()),
+        })
     }
 
     fn call_error(call: &'static str) -> impl FnOnce(BollardError) -> RuntimeError {
@@ -167,13 +181,65 @@ impl DockerRuntime {
             .map(sorted_by_id)
     }
 
-    /// Every pod sandbox, from its container's labels and state.
-    async fn sandboxes(&self) -> Result<Vec<PodSandbox>, RuntimeError> {
-        let label = format!("{LABEL_DOCKER_TYPE}={TYPE_SANDBOX}");
-        let filters = HashMap::from([("label", vec![label.as_str()])]);
-        let containers = self.containers(&filters, false).await?;
-        // cri-dockerd reports a sandbox READY when `State.Running` is true.
-        Ok(sandboxes_from_containers(&containers))
+    /// One container by id, with its exit time (and the size of its
+    /// writable layer when `size`); `None` when it does not exist. Docker
+    /// takes a prefix or a name too: only the exact id counts.
+    async fn container(&self, id: &str, size: bool) -> Result<Option<Container>, RuntimeError> {
+        let options = InspectContainerOptionsBuilder::default().size(size).build();
+        match self.docker.inspect_container(id, Some(options)).await {
+            Ok(inspect) => Ok(container_from_inspect(inspect).filter(|c| c.id == id)),
+            Err(e) if status_code(&e) == Some(404) => Ok(None),
+            Err(e) => Err(Self::call_error("inspect container")(e)),
+        }
+    }
+
+    /// The watch, brought up to date: the events since its last read, each
+    /// container they name inspected again; or, with no watch yet or a
+    /// history that may have lost events, every container listed again.
+    async fn synced_watch(
+        &self,
+    ) -> Result<tokio::sync::MutexGuard<'_, Option<Watch>>, RuntimeError> {
+        let mut guard = self.watch.lock().await;
+        let until = SystemTime::now();
+        let update = match guard.as_ref() {
+            None => Update::Relist,
+            Some(w) => match self.events(w.since(), until).await {
+                Ok(events) => watch::update_from(&events),
+                Err(e) => {
+                    tracing::debug!(error = %e, "cannot read docker events; listing containers again");
+                    Update::Relist
+                }
+            },
+        };
+        match update {
+            Update::Relist => {
+                tracing::debug!("re-check lists every container");
+                let taken = SystemTime::now();
+                let containers = self.containers(&HashMap::new(), false).await?;
+                *guard = Some(Watch::new(containers, taken));
+            }
+            Update::Containers { gone, changed } => {
+                let found =
+                    try_join_all(changed.iter().map(|id| self.container(id, false))).await?;
+                if let Some(w) = guard.as_mut() {
+                    w.apply(&gone, changed.into_iter().zip(found), until);
+                }
+            }
+        }
+        Ok(guard)
+    }
+
+    /// The events dockerd still holds from `since` to `until`.
+    async fn events(
+        &self,
+        since: SystemTime,
+        until: SystemTime,
+    ) -> Result<Vec<EventMessage>, BollardError> {
+        let options = EventsOptionsBuilder::default()
+            .since(&watch::api_time(since))
+            .until(&watch::api_time(until))
+            .build();
+        self.docker.events(Some(options)).try_collect().await
     }
 
     /// Every top-level image, dangling ones included.
@@ -208,6 +274,15 @@ impl DockerRuntime {
             Ok(inspect) => Ok(image_from_inspect(inspect)),
             Err(e) if status_code(&e) == Some(404) => Ok(None),
             Err(e) => Err(Self::call_error("inspect image")(e)),
+        }
+    }
+
+    /// One volume by name; `None` when it does not exist.
+    async fn volume(&self, name: &str) -> Result<Option<Volume>, RuntimeError> {
+        match self.docker.inspect_volume(name).await {
+            Ok(volume) => Ok(Some(volume_from_docker(volume))),
+            Err(e) if status_code(&e) == Some(404) => Ok(None),
+            Err(e) => Err(Self::call_error("inspect volume")(e)),
         }
     }
 
@@ -271,43 +346,62 @@ impl DockerRuntime {
 
     /// Removes an image without force.
     ///
-    /// Docker refuses to delete by id an image referenced from several
-    /// repositories (409 "must be forced"), so an image with more than one
-    /// reference loses them one by one and the last untag deletes it. An
-    /// untag succeeds even while a container uses the image; only the last
-    /// one is refused (409, measured), which would leave the image stripped
-    /// of all but one name. So first make sure no container uses it.
+    /// By id, Docker deletes an image whose references all name one
+    /// repository with at most one tag (`app:1` and `app@sha256:…`) together
+    /// with them, and refuses (409) while any container, running or
+    /// stopped, uses it: one call, the check made by the engine itself.
+    /// An image with more references is refused by id (409 "must be
+    /// forced"), so it loses them one by one and the last untag deletes it.
+    /// An untag succeeds even while a container uses the image; only the
+    /// last one is refused (409, measured), which would leave the image
+    /// stripped of all but one name. So first make sure, from the watch,
+    /// that no container uses it.
     async fn remove_image(&self, id: &str) -> Removal {
-        let inspect = match self.docker.inspect_image(id).await {
-            Ok(inspect) => inspect,
-            Err(e) => return removal_from_error(e),
-        };
-        // Containers name their image by its full id.
-        let id = inspect.id.clone().unwrap_or_else(|| id.to_owned());
-        let id = id.as_str();
-        match self.list_containers(&HashMap::new()).await {
-            Ok(all) => {
-                if let Some(user) = all.iter().find(|c| c.image_id.as_deref() == Some(id)) {
-                    return Removal::InUse(format!(
-                        "image is used by container {}",
-                        user.id.as_deref().unwrap_or("?")
-                    ));
+        let rechecked = self
+            .rechecked_refs
+            .lock()
+            .ok()
+            .and_then(|mut r| r.remove(id));
+        let (id, refs) = match rechecked {
+            Some(refs) => (id.to_owned(), refs),
+            None => match self.docker.inspect_image(id).await {
+                // Containers name their image by its full id.
+                Ok(inspect) => {
+                    let mut refs = real_refs(inspect.repo_tags.unwrap_or_default());
+                    refs.extend(real_refs(inspect.repo_digests.unwrap_or_default()));
+                    (inspect.id.unwrap_or_else(|| id.to_owned()), refs)
                 }
-            }
-            Err(e) => return Removal::Failed(e.to_string()),
-        }
-        let mut refs = real_refs(inspect.repo_tags.unwrap_or_default());
-        refs.extend(real_refs(inspect.repo_digests.unwrap_or_default()));
+                Err(e) => return removal_from_error(e),
+            },
+        };
+        let id = id.as_str();
         let options = || {
             RemoveImageOptionsBuilder::default()
                 .force(false)
                 .noprune(false)
                 .build()
         };
-        if refs.len() > 1 {
+        let by_tags = !convert::is_single_repository(&refs);
+        if by_tags {
+            let keys: HashSet<&str> = std::iter::once(id)
+                .chain(refs.iter().map(String::as_str))
+                .collect();
+            match self.synced_watch().await {
+                Ok(watch) => {
+                    let users = watch
+                        .as_ref()
+                        .map(|w| w.users_of_images(&keys))
+                        .unwrap_or_default();
+                    if let Some(user) = users.first() {
+                        return Removal::InUse(format!("image is used by container {}", user.id));
+                    }
+                }
+                Err(e) => return Removal::Failed(e.to_string()),
+            }
             for reference in &refs {
-                // A tag may have moved to another image since the inspect (a
-                // pull of `app:latest`): untag only what still names this one.
+                // A tag may have moved to another image since the re-check
+                // (a pull of `app:latest`): untag only what still names
+                // this one.
                 match self.docker.inspect_image(reference).await {
                     Ok(now) if now.id.as_deref() == Some(id) => {}
                     Ok(_) => continue,
@@ -346,7 +440,7 @@ impl DockerRuntime {
         match self.docker.remove_image(id, Some(options()), None).await {
             Ok(_) => Removal::Removed,
             // We untagged it and someone else deleted it meanwhile: removed.
-            Err(e) if status_code(&e) == Some(404) && refs.len() > 1 => Removal::Removed,
+            Err(e) if status_code(&e) == Some(404) && by_tags => Removal::Removed,
             Err(e) => removal_from_error(e),
         }
     }
@@ -408,6 +502,7 @@ impl Engine for DockerRuntime {
 
     async fn inventory(&self) -> Result<Inventory, RuntimeError> {
         let no_filter = HashMap::new();
+        let taken = SystemTime::now();
         // The build cache read runs alongside: on API 1.41 it is a full
         // `/system/df`, the slowest call here.
         let (listed, build_cache) = tokio::join!(
@@ -423,6 +518,7 @@ impl Engine for DockerRuntime {
         );
         let (containers, images, volumes, networks) = listed?;
         let sandboxes = sandboxes_from_containers(&containers);
+        *self.watch.lock().await = Some(Watch::new(containers.clone(), taken));
         tracing::debug!(
             containers = containers.len(),
             images = images.len(),
@@ -443,35 +539,80 @@ impl Engine for DockerRuntime {
         })
     }
 
-    async fn recheck(&self, kind: Kind, id: &str) -> Result<Inventory, RuntimeError> {
+    async fn recheck(&self, kind: Kind, ids: &[&str]) -> Result<Inventory, RuntimeError> {
         let mut fresh = Inventory {
             runtime: RUNTIME.to_owned(),
             ..Inventory::default()
         };
-        // Docker's `id` and `name` list filters match substrings; keep the
-        // exact match only.
-        let by_id = HashMap::from([("id", vec![id])]);
+        // Each object by id, then what its rules depend on from the watch,
+        // brought up to date after the objects were read: a container made
+        // meanwhile is seen.
         match kind {
             Kind::Container => {
-                let (container, sandboxes) =
-                    tokio::try_join!(self.containers(&by_id, true), self.sandboxes())?;
-                fresh.containers = container.into_iter().filter(|c| c.id == id).collect();
-                fresh.sandboxes = sandboxes;
-                return Ok(fresh);
+                let found = try_join_all(ids.iter().map(|id| self.container(id, false))).await?;
+                fresh.containers = found.into_iter().flatten().collect();
+                let sandbox_ids: HashSet<&str> = fresh
+                    .containers
+                    .iter()
+                    .filter_map(|c| c.pod.as_ref()?.sandbox_id.as_deref())
+                    .collect();
+                let pod_uids: HashSet<&str> = fresh
+                    .containers
+                    .iter()
+                    .filter_map(|c| c.pod.as_ref()?.pod_uid.as_deref())
+                    .collect();
+                let watch = self.synced_watch().await?;
+                if let Some(w) = watch.as_ref() {
+                    fresh.sandboxes = w.sandboxes_of(&sandbox_ids, &pod_uids);
+                }
             }
-            Kind::Image => fresh.images = self.image(id).await?.into_iter().collect(),
-            Kind::Volume => match self.docker.inspect_volume(id).await {
-                Ok(volume) => fresh.volumes = vec![volume_from_docker(volume)],
-                Err(e) if status_code(&e) == Some(404) => {}
-                Err(e) => return Err(Self::call_error("inspect volume")(e)),
-            },
+            Kind::Image => {
+                let found = try_join_all(ids.iter().map(|id| self.image(id))).await?;
+                fresh.images = found.into_iter().flatten().collect();
+                if let Ok(mut refs) = self.rechecked_refs.lock() {
+                    for image in &fresh.images {
+                        let all = image.tags.iter().chain(&image.digests).cloned().collect();
+                        refs.insert(image.id.clone(), all);
+                    }
+                }
+                let keys: HashSet<&str> = fresh
+                    .images
+                    .iter()
+                    .flat_map(|i| std::iter::once(&i.id).chain(&i.tags).chain(&i.digests))
+                    .map(String::as_str)
+                    .collect();
+                let watch = self.synced_watch().await?;
+                if let Some(w) = watch.as_ref() {
+                    fresh.containers = w.users_of_images(&keys);
+                }
+            }
+            Kind::Volume => {
+                let found = try_join_all(ids.iter().map(|id| self.volume(id))).await?;
+                fresh.volumes = found.into_iter().flatten().collect();
+                let names: HashSet<&str> = fresh.volumes.iter().map(|v| v.name.as_str()).collect();
+                let watch = self.synced_watch().await?;
+                if let Some(w) = watch.as_ref() {
+                    fresh.containers = w.users_of_volumes(&names);
+                }
+            }
             Kind::Network => {
+                // A node has a handful of networks: one list for the batch.
+                let by_id = HashMap::from([("id", ids.to_vec())]);
                 fresh.networks = self
                     .networks(&by_id)
                     .await?
                     .into_iter()
-                    .filter(|n| n.id == id)
+                    .filter(|n| ids.contains(&n.id.as_str()))
                     .collect();
+                let keys: HashSet<&str> = fresh
+                    .networks
+                    .iter()
+                    .flat_map(|n| [n.id.as_str(), n.name.as_str()])
+                    .collect();
+                let watch = self.synced_watch().await?;
+                if let Some(w) = watch.as_ref() {
+                    fresh.containers = w.users_of_networks(&keys);
+                }
             }
             Kind::BuildCache => {
                 // Unlike the inventory, a failed read must not look like
@@ -485,12 +626,10 @@ impl Engine for DockerRuntime {
                         source: e.into(),
                     })?
                     .into_iter()
-                    .filter(|b| b.id == id)
+                    .filter(|b| ids.contains(&b.id.as_str()))
                     .collect();
             }
         }
-        // What uses an image, volume or network is any container left.
-        fresh.containers = self.containers(&HashMap::new(), false).await?;
         Ok(fresh)
     }
 

@@ -77,7 +77,7 @@ impl Engine for MemoryEngine {
         Ok(self.state.lock().unwrap().clone())
     }
 
-    async fn recheck(&self, _kind: Kind, _id: &str) -> Result<Inventory, RuntimeError> {
+    async fn recheck(&self, _kind: Kind, _ids: &[&str]) -> Result<Inventory, RuntimeError> {
         let mut state = self.state.lock().unwrap();
         if let Some(hook) = &self.before_recheck {
             hook(&mut state);

@@ -89,14 +89,17 @@ pub trait Engine: Sync {
     /// A full snapshot of the node.
     async fn inventory(&self) -> Result<Inventory, RuntimeError>;
 
-    /// Fresh facts about one object, just before removing it: an inventory
-    /// holding that object if it still exists, and what its rules depend on.
+    /// Fresh facts about a batch of objects of one kind, just before
+    /// removing them: an inventory holding those that still exist, and what
+    /// their rules depend on. Its cost grows with the batch, not with the
+    /// node: the executor calls it once per batch of every run.
     ///
-    /// For a container: the container (with its exit time) and every pod
-    /// sandbox. For an image, volume or network: the object and every
-    /// container (exit times may be absent: at that stage any container left
-    /// counts as kept).
-    async fn recheck(&self, kind: Kind, id: &str) -> Result<Inventory, RuntimeError>;
+    /// For containers: each container (with its exit time) and the pod
+    /// sandboxes of their pods (by sandbox id and by pod uid), at least. For
+    /// images, volumes or networks: each object and every container that
+    /// uses one of them, at least (exit times may be absent: at that stage
+    /// any container left counts as kept).
+    async fn recheck(&self, kind: Kind, ids: &[&str]) -> Result<Inventory, RuntimeError>;
 
     /// Removes one object, never with force. An image is removed by `id`;
     /// an adapter removes a multi-tagged image tag by tag.
@@ -197,10 +200,10 @@ impl Engine for Runtime {
         }
     }
 
-    async fn recheck(&self, kind: Kind, id: &str) -> Result<Inventory, RuntimeError> {
+    async fn recheck(&self, kind: Kind, ids: &[&str]) -> Result<Inventory, RuntimeError> {
         match self {
-            Self::Docker(d) => d.recheck(kind, id).await,
-            Self::Containerd(c) => c.recheck(kind, id).await,
+            Self::Docker(d) => d.recheck(kind, ids).await,
+            Self::Containerd(c) => c.recheck(kind, ids).await,
         }
     }
 

@@ -8,8 +8,8 @@
 use std::collections::{BTreeSet, HashMap};
 
 use bollard::models::{
-    ContainerSummary, ContainerSummaryStateEnum, ImageInspect, Network as DockerNetwork,
-    Volume as DockerVolume,
+    ContainerInspectResponse, ContainerSummary, ContainerSummaryStateEnum, ImageInspect,
+    Network as DockerNetwork, Volume as DockerVolume,
 };
 use chrono::{DateTime, Datelike, Utc};
 
@@ -106,6 +106,35 @@ pub(super) fn real_refs(refs: Vec<String>) -> Vec<String> {
         .collect()
 }
 
+/// Whether Docker deletes an image with these references by id:
+/// every reference names one repository, with at most one tag (moby's
+/// `isSingleReference`). No reference at all is deleted by id too.
+pub(super) fn is_single_repository(refs: &[String]) -> bool {
+    let mut repository = None;
+    let mut tags = 0;
+    for reference in refs {
+        let (name, is_tag) = match reference.split_once('@') {
+            Some((name, _digest)) => (name, false),
+            None => (tag_repository(reference), true),
+        };
+        tags += usize::from(is_tag);
+        if tags > 1 || repository.is_some_and(|r| r != name) {
+            return false;
+        }
+        repository = Some(name);
+    }
+    true
+}
+
+/// The repository of `name:tag`: everything before the tag's colon, which
+/// comes after the last `/` (a registry's port does not).
+fn tag_repository(reference: &str) -> &str {
+    match reference.rsplit_once(':') {
+        Some((name, tag)) if !tag.contains('/') => name,
+        _ => reference,
+    }
+}
+
 fn container_state(state: Option<&ContainerSummaryStateEnum>) -> ContainerState {
     match state {
         Some(state) => ContainerState::from_docker(state.as_ref()),
@@ -154,6 +183,67 @@ pub(super) fn container_from_summary(summary: ContainerSummary) -> Option<Contai
             .unwrap_or_else(Utc::now),
         finished: None,
         size: None,
+        volumes: volumes.into_iter().collect(),
+        networks: networks.into_iter().collect(),
+        id,
+    })
+}
+
+/// A container from its inspect answer: what its list entry says, plus its
+/// exit time. `None` when the answer has no id.
+pub(super) fn container_from_inspect(inspect: ContainerInspectResponse) -> Option<Container> {
+    let id = inspect.id.filter(|id| !id.is_empty())?;
+    let config = inspect.config.unwrap_or_default();
+    let labels = labels_of(config.labels);
+    let volumes: BTreeSet<String> = inspect
+        .mounts
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.typ.as_deref() == Some("volume"))
+        .filter_map(|m| m.name.filter(|n| !n.is_empty()))
+        .collect();
+    let mut networks = BTreeSet::new();
+    for (name, endpoint) in inspect
+        .network_settings
+        .and_then(|s| s.networks)
+        .unwrap_or_default()
+    {
+        if let Some(network_id) = endpoint.network_id.filter(|i| !i.is_empty()) {
+            networks.insert(network_id);
+        }
+        networks.insert(name);
+    }
+    let docker_state = inspect.state.unwrap_or_default();
+    let state = docker_state.status.map_or(ContainerState::Unknown, |s| {
+        ContainerState::from_docker(s.as_ref())
+    });
+    // Only exited and dead containers have run to an end; a `created` one
+    // whose start failed may carry an exit time too (as in `containers`).
+    let finished = if matches!(state, ContainerState::Exited | ContainerState::Dead) {
+        docker_state
+            .finished_at
+            .as_deref()
+            .and_then(parse_docker_time)
+    } else {
+        None
+    };
+    // Inspect names the container `/name`, as the list does.
+    let names = container_names(inspect.name.map(|n| vec![n]));
+    Some(Container {
+        names,
+        state,
+        pod: pod_identity(&labels),
+        labels,
+        image_id: inspect.image.unwrap_or_default(),
+        image_ref: config.image.unwrap_or_default(),
+        // As in a list entry: a missing creation time reads "just now".
+        created: inspect
+            .created
+            .as_deref()
+            .and_then(parse_docker_time)
+            .unwrap_or_else(Utc::now),
+        finished,
+        size: inspect.size_rw.and_then(byte_size),
         volumes: volumes.into_iter().collect(),
         networks: networks.into_iter().collect(),
         id,
@@ -219,6 +309,29 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()
+    }
+
+    #[test]
+    fn one_repository_with_at_most_one_tag_is_deleted_by_id() {
+        let refs = |list: &[&str]| list.iter().map(|r| (*r).to_owned()).collect::<Vec<_>>();
+        for single in [
+            refs(&[]),
+            refs(&["app:1"]),
+            refs(&["app:1", "app@sha256:aa"]),
+            refs(&["app@sha256:aa", "app@sha256:bb"]),
+            refs(&["reg:5000/team/app:1", "reg:5000/team/app@sha256:aa"]),
+        ] {
+            assert!(is_single_repository(&single), "{single:?}");
+        }
+        for several in [
+            refs(&["app:1", "app:2"]),
+            refs(&["app:1", "other:1"]),
+            refs(&["app:1", "other@sha256:aa"]),
+            refs(&["app@sha256:aa", "other@sha256:aa"]),
+            refs(&["reg:5000/app:1", "reg:5001/app:1"]),
+        ] {
+            assert!(!is_single_repository(&several), "{several:?}");
+        }
     }
 
     #[test]

@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::Utc;
 use futures_util::StreamExt;
-use futures_util::future::{self, Either};
 use futures_util::stream::FuturesUnordered;
 use serde::Serialize;
 
@@ -138,11 +137,11 @@ impl Outcome {
 /// removal order. `on_outcome` sees each outcome as it happens (audit log,
 /// progress), with the number done so far and the total.
 ///
-/// Each kind goes in batches of `safety.concurrency` objects: one re-check
-/// of the batch (its cost grows with the batch, not with the node), then
-/// its removals all at once. The window between an object's re-check and
-/// its removal is one re-check call, as it was when each object was
-/// re-checked alone.
+/// At most `safety.concurrency` removals are in flight. Whenever slots are
+/// free, that many objects are re-checked together (one call whose cost
+/// grows with the batch, not with the node) and their removals start at
+/// once: the window between an object's re-check and its removal is one
+/// re-check call, as it was when each object was re-checked alone.
 pub async fn execute<E: Engine>(
     engine: &E,
     plan: &Plan,
@@ -155,18 +154,41 @@ pub async fn execute<E: Engine>(
     for kind in Kind::REMOVAL_ORDER {
         let targets: Vec<&Decision> = plan.deletions().filter(|d| d.kind == kind).collect();
         let mut done_here = Vec::with_capacity(targets.len());
-        for batch in targets.chunks(policy.safety.concurrency.0) {
-            let mut removals: FuturesUnordered<_> = recheck(engine, kind, batch, policy, stop)
-                .await
-                .into_iter()
-                .map(|checked| match checked {
-                    Ok(d) => Either::Right(remove(engine, d)),
-                    Err(outcome) => Either::Left(future::ready(outcome)),
-                })
-                .collect();
-            while let Some(outcome) = removals.next().await {
-                on_outcome(&outcome, outcomes.len() + done_here.len() + 1, total);
-                done_here.push(outcome);
+        let mut report = |outcome: Outcome| {
+            on_outcome(&outcome, outcomes.len() + done_here.len() + 1, total);
+            done_here.push(outcome);
+        };
+        let limit = policy.safety.concurrency.0;
+        let mut in_flight = FuturesUnordered::new();
+        let mut next = 0;
+        loop {
+            let free = limit.saturating_sub(in_flight.len());
+            if free == 0 || next == targets.len() {
+                match in_flight.next().await {
+                    Some(outcome) => {
+                        report(outcome);
+                        continue;
+                    }
+                    None => break,
+                }
+            }
+            // As many as there are free slots, re-checked together while
+            // the removals in flight go on; each starts right after.
+            let batch = &targets[next..targets.len().min(next + free)];
+            next += batch.len();
+            let checking = recheck(engine, kind, batch, policy, stop);
+            tokio::pin!(checking);
+            let checked = loop {
+                tokio::select! {
+                    checked = &mut checking => break checked,
+                    Some(outcome) = in_flight.next(), if !in_flight.is_empty() => report(outcome),
+                }
+            };
+            for checked in checked {
+                match checked {
+                    Ok(d) => in_flight.push(remove(engine, d)),
+                    Err(outcome) => report(outcome),
+                }
             }
         }
         // Completion order is noise; the report lists outcomes by id.

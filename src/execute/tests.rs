@@ -240,6 +240,20 @@ async fn concurrency_is_bounded_by_the_policy() {
     );
     assert_eq!(outcomes.len(), p.deletion_count());
     assert_eq!(seen.last().unwrap().0, seen.last().unwrap().1);
+    // Re-checked in batches no larger than the removals that may run at
+    // once, each object once: the engine is asked about a batch, not about
+    // the whole node for every object.
+    let rechecks = engine.rechecks.lock().unwrap();
+    assert!(
+        rechecks.iter().all(|b| !b.is_empty() && b.len() <= 3),
+        "{rechecks:?}"
+    );
+    let mut asked: Vec<&String> = rechecks.iter().flatten().collect();
+    asked.sort();
+    let mut planned: Vec<&String> = p.deletions().map(|d| &d.id).collect();
+    planned.sort();
+    assert_eq!(asked, planned);
+    assert!(rechecks.len() < planned.len(), "{} batches", rechecks.len());
 }
 
 #[tokio::test]

@@ -216,7 +216,7 @@ impl DockerRuntime {
                 tracing::debug!("re-check lists every container");
                 let taken = SystemTime::now();
                 let containers = self.containers(&HashMap::new(), false).await?;
-                *guard = Some(Watch::new(containers, taken));
+                *guard = Some(Watch::new(containers, taken, false));
             }
             Update::Containers { gone, changed } => {
                 let found =
@@ -518,7 +518,7 @@ impl Engine for DockerRuntime {
         );
         let (containers, images, volumes, networks) = listed?;
         let sandboxes = sandboxes_from_containers(&containers);
-        *self.watch.lock().await = Some(Watch::new(containers.clone(), taken));
+        *self.watch.lock().await = Some(Watch::new(containers.clone(), taken, true));
         tracing::debug!(
             containers = containers.len(),
             images = images.len(),
@@ -549,8 +549,20 @@ impl Engine for DockerRuntime {
         // meanwhile is seen.
         match kind {
             Kind::Container => {
-                let found = try_join_all(ids.iter().map(|id| self.container(id, false))).await?;
-                fresh.containers = found.into_iter().flatten().collect();
+                // A container the watch read in full (the snapshot, or an
+                // inspect after an event) has not changed since: no event
+                // names it. Any other is inspected now.
+                let watch = self.synced_watch().await?;
+                let mut unknown = Vec::new();
+                for id in ids {
+                    match watch.as_ref().and_then(|w| w.complete(id)) {
+                        Some(c) => fresh.containers.push(c.clone()),
+                        None => unknown.push(*id),
+                    }
+                }
+                let found =
+                    try_join_all(unknown.iter().map(|id| self.container(id, false))).await?;
+                fresh.containers.extend(found.into_iter().flatten());
                 let sandbox_ids: HashSet<&str> = fresh
                     .containers
                     .iter()
@@ -561,7 +573,6 @@ impl Engine for DockerRuntime {
                     .iter()
                     .filter_map(|c| c.pod.as_ref()?.pod_uid.as_deref())
                     .collect();
-                let watch = self.synced_watch().await?;
                 if let Some(w) = watch.as_ref() {
                     fresh.sandboxes = w.sandboxes_of(&sandbox_ids, &pod_uids);
                 }

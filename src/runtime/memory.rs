@@ -28,6 +28,8 @@ pub struct MemoryEngine {
     /// How long each removal takes.
     pub removal_delay: Duration,
     pub removed: Mutex<Vec<(Kind, String)>>,
+    /// The ids of each re-check, in order.
+    pub rechecks: Mutex<Vec<Vec<String>>>,
     in_flight: AtomicUsize,
     pub max_in_flight: AtomicUsize,
 }
@@ -77,7 +79,11 @@ impl Engine for MemoryEngine {
         Ok(self.state.lock().unwrap().clone())
     }
 
-    async fn recheck(&self, _kind: Kind, _ids: &[&str]) -> Result<Inventory, RuntimeError> {
+    async fn recheck(&self, _kind: Kind, ids: &[&str]) -> Result<Inventory, RuntimeError> {
+        self.rechecks
+            .lock()
+            .unwrap()
+            .push(ids.iter().map(|id| (*id).to_owned()).collect());
         let mut state = self.state.lock().unwrap();
         if let Some(hook) = &self.before_recheck {
             hook(&mut state);

@@ -43,7 +43,7 @@ pub(super) const OVERLAP: Duration = Duration::from_millis(100);
 pub(super) struct Watch {
     /// Each container by id, with the keys an image may know it by: its
     /// image id and every form of the reference it was made from.
-    containers: HashMap<String, (Container, Vec<String>)>,
+    containers: HashMap<String, Entry>,
     /// Events from here on are yet to be read.
     cursor: SystemTime,
 }
@@ -62,12 +62,30 @@ pub(super) enum Update {
 }
 
 impl Watch {
-    /// The containers of a listing that started at `taken`.
-    pub(super) fn new(containers: impl IntoIterator<Item = Container>, taken: SystemTime) -> Self {
+    /// The containers of a listing that started at `taken`; `complete`
+    /// when each exited one carries its exit time (the snapshot inspects
+    /// them; a plain listing does not).
+    pub(super) fn new(
+        containers: impl IntoIterator<Item = Container>,
+        taken: SystemTime,
+        complete: bool,
+    ) -> Self {
         Self {
-            containers: containers.into_iter().map(keyed).collect(),
+            containers: containers
+                .into_iter()
+                .map(|c| (c.id.clone(), Entry::new(c, complete)))
+                .collect(),
             cursor: taken,
         }
+    }
+
+    /// Container `id` as last read, when that read was complete (an
+    /// inspect, or the snapshot): no event since means no change since.
+    pub(super) fn complete(&self, id: &str) -> Option<&Container> {
+        self.containers
+            .get(id)
+            .filter(|e| e.complete)
+            .map(|e| &e.container)
     }
 
     /// Where the next read of events starts.
@@ -89,8 +107,7 @@ impl Watch {
         for (id, now) in changed {
             match now {
                 Some(c) => {
-                    let (_, entry) = keyed(c);
-                    self.containers.insert(id, entry);
+                    self.containers.insert(id, Entry::new(c, true));
                 }
                 None => {
                     self.containers.remove(&id);
@@ -103,26 +120,36 @@ impl Watch {
     /// Every container made from one of these images (`keys`: their ids,
     /// tags and digests), as the planner matches them.
     pub(super) fn users_of_images(&self, keys: &HashSet<&str>) -> Vec<Container> {
-        self.users(|_, image_keys| image_keys.iter().any(|k| keys.contains(k.as_str())))
+        self.users(|e| e.image_keys.iter().any(|k| keys.contains(k.as_str())))
     }
 
     /// Every container that mounts one of these volumes.
     pub(super) fn users_of_volumes(&self, names: &HashSet<&str>) -> Vec<Container> {
-        self.users(|c, _| c.volumes.iter().any(|v| names.contains(v.as_str())))
+        self.users(|e| {
+            e.container
+                .volumes
+                .iter()
+                .any(|v| names.contains(v.as_str()))
+        })
     }
 
     /// Every container attached to one of these networks (`keys`: their
     /// ids and names).
     pub(super) fn users_of_networks(&self, keys: &HashSet<&str>) -> Vec<Container> {
-        self.users(|c, _| c.networks.iter().any(|n| keys.contains(n.as_str())))
+        self.users(|e| {
+            e.container
+                .networks
+                .iter()
+                .any(|n| keys.contains(n.as_str()))
+        })
     }
 
-    fn users(&self, uses: impl Fn(&Container, &[String]) -> bool) -> Vec<Container> {
+    fn users(&self, uses: impl Fn(&Entry) -> bool) -> Vec<Container> {
         let mut found: Vec<Container> = self
             .containers
             .values()
-            .filter(|(c, keys)| uses(c, keys))
-            .map(|(c, _)| c.clone())
+            .filter(|e| uses(e))
+            .map(|e| e.container.clone())
             .collect();
         found.sort_by(|a, b| a.id.cmp(&b.id));
         found
@@ -139,7 +166,7 @@ impl Watch {
         let mut sandboxes: Vec<Container> = self
             .containers
             .values()
-            .map(|(c, _)| c)
+            .map(|e| &e.container)
             .filter(|c| {
                 c.pod.as_ref().is_some_and(|p| {
                     p.is_sandbox
@@ -154,16 +181,31 @@ impl Watch {
     }
 }
 
-/// A container with the keys an image may know it by.
-fn keyed(c: Container) -> (String, (Container, Vec<String>)) {
-    let mut keys = Vec::new();
-    if !c.image_id.is_empty() {
-        keys.push(c.image_id.clone());
+/// One container of the watch.
+struct Entry {
+    container: Container,
+    /// The keys an image may know it by: its image id and every form of
+    /// the reference it was made from.
+    image_keys: Vec<String>,
+    /// Whether it carries its exit time, if it has one.
+    complete: bool,
+}
+
+impl Entry {
+    fn new(container: Container, complete: bool) -> Self {
+        let mut image_keys = Vec::new();
+        if !container.image_id.is_empty() {
+            image_keys.push(container.image_id.clone());
+        }
+        if !container.image_ref.is_empty() {
+            image_keys.extend(reference_forms(&container.image_ref));
+        }
+        Self {
+            container,
+            image_keys,
+            complete,
+        }
     }
-    if !c.image_ref.is_empty() {
-        keys.extend(reference_forms(&c.image_ref));
-    }
-    (c.id.clone(), (c, keys))
 }
 
 /// What `events` (every event since the last read, in the engine's order)
@@ -267,7 +309,7 @@ mod tests {
     fn reads_overlap_and_times_carry_nanoseconds() {
         let t = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 5);
         assert_eq!(api_time(t), "1700000000.000000005");
-        let w = Watch::new(Vec::new(), t);
+        let w = Watch::new(Vec::new(), t, true);
         assert_eq!(w.since(), t - OVERLAP);
     }
 }

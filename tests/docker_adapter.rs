@@ -466,7 +466,9 @@ async fn recheck_of_an_image_volume_or_network_carries_the_containers_using_it()
         .await;
     let exited = dockerd.run_to_exit("exited", &image, &[]).await;
     dockerd.run_to_exit("bystander", &unrelated, &[]).await;
-    runtime.inventory().await.expect("inventory");
+    let spare = dockerd.create_volume(Some("spare")).await;
+    let snapshot = runtime.inventory().await.expect("inventory");
+    let spare_then = snapshot.volumes.iter().find(|v| v.name == spare).unwrap();
 
     let expect = [
         (Kind::Image, image.as_str(), sorted(vec![&user, &exited])),

@@ -218,11 +218,15 @@ impl DockerRuntime {
                 let containers = self.containers(&HashMap::new(), false).await?;
                 *guard = Some(Watch::new(containers, taken, false));
             }
-            Update::Containers { gone, changed } => {
+            Update::Containers {
+                gone,
+                changed,
+                volumes,
+            } => {
                 let found =
                     try_join_all(changed.iter().map(|id| self.container(id, false))).await?;
                 if let Some(w) = guard.as_mut() {
-                    w.apply(&gone, changed.into_iter().zip(found), until);
+                    w.apply(&gone, changed.into_iter().zip(found), &volumes, until);
                 }
             }
         }
@@ -518,7 +522,8 @@ impl Engine for DockerRuntime {
         );
         let (containers, images, volumes, networks) = listed?;
         let sandboxes = sandboxes_from_containers(&containers);
-        *self.watch.lock().await = Some(Watch::new(containers.clone(), taken, true));
+        *self.watch.lock().await =
+            Some(Watch::new(containers.clone(), taken, true).with_volumes(volumes.clone()));
         tracing::debug!(
             containers = containers.len(),
             images = images.len(),
@@ -598,10 +603,19 @@ impl Engine for DockerRuntime {
                 }
             }
             Kind::Volume => {
-                let found = try_join_all(ids.iter().map(|id| self.volume(id))).await?;
-                fresh.volumes = found.into_iter().flatten().collect();
-                let names: HashSet<&str> = fresh.volumes.iter().map(|v| v.name.as_str()).collect();
+                // A volume no event named since the snapshot is as the
+                // snapshot read it; any other is inspected now.
                 let watch = self.synced_watch().await?;
+                let mut unknown = Vec::new();
+                for id in ids {
+                    match watch.as_ref().and_then(|w| w.unchanged_volume(id)) {
+                        Some(v) => fresh.volumes.push(v.clone()),
+                        None => unknown.push(*id),
+                    }
+                }
+                let found = try_join_all(unknown.iter().map(|id| self.volume(id))).await?;
+                fresh.volumes.extend(found.into_iter().flatten());
+                let names: HashSet<&str> = fresh.volumes.iter().map(|v| v.name.as_str()).collect();
                 if let Some(w) = watch.as_ref() {
                     fresh.containers = w.users_of_volumes(&names);
                 }

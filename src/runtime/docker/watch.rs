@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime};
 
 use bollard::models::{EventMessage, EventMessageTypeEnum};
 
-use crate::inventory::{Container, PodSandbox, reference_forms, sandboxes_from_containers};
+use crate::inventory::{Container, PodSandbox, Volume, reference_forms, sandboxes_from_containers};
 
 /// How many events dockerd keeps (`eventsLimit` in moby's
 /// `daemon/events/events.go`, unchanged since 2015).
@@ -35,15 +35,21 @@ const EVENT_HISTORY: usize = 256;
 /// (after `until`, which it skips) cannot hide an overflow.
 pub(super) const OVERFLOW_AT: usize = EVENT_HISTORY - 32;
 /// How far before the last read the next one starts: dockerd stamps an
-/// event before it stores it, so one stamped just before a read may be
-/// stored just after. Reading an event twice is harmless.
-pub(super) const OVERLAP: Duration = Duration::from_millis(100);
+/// event a moment before it stores it (`Log`, then `PublishMessage` under
+/// a lock), so one stamped just before a read may be stored just after.
+/// Reading an event twice is harmless, but every event read costs dockerd
+/// its encoding: while removals run at hundreds a second, an overlap of
+/// 100 ms made each read carry dozens of old events.
+pub(super) const OVERLAP: Duration = Duration::from_millis(10);
 
 /// The containers of the engine as last read.
 pub(super) struct Watch {
     /// Each container by id, with the keys an image may know it by: its
     /// image id and every form of the reference it was made from.
     containers: HashMap<String, Entry>,
+    /// The snapshot's volumes that no event has named since: a volume's
+    /// name, labels and age do not change while it lives.
+    volumes: HashMap<String, Volume>,
     /// Events from here on are yet to be read.
     cursor: SystemTime,
 }
@@ -58,6 +64,9 @@ pub(super) enum Update {
     Containers {
         gone: BTreeSet<String>,
         changed: BTreeSet<String>,
+        /// Volumes an event named (made, removed, mounted): read them
+        /// again before trusting what the snapshot said of them.
+        volumes: BTreeSet<String>,
     },
 }
 
@@ -75,8 +84,21 @@ impl Watch {
                 .into_iter()
                 .map(|c| (c.id.clone(), Entry::new(c, complete)))
                 .collect(),
+            volumes: HashMap::new(),
             cursor: taken,
         }
+    }
+
+    /// The snapshot's volumes, read from the same `taken` on.
+    pub(super) fn with_volumes(mut self, volumes: impl IntoIterator<Item = Volume>) -> Self {
+        self.volumes = volumes.into_iter().map(|v| (v.name.clone(), v)).collect();
+        self
+    }
+
+    /// Volume `name` as the snapshot read it, when no event has named it
+    /// since.
+    pub(super) fn unchanged_volume(&self, name: &str) -> Option<&Volume> {
+        self.volumes.get(name)
     }
 
     /// Container `id` as last read, when that read was complete (an
@@ -99,8 +121,12 @@ impl Watch {
         &mut self,
         gone: &BTreeSet<String>,
         changed: impl IntoIterator<Item = (String, Option<Container>)>,
+        volumes: &BTreeSet<String>,
         until: SystemTime,
     ) {
+        for name in volumes {
+            self.volumes.remove(name);
+        }
         for id in gone {
             self.containers.remove(id);
         }
@@ -216,7 +242,14 @@ pub(super) fn update_from(events: &[EventMessage]) -> Update {
     }
     let mut gone = BTreeSet::new();
     let mut changed = BTreeSet::new();
+    let mut volumes = BTreeSet::new();
     for event in events {
+        if event.typ == Some(EventMessageTypeEnum::VOLUME) {
+            if let Some(name) = event.actor.as_ref().and_then(|a| a.id.as_deref()) {
+                volumes.insert(name.to_owned());
+            }
+            continue;
+        }
         if event.typ != Some(EventMessageTypeEnum::CONTAINER) {
             continue;
         }
@@ -236,7 +269,11 @@ pub(super) fn update_from(events: &[EventMessage]) -> Update {
             changed.insert(id.to_owned());
         }
     }
-    Update::Containers { gone, changed }
+    Update::Containers {
+        gone,
+        changed,
+        volumes,
+    }
 }
 
 /// A time as the events API takes it: seconds and nanoseconds since the
@@ -291,6 +328,7 @@ mod tests {
             Update::Containers {
                 gone: ids(&["brief", "old"]),
                 changed: ids(&["new", "sb"]),
+                volumes: ids(&["v"]),
             }
         );
     }

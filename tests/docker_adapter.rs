@@ -466,9 +466,7 @@ async fn recheck_of_an_image_volume_or_network_carries_the_containers_using_it()
         .await;
     let exited = dockerd.run_to_exit("exited", &image, &[]).await;
     dockerd.run_to_exit("bystander", &unrelated, &[]).await;
-    let spare = dockerd.create_volume(Some("spare")).await;
-    let snapshot = runtime.inventory().await.expect("inventory");
-    let spare_then = snapshot.volumes.iter().find(|v| v.name == spare).unwrap();
+    runtime.inventory().await.expect("inventory");
 
     let expect = [
         (Kind::Image, image.as_str(), sorted(vec![&user, &exited])),
@@ -539,6 +537,38 @@ async fn recheck_of_an_image_volume_or_network_carries_the_containers_using_it()
         .expect("recheck");
     assert!(fresh.networks.is_empty());
     assert!(fresh.containers.is_empty(), "{:?}", fresh.containers);
+}
+
+#[tokio::test]
+async fn a_volume_made_again_since_the_snapshot_is_read_again() {
+    let (dockerd, runtime) = engine().await;
+    let spare = dockerd.create_volume(Some("spare")).await;
+    let snapshot = runtime.inventory().await.expect("inventory");
+    let spare_then = snapshot.volumes.iter().find(|v| v.name == spare).unwrap();
+
+    // A volume removed and made again under the same name since the
+    // snapshot is read again: it is a new volume (Docker dates volumes to
+    // the second).
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    dockerd
+        .docker()
+        .remove_volume(
+            &spare,
+            None::<bollard::query_parameters::RemoveVolumeOptions>,
+        )
+        .await
+        .expect("remove spare");
+    dockerd.create_volume(Some("spare")).await;
+    let fresh = runtime
+        .recheck(Kind::Volume, &[&spare])
+        .await
+        .expect("recheck");
+    assert!(
+        fresh.volumes[0].created > spare_then.created,
+        "{:?} after {:?}",
+        fresh.volumes[0].created,
+        spare_then.created
+    );
 }
 
 #[tokio::test]

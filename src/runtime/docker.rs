@@ -55,7 +55,8 @@ pub struct DockerRuntime {
     socket: PathBuf,
     /// Every container since the snapshot, kept fresh from the event
     /// history: what re-checks read instead of listing (see `watch`).
-    watch: tokio::sync::Mutex<Option<Watch>>,
+    /// Boxed: it would make every `Runtime` as large as itself.
+    watch: Box<tokio::sync::Mutex<Option<Watch>>>,
     /// The references of each image as its last re-check read them: what
     /// its removal untags.
     rechecked_refs: std::sync::Mutex<HashMap<String, Vec<String>>>,
@@ -94,7 +95,7 @@ impl DockerRuntime {
         Ok(Self {
             docker,
             socket,
-            watch: tokio::sync::Mutex::new(None),
+            watch: Box::new(tokio::sync::Mutex::new(None)),
             rechecked_refs: std::sync::Mutex::new(HashMap::new()),
         })
     }
@@ -231,6 +232,66 @@ impl DockerRuntime {
             }
         }
         Ok(guard)
+    }
+
+    /// A batch of containers, re-checked: see `Engine::recheck`.
+    async fn recheck_containers(
+        &self,
+        ids: &[&str],
+        fresh: &mut Inventory,
+    ) -> Result<(), RuntimeError> {
+        // A container the watch read in full (the snapshot, or an
+        // inspect after an event) has not changed since: no event
+        // names it. Any other is inspected now.
+        let watch = self.synced_watch().await?;
+        let mut unknown = Vec::new();
+        for id in ids {
+            match watch.as_ref().and_then(|w| w.complete(id)) {
+                Some(c) => fresh.containers.push(c.clone()),
+                None => unknown.push(*id),
+            }
+        }
+        let found = try_join_all(unknown.iter().map(|id| self.container(id, false))).await?;
+        fresh.containers.extend(found.into_iter().flatten());
+        let sandbox_ids: HashSet<&str> = fresh
+            .containers
+            .iter()
+            .filter_map(|c| c.pod.as_ref()?.sandbox_id.as_deref())
+            .collect();
+        let pod_uids: HashSet<&str> = fresh
+            .containers
+            .iter()
+            .filter_map(|c| c.pod.as_ref()?.pod_uid.as_deref())
+            .collect();
+        if let Some(w) = watch.as_ref() {
+            fresh.sandboxes = w.sandboxes_of(&sandbox_ids, &pod_uids);
+        }
+        Ok(())
+    }
+
+    /// A batch of volumes, re-checked: see `Engine::recheck`.
+    async fn recheck_volumes(
+        &self,
+        ids: &[&str],
+        fresh: &mut Inventory,
+    ) -> Result<(), RuntimeError> {
+        // A volume no event named since the snapshot is as the
+        // snapshot read it; any other is inspected now.
+        let watch = self.synced_watch().await?;
+        let mut unknown = Vec::new();
+        for id in ids {
+            match watch.as_ref().and_then(|w| w.unchanged_volume(id)) {
+                Some(v) => fresh.volumes.push(v.clone()),
+                None => unknown.push(*id),
+            }
+        }
+        let found = try_join_all(unknown.iter().map(|id| self.volume(id))).await?;
+        fresh.volumes.extend(found.into_iter().flatten());
+        let names: HashSet<&str> = fresh.volumes.iter().map(|v| v.name.as_str()).collect();
+        if let Some(w) = watch.as_ref() {
+            fresh.containers = w.users_of_volumes(&names);
+        }
+        Ok(())
     }
 
     /// The events dockerd still holds from `since` to `until`.
@@ -549,39 +610,11 @@ impl Engine for DockerRuntime {
             runtime: RUNTIME.to_owned(),
             ..Inventory::default()
         };
-        // Each object by id, then what its rules depend on from the watch,
-        // brought up to date after the objects were read: a container made
-        // meanwhile is seen.
+        // What the rules depend on comes from the watch, brought up to date
+        // now. Images and networks are read by id first, so that a
+        // container made from them meanwhile is seen.
         match kind {
-            Kind::Container => {
-                // A container the watch read in full (the snapshot, or an
-                // inspect after an event) has not changed since: no event
-                // names it. Any other is inspected now.
-                let watch = self.synced_watch().await?;
-                let mut unknown = Vec::new();
-                for id in ids {
-                    match watch.as_ref().and_then(|w| w.complete(id)) {
-                        Some(c) => fresh.containers.push(c.clone()),
-                        None => unknown.push(*id),
-                    }
-                }
-                let found =
-                    try_join_all(unknown.iter().map(|id| self.container(id, false))).await?;
-                fresh.containers.extend(found.into_iter().flatten());
-                let sandbox_ids: HashSet<&str> = fresh
-                    .containers
-                    .iter()
-                    .filter_map(|c| c.pod.as_ref()?.sandbox_id.as_deref())
-                    .collect();
-                let pod_uids: HashSet<&str> = fresh
-                    .containers
-                    .iter()
-                    .filter_map(|c| c.pod.as_ref()?.pod_uid.as_deref())
-                    .collect();
-                if let Some(w) = watch.as_ref() {
-                    fresh.sandboxes = w.sandboxes_of(&sandbox_ids, &pod_uids);
-                }
-            }
+            Kind::Container => self.recheck_containers(ids, &mut fresh).await?,
             Kind::Image => {
                 let found = try_join_all(ids.iter().map(|id| self.image(id))).await?;
                 fresh.images = found.into_iter().flatten().collect();
@@ -602,24 +635,7 @@ impl Engine for DockerRuntime {
                     fresh.containers = w.users_of_images(&keys);
                 }
             }
-            Kind::Volume => {
-                // A volume no event named since the snapshot is as the
-                // snapshot read it; any other is inspected now.
-                let watch = self.synced_watch().await?;
-                let mut unknown = Vec::new();
-                for id in ids {
-                    match watch.as_ref().and_then(|w| w.unchanged_volume(id)) {
-                        Some(v) => fresh.volumes.push(v.clone()),
-                        None => unknown.push(*id),
-                    }
-                }
-                let found = try_join_all(unknown.iter().map(|id| self.volume(id))).await?;
-                fresh.volumes.extend(found.into_iter().flatten());
-                let names: HashSet<&str> = fresh.volumes.iter().map(|v| v.name.as_str()).collect();
-                if let Some(w) = watch.as_ref() {
-                    fresh.containers = w.users_of_volumes(&names);
-                }
-            }
+            Kind::Volume => self.recheck_volumes(ids, &mut fresh).await?,
             Kind::Network => {
                 // A node has a handful of networks: one list for the batch.
                 let by_id = HashMap::from([("id", ids.to_vec())]);

@@ -39,6 +39,11 @@ impl Node {
     pub async fn connect(policy: &Policy) -> Result<Self, AppError> {
         let started_at = Utc::now();
         let Chosen { runtime, reason } = Runtime::connect(&policy.runtime).await?;
+        let runtime = if policy.build_cache.enabled {
+            runtime
+        } else {
+            runtime.without_build_cache()
+        };
         let inventory = runtime.inventory().await?;
         tracing::info!(
             runtime = runtime.name(),

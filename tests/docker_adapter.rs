@@ -608,6 +608,17 @@ async fn build_cache_records_are_listed_and_removed_one_at_a_time() {
         .expect("a record not in use");
     assert!(record.created.is_some());
     assert!(record.last_used.is_some());
+    // A policy that does not prune the build cache does not read it (on
+    // API 1.41 that is a full /system/df).
+    let unread = DockerRuntime::connect(dockerd.endpoint())
+        .await
+        .expect("connect")
+        .without_build_cache()
+        .inventory()
+        .await
+        .expect("inventory");
+    assert!(unread.build_cache.is_empty());
+    assert_eq!(unread.images.len(), inventory.images.len());
 
     let fresh = runtime
         .recheck(Kind::BuildCache, &[record.id.as_str()])

@@ -57,6 +57,9 @@ pub struct DockerRuntime {
     /// history: what re-checks read instead of listing (see `watch`).
     /// Boxed: it would make every `Runtime` as large as itself.
     watch: Box<tokio::sync::Mutex<Option<Watch>>>,
+    /// Whether the inventory reads the build cache: on API 1.41 that is a
+    /// full `/system/df`, which sizes every container, image and volume.
+    read_build_cache: bool,
     /// The references of each image as its last re-check read them: what
     /// its removal untags.
     rechecked_refs: std::sync::Mutex<HashMap<String, Vec<String>>>,
@@ -96,8 +99,18 @@ impl DockerRuntime {
             docker,
             socket,
             watch: Box::new(tokio::sync::Mutex::new(None)),
+            read_build_cache: true,
             rechecked_refs: std::sync::Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The same connection, with inventories that leave the build cache
+    /// unread (the policy does not prune it): no `/system/df`, the
+    /// slowest call of an inventory on API 1.41.
+    #[must_use]
+    pub fn without_build_cache(mut self) -> Self {
+        self.read_build_cache = false;
+        self
     }
 
     fn call_error(call: &'static str) -> impl FnOnce(BollardError) -> RuntimeError {
@@ -390,6 +403,9 @@ impl DockerRuntime {
     /// say. Missing records mean nothing is pruned from the cache, the safe
     /// side.
     async fn build_cache(&self) -> Vec<BuildCacheEntry> {
+        if !self.read_build_cache {
+            return Vec::new();
+        }
         match self.build_cache_records().await {
             Ok(records) => records,
             Err(e) => {

@@ -178,6 +178,19 @@ impl Runtime {
     }
 }
 
+impl Runtime {
+    /// This runtime, with inventories that leave the build cache unread:
+    /// for a policy that does not prune it (on Docker's API 1.41 reading it
+    /// sizes every object of the node).
+    #[must_use]
+    pub fn without_build_cache(self) -> Self {
+        match self {
+            Self::Docker(d) => Self::Docker(d.without_build_cache()),
+            Self::Containerd(c) => Self::Containerd(c),
+        }
+    }
+}
+
 impl Engine for Runtime {
     fn name(&self) -> &'static str {
         match self {

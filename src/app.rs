@@ -55,7 +55,7 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
             }
             let texts: Vec<String> = found
                 .into_iter()
-                .map(|d| explain::render(d, object))
+                .map(|d| explain::render(d, &node.inventory, object))
                 .collect();
             print_lossy(&texts.join("\n"));
             Ok(())

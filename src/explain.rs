@@ -61,7 +61,7 @@ pub fn find<'p>(plan: &'p Plan, inventory: &Inventory, query: &str) -> Vec<&'p D
 /// one of its references is headed by that reference, and every other
 /// reference is listed: `explain nginx:1.25` answers about `nginx:1.25`.
 #[must_use]
-pub fn render(d: &Decision, query: &str) -> String {
+pub fn render(d: &Decision, inventory: &Inventory, query: &str) -> String {
     let mut out = String::new();
     let refs = d.refs.as_deref().unwrap_or_default();
     let query = query.trim();
@@ -82,7 +82,15 @@ pub fn render(d: &Decision, query: &str) -> String {
     if let Some(bytes) = d.bytes {
         rows.push(("size".into(), human_bytes(bytes)));
     }
-    rows.extend(d.facts.iter().cloned());
+    if d.kind == Kind::Container {
+        let own = inventory.containers.iter().find(|c| c.id == d.id);
+        rows.extend(
+            own.into_iter()
+                .flat_map(crate::inventory::Container::facts)
+                .map(|(k, v)| (k.to_owned(), v)),
+        );
+    }
+    rows.extend(d.facts.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
     for (what, value) in rows {
         let _ = writeln!(out, "  {:<width$} {value}", format!("{what}:"));
@@ -152,7 +160,7 @@ mod tests {
     #[test]
     fn render_names_rule_and_facts() {
         let (inv, p) = node();
-        let text = render(find(&p, &inv, "nginx:1.25")[0], "nginx:1.25");
+        let text = render(find(&p, &inv, "nginx:1.25")[0], &inv, "nginx:1.25");
         assert!(text.starts_with("image nginx:1.25\n"), "{text}");
         assert!(
             text.contains("references: nginx:latest, nginx:1.25, nginx@sha256:feed"),

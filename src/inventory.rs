@@ -187,6 +187,35 @@ impl Container {
             .cloned()
             .unwrap_or_else(|| short_id(&self.id))
     }
+
+    /// `namespace/name` of its pod, `?` for what kubelet did not label;
+    /// `None` outside a pod.
+    #[must_use]
+    pub fn pod_display_name(&self) -> Option<String> {
+        self.pod.as_ref().map(|p| {
+            format!(
+                "{}/{}",
+                p.pod_namespace.as_deref().unwrap_or("?"),
+                p.pod_name.as_deref().unwrap_or("?")
+            )
+        })
+    }
+
+    /// What `explain` shows of it besides its decision: (what, value).
+    #[must_use]
+    pub fn facts(&self) -> Vec<(&'static str, String)> {
+        let mut facts = vec![
+            ("state", self.state.as_str().to_owned()),
+            ("image", self.image_ref.clone()),
+        ];
+        if let Some(pod) = self.pod_display_name() {
+            facts.push(("pod", pod));
+            if let Some(sandbox) = self.pod.as_ref().and_then(|p| p.sandbox_id.clone()) {
+                facts.push(("sandbox", sandbox));
+            }
+        }
+        facts
+    }
 }
 
 /// One image, with every reference that points at it.

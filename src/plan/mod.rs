@@ -106,7 +106,7 @@ pub struct Decision {
     pub bytes: Option<u64>,
     /// The facts behind the decision, for `explain`: (what, value).
     #[serde(skip)]
-    pub facts: Vec<(String, String)>,
+    pub facts: Vec<(&'static str, String)>,
 }
 
 impl Decision {
@@ -134,8 +134,8 @@ impl Decision {
         self
     }
 
-    fn with_fact(mut self, what: &str, value: impl Into<String>) -> Self {
-        self.facts.push((what.to_owned(), value.into()));
+    fn with_fact(mut self, what: &'static str, value: impl Into<String>) -> Self {
+        self.facts.push((what, value.into()));
         self
     }
 }

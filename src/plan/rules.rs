@@ -5,6 +5,7 @@
 //! frees is freed in the same plan (as `docker system prune` does in
 //! sequence).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
@@ -39,36 +40,49 @@ pub(super) fn decide_all(
     let mut ready: Vec<&PodSandbox> = inv.sandboxes.iter().filter(|s| s.ready).collect();
     ready.sort_by(|a, b| a.id.cmp(&b.id));
     let ready = ReadySandboxes::new(&ready);
-    let mut decisions: Vec<Decision> = inv
-        .containers
-        .iter()
-        .map(|c| container(c, &ready, policy, now))
-        .collect();
-    let mut holders: Vec<&Container> = inv
+    let total = inv.containers.len()
+        + inv.networks.len()
+        + inv.volumes.len()
+        + inv.images.len()
+        + inv.build_cache.len();
+    let mut decisions: Vec<Decision> = Vec::with_capacity(total);
+    decisions.extend(
+        inv.containers
+            .iter()
+            .map(|c| container(c, &ready, policy, now)),
+    );
+    let mut users: Vec<User> = inv
         .containers
         .iter()
         .zip(&decisions)
-        .filter(|(_, d)| use_rule == ContainerUse::All || d.decision == super::Action::Keep)
-        .map(|(c, _)| c)
+        .map(|(c, d)| User {
+            container: c,
+            holds: use_rule == ContainerUse::All || d.decision == super::Action::Keep,
+        })
         .collect();
-    holders.sort_by(|a, b| a.id.cmp(&b.id));
-    let holders = Users::new(holders);
-    let everyone = Users::new(inv.containers.iter().collect());
-    decisions.extend(
-        inv.networks
-            .iter()
-            .map(|n| network(n, &holders, policy, now)),
-    );
-    decisions.extend(inv.volumes.iter().map(|v| volume(v, &holders, policy, now)));
-    decisions.extend(
-        inv.images
-            .iter()
-            .map(|i| image(i, &holders, &everyone, policy, now)),
-    );
+    users.sort_by(|a, b| a.container.id.cmp(&b.container.id));
+    let users = Users::new(&users);
+    let mut kinds = vec![inv.containers.len()];
+    decisions.extend(inv.networks.iter().map(|n| network(n, &users, policy, now)));
+    kinds.push(decisions.len());
+    decisions.extend(inv.volumes.iter().map(|v| volume(v, &users, policy, now)));
+    kinds.push(decisions.len());
+    decisions.extend(inv.images.iter().map(|i| image(i, &users, policy, now)));
+    kinds.push(decisions.len());
     decisions.extend(inv.build_cache.iter().map(|b| build_cache(b, policy, now)));
-    // Stable order: removal order of kinds, then id. Duplicate ids within a
-    // kind (odd engine data) keep their input order thanks to a stable sort.
-    decisions.sort_by(|a, b| (a.kind, &a.id).cmp(&(b.kind, &b.id)));
+    kinds.push(decisions.len());
+    // Stable order: removal order of kinds (the order they were decided
+    // in), then id. Adapters list by id, so a kind is usually in order
+    // already; a stable sort keeps duplicate ids (odd engine data) in
+    // their input order.
+    let mut start = 0;
+    for end in kinds {
+        let kind = &mut decisions[start..end];
+        if !kind.is_sorted_by(|a, b| a.id <= b.id) {
+            kind.sort_by(|a, b| a.id.cmp(&b.id));
+        }
+        start = end;
+    }
     Plan { decisions }
 }
 
@@ -91,40 +105,21 @@ fn container(
     policy: &Policy,
     now: DateTime<Utc>,
 ) -> Decision {
+    // The container's own facts (state, image, pod, sandbox) are for
+    // `explain` to read off the inventory: kept out of each decision, they
+    // cost a large node nothing.
     let d = |rule, detail: String| {
-        Decision::new(Kind::Container, &c.id, c.display_name(), rule, detail)
-            .with_bytes(c.size)
-            .with_fact("state", c.state.as_str())
-            .with_fact("image", c.image_ref.clone())
+        Decision::new(Kind::Container, &c.id, c.display_name(), rule, detail).with_bytes(c.size)
     };
     let pod = c.pod.as_ref();
-    let pod_name = pod.map(|p| {
-        format!(
-            "{}/{}",
-            p.pod_namespace.as_deref().unwrap_or("?"),
-            p.pod_name.as_deref().unwrap_or("?")
-        )
-    });
-    let d = |rule, detail| {
-        let mut decision = d(rule, detail);
-        if let (Some(p), Some(name)) = (pod, &pod_name) {
-            decision = decision.with_fact("pod", name.clone());
-            if let Some(sandbox) = &p.sandbox_id {
-                decision = decision.with_fact("sandbox", sandbox.clone());
-            }
-        }
-        decision
-    };
+    let pod_name = || c.pod_display_name().unwrap_or_else(|| "?".to_owned());
     if c.state.is_live() {
         return d(Rule::Running, format!("container is {}", c.state.as_str()));
     }
     if policy.protect.pod_sandboxes && pod.is_some_and(|p| p.is_sandbox) {
         return d(
             Rule::PodSandbox,
-            format!(
-                "sandbox of pod {}: kubelet owns it",
-                pod_name.as_deref().unwrap_or("?")
-            ),
+            format!("sandbox of pod {}: kubelet owns it", pod_name()),
         );
     }
     if let Some((rule, label)) = policy
@@ -149,7 +144,7 @@ fn container(
             Rule::LivePodSandbox,
             format!(
                 "pod {} is live: its sandbox {} is ready",
-                pod_name.as_deref().unwrap_or("?"),
+                pod_name(),
                 short_id(&sandbox.id)
             ),
         )
@@ -179,16 +174,16 @@ fn container(
 
 /// READY sandboxes by id and by pod uid; the first by id wins a tie.
 struct ReadySandboxes<'a> {
-    by_id: HashMap<&'a str, &'a PodSandbox>,
-    by_uid: HashMap<&'a str, &'a PodSandbox>,
+    by_id: Map<&'a str, &'a PodSandbox>,
+    by_uid: Map<&'a str, &'a PodSandbox>,
 }
 
 impl<'a> ReadySandboxes<'a> {
     /// `ready` must be sorted by id.
     fn new(ready: &[&'a PodSandbox]) -> Self {
         let mut index = Self {
-            by_id: HashMap::new(),
-            by_uid: HashMap::new(),
+            by_id: Map::default(),
+            by_uid: Map::default(),
         };
         for s in ready {
             index.by_id.entry(s.id.as_str()).or_insert(s);
@@ -220,79 +215,96 @@ fn live_sandbox<'a>(
     by_id.or_else(by_pod_uid).copied()
 }
 
+/// A container, and whether it holds what it uses: when planning, only
+/// the containers the plan keeps do; when re-checking, every one left.
+#[derive(Clone, Copy)]
+struct User<'a> {
+    container: &'a Container,
+    holds: bool,
+}
+
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// Containers indexed by what they refer to, so that deciding an image,
-/// volume or network costs a lookup, not a scan of every container.
+/// volume or network costs a lookup, not a scan of every container. Each
+/// list is in container id order.
 struct Users<'a> {
     /// By image id, and by every spelling of the reference they were made from.
-    images: HashMap<String, Vec<&'a Container>>,
-    volumes: HashMap<&'a str, Vec<&'a Container>>,
+    images: Map<Cow<'a, str>, Vec<User<'a>>>,
+    volumes: Map<&'a str, Vec<User<'a>>>,
     /// By network id and name.
-    networks: HashMap<&'a str, Vec<&'a Container>>,
+    networks: Map<&'a str, Vec<User<'a>>>,
 }
 
 impl<'a> Users<'a> {
-    /// Indexes `containers`; each list keeps their order.
-    fn new(containers: Vec<&'a Container>) -> Self {
-        let mut users = Self {
-            images: HashMap::new(),
-            volumes: HashMap::new(),
-            networks: HashMap::new(),
+    /// Indexes `users`, sorted by container id.
+    fn new(users: &[User<'a>]) -> Self {
+        let mut index = Self {
+            images: Map::default(),
+            volumes: Map::default(),
+            networks: Map::default(),
         };
-        for c in containers {
-            let mut keys = Vec::new();
+        let mut keys: Vec<Cow<'a, str>> = Vec::new();
+        for &u in users {
+            let c = u.container;
+            keys.clear();
             if !c.image_id.is_empty() {
-                keys.push(c.image_id.clone());
+                keys.push(Cow::Borrowed(&c.image_id));
             }
             if !c.image_ref.is_empty() {
-                keys.extend(reference_forms(&c.image_ref));
+                keys.push(Cow::Borrowed(&c.image_ref));
+                keys.extend(
+                    reference_forms(&c.image_ref)
+                        .into_iter()
+                        .filter(|f| *f != c.image_ref)
+                        .map(Cow::Owned),
+                );
             }
             keys.sort();
             keys.dedup();
-            for key in keys {
-                users.images.entry(key).or_default().push(c);
+            for key in keys.drain(..) {
+                index.images.entry(key).or_default().push(u);
             }
             for v in &c.volumes {
-                users.volumes.entry(v).or_default().push(c);
+                index.volumes.entry(v).or_default().push(u);
             }
             for n in &c.networks {
-                users.networks.entry(n).or_default().push(c);
+                index.networks.entry(n).or_default().push(u);
             }
         }
-        users
+        index
     }
 
-    /// Every container made from `image`, by id or by any reference.
-    fn of_image(&self, image: &Image) -> Vec<&'a Container> {
-        let mut found: Vec<&Container> = std::iter::once(&image.id)
+    /// Every container made from `image`, by id or by any reference, in id
+    /// order.
+    fn of_image(&self, image: &Image) -> Vec<User<'a>> {
+        let mut found: Vec<User<'a>> = std::iter::once(&image.id)
             .chain(&image.tags)
             .chain(&image.digests)
             .filter_map(|key| self.images.get(key.as_str()))
             .flatten()
             .copied()
             .collect();
-        found.sort_by(|a, b| a.id.cmp(&b.id));
-        found.dedup_by(|a, b| std::ptr::eq(*a, *b));
+        found.sort_by(|a, b| a.container.id.cmp(&b.container.id));
+        found.dedup_by(|a, b| std::ptr::eq(a.container, b.container));
         found
     }
 
-    fn first(list: Option<&Vec<&'a Container>>) -> Option<&'a Container> {
-        list.and_then(|l| l.first()).copied()
+    /// The first container of `list` that holds what it uses.
+    fn first_holder(list: Option<&Vec<User<'a>>>) -> Option<&'a Container> {
+        list.and_then(|l| l.iter().find(|u| u.holds))
+            .map(|u| u.container)
     }
 }
 
-fn image(
-    i: &Image,
-    holders: &Users,
-    everyone: &Users,
-    policy: &Policy,
-    now: DateTime<Utc>,
-) -> Decision {
+fn image(i: &Image, users: &Users, policy: &Policy, now: DateTime<Utc>) -> Decision {
     let d = |rule, detail: String| {
         Decision::new(Kind::Image, &i.id, i.display_name(), rule, detail)
             .with_refs(i.tags.iter().chain(&i.digests).cloned().collect())
             .with_bytes(i.size)
     };
-    if let Some(user) = holders.of_image(i).first() {
+    let made_from = users.of_image(i);
+    if let Some(user) = made_from.iter().find(|u| u.holds).map(|u| u.container) {
         return d(
             Rule::InUse,
             format!("used by kept container {}", user.display_name()),
@@ -325,10 +337,9 @@ fn image(
     // Last use: the latest of its creation, its last tag or pull, and the
     // creation and exit of any container made from it (deleted ones too:
     // they were use).
-    let last_used = everyone
-        .of_image(i)
-        .into_iter()
-        .flat_map(|c| [Some(c.created), c.finished])
+    let last_used = made_from
+        .iter()
+        .flat_map(|u| [Some(u.container.created), u.container.finished])
         .chain([i.created, i.last_tagged])
         .flatten()
         .max();
@@ -348,11 +359,11 @@ fn image(
     )
 }
 
-fn volume(v: &Volume, holders: &Users, policy: &Policy, now: DateTime<Utc>) -> Decision {
+fn volume(v: &Volume, users: &Users, policy: &Policy, now: DateTime<Utc>) -> Decision {
     let d = |rule, detail: String| {
         Decision::new(Kind::Volume, &v.name, v.name.clone(), rule, detail).with_bytes(v.size)
     };
-    if let Some(user) = Users::first(holders.volumes.get(v.name.as_str())) {
+    if let Some(user) = Users::first_holder(users.volumes.get(v.name.as_str())) {
         return d(
             Rule::InUse,
             format!("mounted by kept container {}", user.display_name()),
@@ -375,15 +386,15 @@ fn volume(v: &Volume, holders: &Users, policy: &Policy, now: DateTime<Utc>) -> D
     by_creation(d, v.created, rules.min_age, now)
 }
 
-fn network(n: &Network, holders: &Users, policy: &Policy, now: DateTime<Utc>) -> Decision {
+fn network(n: &Network, users: &Users, policy: &Policy, now: DateTime<Utc>) -> Decision {
     let d = |rule, detail: String| {
         Decision::new(Kind::Network, &n.id, n.name.clone(), rule, detail).with_bytes(Some(0))
     };
     if BUILTIN_NETWORKS.contains(&n.name.as_str()) {
         return d(Rule::Builtin, format!("{} is a built-in network", n.name));
     }
-    let by_id = Users::first(holders.networks.get(n.id.as_str()));
-    let by_name = Users::first(holders.networks.get(n.name.as_str()));
+    let by_id = Users::first_holder(users.networks.get(n.id.as_str()));
+    let by_name = Users::first_holder(users.networks.get(n.name.as_str()));
     // Both may match different containers: name the first by id.
     if let Some(user) = by_id
         .into_iter()

@@ -116,6 +116,28 @@ measure() { # NAME C I V
   echo "$name $wall $(echo "$cpu_ticks / $ticks" | bc -l) $n" >>"$dir/results"
 }
 
+# plan against the engine's own list calls, on a fresh fixture, without the
+# proxy: median of 3 whole-process runs, with the policy above and with the
+# build cache left unread (API 1.41 reads it through a full /system/df).
+plan_vs_lists() { # C I V
+  local lists with_df without_df
+  fixture "$1" "$2" "$3"
+  sed "s#unix://$proxy_sock#unix://$engine_sock#" "$dir/policy.yaml" >"$dir/direct.yaml"
+  sed 's#^build_cache: .*#build_cache: { enabled: false }#' "$dir/direct.yaml" >"$dir/direct-nobc.yaml"
+  lists=$(python3 benches/lists.py "$engine_sock" 3)
+  with_df=$(for _ in 1 2 3; do /usr/bin/time -f '%e' "$bin" --config "$dir/direct.yaml" -q plan 2>&1 >/dev/null | tail -n 1; done | median)
+  without_df=$(for _ in 1 2 3; do /usr/bin/time -f '%e' "$bin" --config "$dir/direct-nobc.yaml" -q plan 2>&1 >/dev/null | tail -n 1; done | median)
+  printf '  plan %.2f s (build cache unread: %.2f s); the four list calls %.3f s; ratios %.2fx, %.2fx\n' \
+    "$with_df" "$without_df" "$lists" "$(echo "$with_df / $lists" | bc -l)" "$(echo "$without_df / $lists" | bc -l)"
+  docker system prune -a -f --volumes >/dev/null
+}
+
+# The calls of the last run, by endpoint (ids and names folded).
+calls_by_endpoint() { # FIRST_LINE
+  tail -n +"$1" "$calls" | sed -E 's#/v1\.[0-9]+##; s#[0-9a-f]{64}#ID#g; s#(vol|net|img)-?[0-9]+#\1-N#g; s#since=[^&]*&until=[^& ]*#since=T\&until=T#; s#\?.*##' |
+    sort | uniq -c | sort -rn | head -n 8 | sed 's/^/      /'
+}
+
 median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 echo "dockerd $(dockerd --version | cut -d' ' -f3 | tr -d ,) (API $(docker version -f '{{.Server.APIVersion}}')), $(nproc) cores; $pairs pairs per fixture"
@@ -123,10 +145,14 @@ for f in "${fixtures[@]}"; do
   IFS=/ read -r c i v <<<"$f"
   echo "fixture $c containers / $i images / $v volumes:"
   : >"$dir/results"
+  plan_vs_lists "$c" "$i" "$v"
   for _ in $(seq 1 "$pairs"); do
+    first=$(($(wc -l <"$calls") + 1))
     measure safeprune "$c" "$i" "$v"
     measure docker "$c" "$i" "$v"
   done
+  echo "  calls of the last safeprune run, by endpoint:"
+  calls_by_endpoint "$first"
   for col in 2 3 4; do
     s=$(awk -v c=$col '$1 == "safeprune" {print $c}' "$dir/results" | median)
     d=$(awk -v c=$col '$1 == "docker" {print $c}' "$dir/results" | median)

@@ -137,8 +137,8 @@ impl Outcome {
 /// removal order. `on_outcome` sees each outcome as it happens (audit log,
 /// progress), with the number done so far and the total.
 ///
-/// At most `safety.concurrency` removals are in flight. Whenever slots are
-/// free, that many objects are re-checked together (one call whose cost
+/// At most `safety.concurrency` removals are in flight. Once at least half
+/// the slots are free, that many objects are re-checked together (one call whose cost
 /// grows with the batch, not with the node) and their removals start at
 /// once: the window between an object's re-check and its removal is one
 /// re-check call, as it was when each object was re-checked alone.
@@ -159,11 +159,16 @@ pub async fn execute<E: Engine>(
             done_here.push(outcome);
         };
         let limit = policy.safety.concurrency.0;
+        // Wait for half the slots to be free before the next re-check, so
+        // that a re-check serves at least that many objects.
+        let batch_at_least = limit.div_ceil(2);
         let mut in_flight = FuturesUnordered::new();
         let mut next = 0;
         loop {
             let free = limit.saturating_sub(in_flight.len());
-            if free == 0 || next == targets.len() {
+            let left = targets.len() - next;
+            if free == 0 || left == 0 || (free < batch_at_least.min(left) && !in_flight.is_empty())
+            {
                 match in_flight.next().await {
                     Some(outcome) => {
                         report(outcome);

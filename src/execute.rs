@@ -10,7 +10,11 @@
 //! each with its [`Reason`]. At most `safety.concurrency` removals are in
 //! flight, and once `stop` is set no new one starts.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use chrono::Utc;
 use futures_util::StreamExt;
@@ -137,11 +141,11 @@ impl Outcome {
 /// removal order. `on_outcome` sees each outcome as it happens (audit log,
 /// progress), with the number done so far and the total.
 ///
-/// At most `safety.concurrency` removals are in flight. Once at least half
-/// the slots are free, that many objects are re-checked together (one call whose cost
-/// grows with the batch, not with the node) and their removals start at
-/// once: the window between an object's re-check and its removal is one
-/// re-check call, as it was when each object was re-checked alone.
+/// At most `safety.concurrency` removals are in flight. Objects are
+/// re-checked `safety.concurrency` at a time (one call whose cost grows
+/// with the batch, not with the node), the next batch while the removals
+/// of the last go on, and each starts as a slot frees. An answer older
+/// than [`FRESH_FOR`] is not acted on: the object is re-checked again.
 pub async fn execute<E: Engine>(
     engine: &E,
     plan: &Plan,
@@ -159,41 +163,60 @@ pub async fn execute<E: Engine>(
             done_here.push(outcome);
         };
         let limit = policy.safety.concurrency.0;
-        // Wait for half the slots to be free before the next re-check, so
-        // that a re-check serves at least that many objects.
-        let batch_at_least = limit.div_ceil(2);
+        // Objects not yet re-checked, in order; re-checked ones waiting for
+        // a free slot, with when their re-check answered.
+        let mut pending: VecDeque<&Decision> = targets.iter().copied().collect();
+        let mut ready: VecDeque<(&Decision, Instant)> = VecDeque::new();
+        let mut checking = FuturesUnordered::new();
         let mut in_flight = FuturesUnordered::new();
-        let mut next = 0;
         loop {
-            let free = limit.saturating_sub(in_flight.len());
-            let left = targets.len() - next;
-            if free == 0 || left == 0 || (free < batch_at_least.min(left) && !in_flight.is_empty())
-            {
-                match in_flight.next().await {
-                    Some(outcome) => {
-                        report(outcome);
-                        continue;
+            // Fill free slots from the re-checked, while their answer is
+            // fresh; a stale one goes back to be re-checked again.
+            while in_flight.len() < limit {
+                let Some((d, at)) = ready.pop_front() else {
+                    break;
+                };
+                if stop.load(Ordering::SeqCst) {
+                    report(Outcome::of(
+                        d,
+                        Some((
+                            Reason::NotAttempted,
+                            "not attempted: safeprune was asked to stop".to_owned(),
+                        )),
+                    ));
+                } else if at.elapsed() > FRESH_FOR {
+                    let stale: Vec<&Decision> = std::iter::once(d)
+                        .chain(ready.drain(..).map(|(d, _)| d))
+                        .collect();
+                    for d in stale.into_iter().rev() {
+                        pending.push_front(d);
                     }
-                    None => break,
+                } else {
+                    in_flight.push(remove(engine, d));
                 }
             }
-            // As many as there are free slots, re-checked together while
-            // the removals in flight go on; each starts right after.
-            let batch = &targets[next..targets.len().min(next + free)];
-            next += batch.len();
-            let checking = recheck(engine, kind, batch, policy, stop);
-            tokio::pin!(checking);
-            let checked = loop {
-                tokio::select! {
-                    checked = &mut checking => break checked,
-                    Some(outcome) = in_flight.next(), if !in_flight.is_empty() => report(outcome),
+            // Re-check the next batch while removals go on, so that a slot
+            // that frees finds an object ready.
+            if checking.is_empty() && ready.is_empty() && !pending.is_empty() {
+                let batch: Vec<&Decision> = pending.drain(..limit.min(pending.len())).collect();
+                checking.push(async move {
+                    let checked = recheck(engine, kind, &batch, policy, stop).await;
+                    (checked, Instant::now())
+                });
+            }
+            if checking.is_empty() && in_flight.is_empty() {
+                break;
+            }
+            tokio::select! {
+                Some((checked, at)) = checking.next(), if !checking.is_empty() => {
+                    for checked in checked {
+                        match checked {
+                            Ok(d) => ready.push_back((d, at)),
+                            Err(outcome) => report(outcome),
+                        }
+                    }
                 }
-            };
-            for checked in checked {
-                match checked {
-                    Ok(d) => in_flight.push(remove(engine, d)),
-                    Err(outcome) => report(outcome),
-                }
+                Some(outcome) = in_flight.next(), if !in_flight.is_empty() => report(outcome),
             }
         }
         // Completion order is noise; the report lists outcomes by id.
@@ -202,6 +225,12 @@ pub async fn execute<E: Engine>(
     }
     outcomes
 }
+
+/// How long a re-check's answer may wait for a free removal slot. A
+/// removal starts at most this long, plus the re-check call, after the
+/// facts it acts on were read: shorter than one listing of a large node's
+/// containers took when each object was re-checked that way.
+pub const FRESH_FOR: Duration = Duration::from_millis(20);
 
 /// Re-checks `batch` (objects of `kind`) on fresh facts: each decision
 /// that its rules still find eligible, or the outcome it has already come

@@ -30,6 +30,10 @@ pub struct MemoryEngine {
     pub removed: Mutex<Vec<(Kind, String)>>,
     /// The ids of each re-check, in order.
     pub rechecks: Mutex<Vec<Vec<String>>>,
+    /// When each object was last re-checked, and when each removal started:
+    /// (id, re-checked at, removal started at), one per removal.
+    pub windows: Mutex<Vec<(String, Option<tokio::time::Instant>, tokio::time::Instant)>>,
+    last_recheck: Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
     in_flight: AtomicUsize,
     pub max_in_flight: AtomicUsize,
 }
@@ -84,6 +88,12 @@ impl Engine for MemoryEngine {
             .lock()
             .unwrap()
             .push(ids.iter().map(|id| (*id).to_owned()).collect());
+        let answered = tokio::time::Instant::now();
+        let mut last = self.last_recheck.lock().unwrap();
+        for id in ids {
+            last.insert((*id).to_owned(), answered);
+        }
+        drop(last);
         let mut state = self.state.lock().unwrap();
         if let Some(hook) = &self.before_recheck {
             hook(&mut state);
@@ -92,6 +102,11 @@ impl Engine for MemoryEngine {
     }
 
     async fn remove(&self, kind: Kind, id: &str) -> Removal {
+        let checked = self.last_recheck.lock().unwrap().get(id).copied();
+        self.windows
+            .lock()
+            .unwrap()
+            .push((id.to_owned(), checked, tokio::time::Instant::now()));
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_in_flight.fetch_max(now, Ordering::SeqCst);
         tokio::time::sleep(self.removal_delay).await;

@@ -177,13 +177,7 @@ pub async fn execute<E: Engine>(
                     break;
                 };
                 if stop.load(Ordering::SeqCst) {
-                    report(Outcome::of(
-                        d,
-                        Some((
-                            Reason::NotAttempted,
-                            "not attempted: safeprune was asked to stop".to_owned(),
-                        )),
-                    ));
+                    report(not_attempted(d));
                 } else if at.elapsed() > FRESH_FOR {
                     let stale: Vec<&Decision> = std::iter::once(d)
                         .chain(ready.drain(..).map(|(d, _)| d))
@@ -245,16 +239,7 @@ async fn recheck<'a, E: Engine>(
     let known = Err;
     let not_deleted = |d: &Decision, reason, why: String| Outcome::of(d, Some((reason, why)));
     if stop.load(Ordering::SeqCst) {
-        return batch
-            .iter()
-            .map(|d| {
-                known(not_deleted(
-                    d,
-                    Reason::NotAttempted,
-                    "not attempted: safeprune was asked to stop".to_owned(),
-                ))
-            })
-            .collect();
+        return batch.iter().map(|d| known(not_attempted(d))).collect();
     }
     let ids: Vec<&str> = batch.iter().map(|d| d.id.as_str()).collect();
     let fresh = match engine.recheck(kind, &ids).await {
@@ -288,6 +273,17 @@ async fn recheck<'a, E: Engine>(
             Some(_) => Ok(d),
         })
         .collect()
+}
+
+/// The outcome of an object whose turn came after the stop signal.
+fn not_attempted(d: &Decision) -> Outcome {
+    Outcome::of(
+        d,
+        Some((
+            Reason::NotAttempted,
+            "not attempted: safeprune was asked to stop".to_owned(),
+        )),
+    )
 }
 
 async fn remove<E: Engine>(engine: &E, d: &Decision) -> Outcome {

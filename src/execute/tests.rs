@@ -73,6 +73,20 @@ fn node() -> Inventory {
     }
 }
 
+/// `node()` with its containers replaced by `n` copies of the first,
+/// `c00`, `c01`, and so on.
+fn node_of_containers(n: usize) -> Inventory {
+    let mut inv = node();
+    inv.containers = (0..n)
+        .map(|i| {
+            let mut c = inv.containers[0].clone();
+            c.id = format!("c{i:02}");
+            c
+        })
+        .collect();
+    inv
+}
+
 fn policy() -> Policy {
     let mut p = Policy::builtin();
     p.volumes.enabled = true;
@@ -208,15 +222,7 @@ async fn vanished_objects_and_server_errors_are_reported_as_such() {
 
 #[tokio::test]
 async fn concurrency_is_bounded_by_the_policy() {
-    let mut inv = node();
-    inv.containers = (0..20)
-        .map(|i| {
-            let mut c = inv.containers[0].clone();
-            c.id = format!("c{i:02}");
-            c
-        })
-        .collect();
-    let mut engine = MemoryEngine::new(inv);
+    let mut engine = MemoryEngine::new(node_of_containers(20));
     engine.removal_delay = Duration::from_millis(20);
     let mut policy = policy();
     policy.safety.concurrency = crate::policy::Concurrency(3);
@@ -259,15 +265,7 @@ async fn concurrency_is_bounded_by_the_policy() {
 #[tokio::test(start_paused = true)]
 async fn a_removal_acts_on_a_fresh_recheck_even_when_removals_are_slow() {
     for delay_ms in [1, 15, 100] {
-        let mut inv = node();
-        inv.containers = (0..12)
-            .map(|i| {
-                let mut c = inv.containers[0].clone();
-                c.id = format!("c{i:02}");
-                c
-            })
-            .collect();
-        let mut engine = MemoryEngine::new(inv);
+        let mut engine = MemoryEngine::new(node_of_containers(12));
         engine.removal_delay = Duration::from_millis(delay_ms);
         let outcomes = run(&engine, &AtomicBool::new(false)).await;
         assert!(

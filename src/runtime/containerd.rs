@@ -267,6 +267,15 @@ impl ContainerdRuntime {
         Ok((namespace, local))
     }
 
+    /// `parse_id` for a re-check: a bad id fails the re-check.
+    fn recheck_id<'i>(&self, id: &'i str) -> Result<(&'i str, &'i str), RuntimeError> {
+        self.parse_id(id).map_err(|e| RuntimeError::Call {
+            runtime: RUNTIME,
+            call: "recheck",
+            source: e.into(),
+        })
+    }
+
     /// Fresh facts about one container: itself, with its state, read by id
     /// (containerd's record and task, and CRI's status for a CRI
     /// container when CRI answers: `cri_sandboxes`).
@@ -275,11 +284,7 @@ impl ContainerdRuntime {
         id: &str,
         cri_sandboxes: Option<&[CriPod]>,
     ) -> Result<Vec<Container>, RuntimeError> {
-        let (namespace, local) = self.parse_id(id).map_err(|e| RuntimeError::Call {
-            runtime: RUNTIME,
-            call: "recheck",
-            source: e.into(),
-        })?;
+        let (namespace, local) = self.recheck_id(id)?;
         let (found, task) = tokio::try_join!(
             async {
                 native::container(&self.channel, namespace, local)
@@ -424,14 +429,10 @@ impl Engine for ContainerdRuntime {
                 fresh.sandboxes = sandboxes;
             }
             Kind::Image => {
-                let mut wanted: Vec<(&str, &str)> = Vec::with_capacity(ids.len());
-                for id in ids {
-                    wanted.push(self.parse_id(id).map_err(|e| RuntimeError::Call {
-                        runtime: RUNTIME,
-                        call: "recheck",
-                        source: e.into(),
-                    })?);
-                }
+                let wanted = ids
+                    .iter()
+                    .map(|id| self.recheck_id(id))
+                    .collect::<Result<Vec<_>, _>>()?;
                 let cri_batch = wanted.iter().any(|(ns, _)| *ns == CRI_NAMESPACE);
                 let (everyone, (sandbox_image, cri_answered)) =
                     tokio::join!(self.all_containers(), async {

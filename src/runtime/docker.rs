@@ -56,7 +56,7 @@ pub struct DockerRuntime {
     /// Every container since the snapshot, kept fresh from the event
     /// history: what re-checks read instead of listing (see `watch`).
     /// Boxed: it would make every `Runtime` as large as itself.
-    watch: Box<tokio::sync::Mutex<Option<Watch>>>,
+    watch: Box<tokio::sync::Mutex<Watch>>,
     /// Whether the inventory reads the build cache: on API 1.41 that is a
     /// full `/system/df`, which sizes every container, image and volume.
     read_build_cache: bool,
@@ -98,7 +98,7 @@ impl DockerRuntime {
         Ok(Self {
             docker,
             socket,
-            watch: Box::new(tokio::sync::Mutex::new(None)),
+            watch: Box::default(),
             read_build_cache: true,
             rechecked_refs: std::sync::Mutex::new(HashMap::new()),
         })
@@ -210,14 +210,12 @@ impl DockerRuntime {
     /// The watch, brought up to date: the events since its last read, each
     /// container they name inspected again; or, with no watch yet or a
     /// history that may have lost events, every container listed again.
-    async fn synced_watch(
-        &self,
-    ) -> Result<tokio::sync::MutexGuard<'_, Option<Watch>>, RuntimeError> {
-        let mut guard = self.watch.lock().await;
+    async fn synced_watch(&self) -> Result<tokio::sync::MutexGuard<'_, Watch>, RuntimeError> {
+        let mut watch = self.watch.lock().await;
         let until = SystemTime::now();
-        let update = match guard.as_ref() {
+        let update = match watch.since() {
             None => Update::Relist,
-            Some(w) => match self.events(w.since(), until).await {
+            Some(since) => match self.events(since, until).await {
                 Ok(events) => watch::update_from(&events),
                 Err(e) => {
                     tracing::debug!(error = %e, "cannot read docker events; listing containers again");
@@ -230,7 +228,7 @@ impl DockerRuntime {
                 tracing::debug!("re-check lists every container");
                 let taken = SystemTime::now();
                 let containers = self.containers(&HashMap::new(), false).await?;
-                *guard = Some(Watch::new(containers, taken, false));
+                *watch = Watch::new(containers, taken, false);
             }
             Update::Containers {
                 gone,
@@ -239,12 +237,10 @@ impl DockerRuntime {
             } => {
                 let found =
                     try_join_all(changed.iter().map(|id| self.container(id, false))).await?;
-                if let Some(w) = guard.as_mut() {
-                    w.apply(&gone, changed.into_iter().zip(found), &volumes, until);
-                }
+                watch.apply(&gone, changed.into_iter().zip(found), &volumes, until);
             }
         }
-        Ok(guard)
+        Ok(watch)
     }
 
     /// A batch of containers, re-checked: see `Engine::recheck`.
@@ -253,19 +249,12 @@ impl DockerRuntime {
         ids: &[&str],
         fresh: &mut Inventory,
     ) -> Result<(), RuntimeError> {
-        // A container the watch read in full (the snapshot, or an
-        // inspect after an event) has not changed since: no event
-        // names it. Any other is inspected now.
+        // A container the watch read in full (the snapshot, or an inspect
+        // after an event) has not changed since: no event names it. Any
+        // other is inspected now.
         let watch = self.synced_watch().await?;
-        let mut unknown = Vec::new();
-        for id in ids {
-            match watch.as_ref().and_then(|w| w.complete(id)) {
-                Some(c) => fresh.containers.push(c.clone()),
-                None => unknown.push(*id),
-            }
-        }
-        let found = try_join_all(unknown.iter().map(|id| self.container(id, false))).await?;
-        fresh.containers.extend(found.into_iter().flatten());
+        fresh.containers =
+            known_or_read(ids, |id| watch.complete(id), |id| self.container(id, false)).await?;
         let sandbox_ids: HashSet<&str> = fresh
             .containers
             .iter()
@@ -276,9 +265,7 @@ impl DockerRuntime {
             .iter()
             .filter_map(|c| c.pod.as_ref()?.pod_uid.as_deref())
             .collect();
-        if let Some(w) = watch.as_ref() {
-            fresh.sandboxes = w.sandboxes_of(&sandbox_ids, &pod_uids);
-        }
+        fresh.sandboxes = watch.sandboxes_of(&sandbox_ids, &pod_uids);
         Ok(())
     }
 
@@ -288,22 +275,13 @@ impl DockerRuntime {
         ids: &[&str],
         fresh: &mut Inventory,
     ) -> Result<(), RuntimeError> {
-        // A volume no event named since the snapshot is as the
-        // snapshot read it; any other is inspected now.
+        // A volume no event named since the snapshot is as the snapshot
+        // read it; any other is inspected now.
         let watch = self.synced_watch().await?;
-        let mut unknown = Vec::new();
-        for id in ids {
-            match watch.as_ref().and_then(|w| w.unchanged_volume(id)) {
-                Some(v) => fresh.volumes.push(v.clone()),
-                None => unknown.push(*id),
-            }
-        }
-        let found = try_join_all(unknown.iter().map(|id| self.volume(id))).await?;
-        fresh.volumes.extend(found.into_iter().flatten());
+        fresh.volumes =
+            known_or_read(ids, |id| watch.unchanged_volume(id), |id| self.volume(id)).await?;
         let names: HashSet<&str> = fresh.volumes.iter().map(|v| v.name.as_str()).collect();
-        if let Some(w) = watch.as_ref() {
-            fresh.containers = w.users_of_volumes(&names);
-        }
+        fresh.containers = watch.users_of_volumes(&names);
         Ok(())
     }
 
@@ -469,11 +447,7 @@ impl DockerRuntime {
                 .collect();
             match self.synced_watch().await {
                 Ok(watch) => {
-                    let users = watch
-                        .as_ref()
-                        .map(|w| w.users_of_images(&keys))
-                        .unwrap_or_default();
-                    if let Some(user) = users.first() {
+                    if let Some(user) = watch.users_of_images(&keys).first() {
                         return Removal::InUse(format!("image is used by container {}", user.id));
                     }
                 }
@@ -600,7 +574,7 @@ impl Engine for DockerRuntime {
         let (containers, images, volumes, networks) = listed?;
         let sandboxes = sandboxes_from_containers(&containers);
         *self.watch.lock().await =
-            Some(Watch::new(containers.clone(), taken, true).with_volumes(volumes.clone()));
+            Watch::new(containers.clone(), taken, true).with_volumes(volumes.clone());
         tracing::debug!(
             containers = containers.len(),
             images = images.len(),
@@ -646,10 +620,7 @@ impl Engine for DockerRuntime {
                     .flat_map(|i| std::iter::once(&i.id).chain(&i.tags).chain(&i.digests))
                     .map(String::as_str)
                     .collect();
-                let watch = self.synced_watch().await?;
-                if let Some(w) = watch.as_ref() {
-                    fresh.containers = w.users_of_images(&keys);
-                }
+                fresh.containers = self.synced_watch().await?.users_of_images(&keys);
             }
             Kind::Volume => self.recheck_volumes(ids, &mut fresh).await?,
             Kind::Network => {
@@ -666,10 +637,7 @@ impl Engine for DockerRuntime {
                     .iter()
                     .flat_map(|n| [n.id.as_str(), n.name.as_str()])
                     .collect();
-                let watch = self.synced_watch().await?;
-                if let Some(w) = watch.as_ref() {
-                    fresh.containers = w.users_of_networks(&keys);
-                }
+                fresh.containers = self.synced_watch().await?.users_of_networks(&keys);
             }
             Kind::BuildCache => {
                 // Unlike the inventory, a failed read must not look like
@@ -720,6 +688,30 @@ impl Engine for DockerRuntime {
             Err(e) => removal_from_error(e),
         }
     }
+}
+
+/// Each of `ids` that still exists: as `known` has it, else as `read`
+/// finds it now (all of those at once).
+async fn known_or_read<'a, 'id, T: Clone + 'a, F, Fut>(
+    ids: &[&'id str],
+    known: impl Fn(&str) -> Option<&'a T>,
+    read: F,
+) -> Result<Vec<T>, RuntimeError>
+where
+    F: Fn(&'id str) -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>, RuntimeError>>,
+{
+    let mut found = Vec::with_capacity(ids.len());
+    let mut unknown = Vec::new();
+    for id in ids {
+        match known(id) {
+            Some(object) => found.push(object.clone()),
+            None => unknown.push(*id),
+        }
+    }
+    let read = try_join_all(unknown.into_iter().map(read)).await?;
+    found.extend(read.into_iter().flatten());
+    Ok(found)
 }
 
 fn sorted_by_id(mut containers: Vec<Container>) -> Vec<Container> {

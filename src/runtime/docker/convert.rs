@@ -8,8 +8,8 @@
 use std::collections::{BTreeSet, HashMap};
 
 use bollard::models::{
-    ContainerInspectResponse, ContainerSummary, ContainerSummaryStateEnum, ImageInspect,
-    Network as DockerNetwork, Volume as DockerVolume,
+    ContainerInspectResponse, ContainerSummary, ContainerSummaryStateEnum, EndpointSettings,
+    ImageInspect, MountPoint, Network as DockerNetwork, Volume as DockerVolume,
 };
 use chrono::{DateTime, Datelike, Utc};
 
@@ -142,32 +142,39 @@ fn container_state(state: Option<&ContainerSummaryStateEnum>) -> ContainerState 
     }
 }
 
-/// A container from its list entry, exit time not yet known. `None` when
-/// the entry has no id.
-pub(super) fn container_from_summary(summary: ContainerSummary) -> Option<Container> {
-    let id = summary.id.filter(|id| !id.is_empty())?;
-    let labels = labels_of(summary.labels);
-    let volumes: BTreeSet<String> = summary
-        .mounts
+/// The named volumes among a container's mounts, sorted, each once.
+fn volume_names(mounts: Option<Vec<MountPoint>>) -> Vec<String> {
+    let names: BTreeSet<String> = mounts
         .unwrap_or_default()
         .into_iter()
         .filter(|m| m.typ.as_deref() == Some("volume"))
         .filter_map(|m| m.name.filter(|n| !n.is_empty()))
         .collect();
-    // Both names and ids: a policy or a report may speak of either. With
-    // the default bridge disabled, Docker still lists `bridge` with an empty
-    // NetworkID (measured).
-    let mut networks = BTreeSet::new();
-    for (name, endpoint) in summary
-        .network_settings
-        .and_then(|s| s.networks)
-        .unwrap_or_default()
-    {
+    names.into_iter().collect()
+}
+
+/// The networks a container is attached to, by name and by id, sorted:
+/// a policy or a report may speak of either. With the default bridge
+/// disabled, Docker still lists `bridge` with an empty `NetworkID`
+/// (measured).
+fn network_keys(networks: Option<HashMap<String, EndpointSettings>>) -> Vec<String> {
+    let mut keys = BTreeSet::new();
+    for (name, endpoint) in networks.unwrap_or_default() {
         if let Some(network_id) = endpoint.network_id.filter(|i| !i.is_empty()) {
-            networks.insert(network_id);
+            keys.insert(network_id);
         }
-        networks.insert(name);
+        keys.insert(name);
     }
+    keys.into_iter().collect()
+}
+
+/// A container from its list entry, exit time not yet known. `None` when
+/// the entry has no id.
+pub(super) fn container_from_summary(summary: ContainerSummary) -> Option<Container> {
+    let id = summary.id.filter(|id| !id.is_empty())?;
+    let labels = labels_of(summary.labels);
+    let volumes = volume_names(summary.mounts);
+    let networks = network_keys(summary.network_settings.and_then(|s| s.networks));
     Some(Container {
         names: container_names(summary.names),
         state: container_state(summary.state.as_ref()),
@@ -183,8 +190,8 @@ pub(super) fn container_from_summary(summary: ContainerSummary) -> Option<Contai
             .unwrap_or_else(Utc::now),
         finished: None,
         size: None,
-        volumes: volumes.into_iter().collect(),
-        networks: networks.into_iter().collect(),
+        volumes,
+        networks,
         id,
     })
 }
@@ -195,24 +202,8 @@ pub(super) fn container_from_inspect(inspect: ContainerInspectResponse) -> Optio
     let id = inspect.id.filter(|id| !id.is_empty())?;
     let config = inspect.config.unwrap_or_default();
     let labels = labels_of(config.labels);
-    let volumes: BTreeSet<String> = inspect
-        .mounts
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|m| m.typ.as_deref() == Some("volume"))
-        .filter_map(|m| m.name.filter(|n| !n.is_empty()))
-        .collect();
-    let mut networks = BTreeSet::new();
-    for (name, endpoint) in inspect
-        .network_settings
-        .and_then(|s| s.networks)
-        .unwrap_or_default()
-    {
-        if let Some(network_id) = endpoint.network_id.filter(|i| !i.is_empty()) {
-            networks.insert(network_id);
-        }
-        networks.insert(name);
-    }
+    let volumes = volume_names(inspect.mounts);
+    let networks = network_keys(inspect.network_settings.and_then(|s| s.networks));
     let docker_state = inspect.state.unwrap_or_default();
     let state = docker_state.status.map_or(ContainerState::Unknown, |s| {
         ContainerState::from_docker(s.as_ref())
@@ -244,8 +235,8 @@ pub(super) fn container_from_inspect(inspect: ContainerInspectResponse) -> Optio
             .unwrap_or_else(Utc::now),
         finished,
         size: inspect.size_rw.and_then(byte_size),
-        volumes: volumes.into_iter().collect(),
-        networks: networks.into_iter().collect(),
+        volumes,
+        networks,
         id,
     })
 }

@@ -42,7 +42,9 @@ pub(super) const OVERFLOW_AT: usize = EVENT_HISTORY - 32;
 /// 100 ms made each read carry dozens of old events.
 pub(super) const OVERLAP: Duration = Duration::from_millis(10);
 
-/// The containers of the engine as last read.
+/// The containers of the engine as last read; none before the first
+/// listing.
+#[derive(Default)]
 pub(super) struct Watch {
     /// Each container by id, with the keys an image may know it by: its
     /// image id and every form of the reference it was made from.
@@ -50,8 +52,8 @@ pub(super) struct Watch {
     /// The snapshot's volumes that no event has named since: a volume's
     /// name, labels and age do not change while it lives.
     volumes: HashMap<String, Volume>,
-    /// Events from here on are yet to be read.
-    cursor: SystemTime,
+    /// Events from here on are yet to be read; `None` until a listing.
+    cursor: Option<SystemTime>,
 }
 
 /// What the events read since the last time ask of the watch.
@@ -85,7 +87,7 @@ impl Watch {
                 .map(|c| (c.id.clone(), Entry::new(c, complete)))
                 .collect(),
             volumes: HashMap::new(),
-            cursor: taken,
+            cursor: Some(taken),
         }
     }
 
@@ -110,9 +112,11 @@ impl Watch {
             .map(|e| &e.container)
     }
 
-    /// Where the next read of events starts.
-    pub(super) fn since(&self) -> SystemTime {
-        self.cursor.checked_sub(OVERLAP).unwrap_or(self.cursor)
+    /// Where the next read of events starts; `None` when nothing was
+    /// listed yet, so there is nothing to bring up to date.
+    pub(super) fn since(&self) -> Option<SystemTime> {
+        self.cursor
+            .map(|cursor| cursor.checked_sub(OVERLAP).unwrap_or(cursor))
     }
 
     /// Applies what was read up to `until`: `gone` removed, `changed`
@@ -140,7 +144,7 @@ impl Watch {
                 }
             }
         }
-        self.cursor = until;
+        self.cursor = Some(until);
     }
 
     /// Every container made from one of these images (`keys`: their ids,
@@ -348,6 +352,7 @@ mod tests {
         let t = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 5);
         assert_eq!(api_time(t), "1700000000.000000005");
         let w = Watch::new(Vec::new(), t, true);
-        assert_eq!(w.since(), t - OVERLAP);
+        assert_eq!(w.since(), Some(t - OVERLAP));
+        assert_eq!(Watch::default().since(), None);
     }
 }

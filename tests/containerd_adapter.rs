@@ -9,6 +9,8 @@
 
 mod util;
 
+use std::collections::BTreeMap;
+
 use chrono::{Duration, Utc};
 use k8s_cri::v1::ListImagesRequest;
 use k8s_cri::v1::image_service_client::ImageServiceClient;
@@ -642,4 +644,114 @@ async fn connect_refuses_what_is_not_containerd_and_skips_dockers_namespace() {
         .expect("connect");
     assert_eq!(runtime.namespaces(), [CRI_NAMESPACE]);
     let _ = EXIT_0;
+}
+
+#[tokio::test]
+async fn after_an_inventory_rechecks_follow_events_and_list_again_once_they_break() {
+    let (mut containerd, runtime) = engine().await;
+    let node = lay_out(&containerd).await;
+    let unused = cri_id(&node.unused.digest);
+    runtime.inventory().await.expect("inventory");
+    assert!(runtime.follows_events().await);
+    let listed = |calls: &BTreeMap<String, u64>| -> BTreeMap<String, u64> {
+        calls
+            .iter()
+            .filter(|(method, _)| {
+                method
+                    .rsplit('/')
+                    .next()
+                    .is_some_and(|m| m.starts_with("List"))
+            })
+            .map(|(m, n)| (m.clone(), *n))
+            .collect()
+    };
+    let lists_after_inventory = listed(&containerd.grpc_calls());
+
+    // Only the batch's pod: the web pod's sandbox, not every sandbox.
+    let fresh = runtime
+        .recheck(Kind::Container, &[cri_id(&node.istio_init).as_str()])
+        .await
+        .expect("recheck container");
+    assert_eq!(fresh.containers.len(), 1);
+    let sandboxes: Vec<(&str, bool)> = fresh
+        .sandboxes
+        .iter()
+        .map(|s| (s.id.as_str(), s.ready))
+        .collect();
+    assert_eq!(sandboxes, [(cri_id(&node.web_sandbox).as_str(), true)]);
+
+    // Made after the inventory: a second sandbox of the stopped pod (kubelet
+    // bringing it back), a new name for the unused image, and a plain
+    // container made from the unused image by that name.
+    let mut back = Pod::new("gone", "jobs");
+    back.attempt = 1;
+    let back_sandbox = containerd.run_pod_sandbox(&back).await;
+    containerd.tag_image(CRI_NAMESPACE, UNUSED, "docker.io/library/unused:late");
+    let fresh = runtime
+        .recheck(Kind::Image, &[unused.as_str()])
+        .await
+        .expect("recheck image");
+    assert_eq!(
+        fresh.images[0].tags,
+        [
+            "docker.io/library/unused:1",
+            "docker.io/library/unused:also",
+            "docker.io/library/unused:late"
+        ]
+    );
+    assert!(fresh.containers.is_empty(), "{:?}", fresh.containers);
+    containerd.create_native(CRI_NAMESPACE, "late-user", "docker.io/library/unused:late");
+    let fresh = runtime
+        .recheck(Kind::Image, &[unused.as_str()])
+        .await
+        .expect("recheck image");
+    let users: Vec<&str> = fresh.containers.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(users, [cri_id("late-user")], "only the image's users");
+    assert!(matches!(
+        runtime.remove(Kind::Image, &unused).await,
+        Removal::InUse(why) if why.contains("late-user")
+    ));
+
+    let fresh = runtime
+        .recheck(Kind::Container, &[cri_id(&node.gone_job).as_str()])
+        .await
+        .expect("recheck container");
+    let ready: Vec<&str> = fresh
+        .sandboxes
+        .iter()
+        .filter(|s| s.ready)
+        .map(|s| s.id.as_str())
+        .collect();
+    assert_eq!(
+        ready,
+        [cri_id(&back_sandbox)],
+        "the pod's new sandbox is seen"
+    );
+    let planned = plan::recheck(
+        Kind::Container,
+        &[cri_id(&node.gone_job).as_str()],
+        &fresh,
+        &Policy::builtin(),
+        Utc::now(),
+    );
+    assert_eq!(
+        planned[0].as_ref().map(|d| d.rule),
+        Some(Rule::LivePodSandbox)
+    );
+    assert!(runtime.follows_events().await);
+    assert_eq!(
+        listed(&containerd.grpc_calls()),
+        lists_after_inventory,
+        "no re-check or removal lists anything: their cost does not grow with the node"
+    );
+
+    // containerd restarts: the stream ends, and the next re-check lists
+    // everything instead, with the same answer.
+    containerd.restart(true).await;
+    let fresh = runtime
+        .recheck(Kind::Image, &[unused.as_str()])
+        .await
+        .expect("recheck image after a restart");
+    assert!(!runtime.follows_events().await);
+    assert!(fresh.containers.iter().any(|c| c.id == cri_id("late-user")));
 }

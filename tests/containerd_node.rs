@@ -226,6 +226,10 @@ async fn a_pod_back_or_an_image_newly_used_after_planning_is_skipped() {
     containerd.create_native(OTHER, "new-user", OTHER_UNUSED);
 
     let outcomes = execute_plan(&runtime, &planned, &policy).await;
+    assert!(
+        runtime.follows_events().await,
+        "the re-checks saw both through containerd's events, not by listing everything"
+    );
     for role in ["gone-pod job", "other image unused"] {
         let o = layout.outcome(&outcomes, role);
         assert_eq!(o.result, RemovalResult::Skipped, "{role}: {o:?}");

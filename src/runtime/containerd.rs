@@ -16,11 +16,13 @@ mod cri;
 mod images;
 mod native;
 mod remove;
+mod watch;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use containerd_client::services::v1::{Container as NativeContainer, Image as ImageRecord};
 use containerd_client::tonic::Status;
 use containerd_client::tonic::transport::Channel;
 use futures_util::future::try_join_all;
@@ -32,9 +34,10 @@ use self::convert::{
     split_qualified,
 };
 use self::images::images_of;
+use self::watch::Watch;
 use super::{Engine, Removal, RuntimeError};
 use crate::inventory::Kind;
-use crate::inventory::{Container, Inventory, PodSandbox};
+use crate::inventory::{Container, Image, Inventory, PodSandbox};
 
 const RUNTIME: &str = "containerd";
 const UNREACHABLE_HINT: &str = "is containerd running, and is the socket path right?";
@@ -64,6 +67,13 @@ pub struct ContainerdRuntime {
     namespaces: Vec<String>,
     /// The sandbox image CRI last named, for when it does not answer.
     sandbox_image: Mutex<Option<String>>,
+    /// The containers and image names since the last inventory, from
+    /// containerd's events; `None` when the subscription failed or broke
+    /// (re-checks then list everything).
+    watch: Box<tokio::sync::Mutex<Option<Watch>>>,
+    /// Container records a re-check just read, by id, for their removal:
+    /// which snapshot is theirs and whether CRI made them do not change.
+    rechecked: Mutex<HashMap<String, NativeContainer>>,
 }
 
 impl ContainerdRuntime {
@@ -110,6 +120,8 @@ impl ContainerdRuntime {
             channel,
             namespaces,
             sandbox_image: Mutex::new(None),
+            watch: Box::new(tokio::sync::Mutex::new(None)),
+            rechecked: Mutex::new(HashMap::new()),
         })
     }
 
@@ -117,6 +129,12 @@ impl ContainerdRuntime {
     #[must_use]
     pub fn namespaces(&self) -> &[String] {
         &self.namespaces
+    }
+
+    /// Whether re-checks follow containerd's events (from an inventory on,
+    /// until the stream breaks) rather than list every container.
+    pub async fn follows_events(&self) -> bool {
+        self.watch.lock().await.is_some()
     }
 
     fn has_cri_namespace(&self) -> bool {
@@ -300,6 +318,10 @@ impl ContainerdRuntime {
         let Some(found) = found else {
             return Ok(Vec::new());
         };
+        // Its removal, which follows at once, acts on this record.
+        if let Ok(mut rechecked) = self.rechecked.lock() {
+            rechecked.insert(id.to_owned(), found.clone());
+        }
         let view = match cri_sandboxes {
             Some(cri_sandboxes) if namespace == CRI_NAMESPACE && is_cri_kind(&found.labels) => {
                 match cri::container(&self.channel, local).await {
@@ -323,6 +345,197 @@ impl ContainerdRuntime {
             ..NamespaceData::default()
         };
         Ok(containers_of(&data, view.as_ref()))
+    }
+
+    /// A live subscription to the pruned namespaces' events; `None`, with
+    /// a warning, when containerd will not give one.
+    async fn subscribe(&self) -> Option<Watch> {
+        if self.namespaces.is_empty() {
+            return None;
+        }
+        match Watch::subscribe(&self.channel, &self.namespaces).await {
+            Ok(watch) => Some(watch),
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    "cannot follow containerd's events: each re-check lists every container"
+                );
+                None
+            }
+        }
+    }
+
+    /// Runs `read` on the watch once it is up to date; `None` when there is
+    /// no watch or it broke (it is then dropped, with a warning).
+    async fn synced<R>(&self, read: impl FnOnce(&Watch) -> R) -> Option<R> {
+        let mut guard = self.watch.lock().await;
+        let watch = guard.as_mut()?;
+        match watch.sync(&self.channel).await {
+            Ok(()) => Some(read(watch)),
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    "lost containerd's events: re-checks list every container from now on"
+                );
+                *guard = None;
+                None
+            }
+        }
+    }
+
+    /// Fresh facts about a batch of containers, and the sandboxes of their
+    /// pods: each container read by id, and its pod's sandboxes by id (the
+    /// one it names, and any other sandbox of the same pod the watch
+    /// knows). Without a watch, every sandbox is listed.
+    async fn recheck_containers(
+        &self,
+        ids: &[&str],
+    ) -> Result<(Vec<Container>, Vec<PodSandbox>), RuntimeError> {
+        let in_cri = ids
+            .iter()
+            .any(|id| split_qualified(id).is_some_and(|(ns, _)| ns == CRI_NAMESPACE));
+        if !in_cri {
+            let found = try_join_all(ids.iter().map(|id| self.recheck_container(id, None))).await?;
+            return Ok((found.into_iter().flatten().collect(), Vec::new()));
+        }
+        let found =
+            try_join_all(ids.iter().map(|id| self.recheck_container(id, Some(&[])))).await?;
+        let containers: Vec<Container> = found.into_iter().flatten().collect();
+        let pods = containers.iter().filter_map(|c| c.pod.as_ref());
+        let uids: HashSet<&str> = pods.clone().filter_map(|p| p.pod_uid.as_deref()).collect();
+        // After the containers were read: a sandbox made for one of their
+        // pods since then is seen.
+        let Some(of_pods) = self
+            .synced(|watch| watch.sandboxes_of_pods(CRI_NAMESPACE, &uids))
+            .await
+        else {
+            let (sandboxes, _) = self.sandboxes().await?;
+            return Ok((containers, sandboxes));
+        };
+        let mut wanted: BTreeSet<String> = of_pods.into_iter().collect();
+        wanted.extend(
+            pods.filter_map(|p| p.sandbox_id.as_deref().and_then(split_qualified))
+                .map(|(_, local)| local.to_owned()),
+        );
+        let sandboxes = self.sandboxes_by_id(&wanted).await?;
+        Ok((containers, sandboxes))
+    }
+
+    /// The CRI namespace's sandboxes with these local ids: their state from
+    /// CRI, or from their tasks when CRI does not answer. One that exists
+    /// in neither is left out.
+    async fn sandboxes_by_id(
+        &self,
+        ids: &BTreeSet<String>,
+    ) -> Result<Vec<PodSandbox>, RuntimeError> {
+        let from_cri = try_join_all(ids.iter().map(|id| cri::sandbox(&self.channel, id))).await;
+        match from_cri {
+            Ok(found) => {
+                let view = CriView {
+                    sandboxes: found.into_iter().flatten().collect(),
+                    ..CriView::default()
+                };
+                Ok(sandboxes_of(CRI_NAMESPACE, Some(&view), &[]))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "CRI does not answer: sandboxes read natively");
+                let found = try_join_all(ids.iter().map(|id| async move {
+                    tokio::try_join!(
+                        native::container(&self.channel, CRI_NAMESPACE, id),
+                        native::task(&self.channel, CRI_NAMESPACE, id),
+                    )
+                }))
+                .await
+                .map_err(Self::call_error("get sandbox container"))?;
+                let mut data = NamespaceData {
+                    namespace: CRI_NAMESPACE.to_owned(),
+                    ..NamespaceData::default()
+                };
+                for (container, task) in found {
+                    if let Some(container) = container.filter(|c| is_cri_sandbox(&c.labels)) {
+                        data.containers.push(container);
+                        data.tasks.extend(task);
+                    }
+                }
+                Ok(sandboxes_of(
+                    CRI_NAMESPACE,
+                    None,
+                    &containers_of(&data, None),
+                ))
+            }
+        }
+    }
+
+    /// Fresh facts about a batch of images (`(namespace, target digest)`):
+    /// the images, and every container made from one of them. From the
+    /// watch when there is one, else from a listing of every namespace.
+    async fn recheck_images(
+        &self,
+        wanted: &[(&str, &str)],
+    ) -> Result<(Vec<Image>, Vec<Container>), RuntimeError> {
+        let cri_batch = wanted.iter().any(|(ns, _)| *ns == CRI_NAMESPACE);
+        let (watched, (sandbox_image, cri_answered)) = tokio::join!(
+            self.synced(|watch| {
+                let records: Vec<(&str, Vec<ImageRecord>)> = wanted
+                    .iter()
+                    .map(|(ns, digest)| (*ns, watch.records_of(ns, digest)))
+                    .collect();
+                let sandbox_containers = watch.containers(CRI_NAMESPACE);
+                (records, watch.users_of_images(wanted), sandbox_containers)
+            }),
+            async {
+                if cri_batch {
+                    self.sandbox_image().await
+                } else {
+                    (None, false)
+                }
+            },
+        );
+        let Some((records, users, cri_containers)) = watched else {
+            return self
+                .recheck_images_listed(wanted, sandbox_image, cri_answered)
+                .await;
+        };
+        let mut images = Vec::new();
+        for (namespace, records) in records {
+            let pinned = if namespace == CRI_NAMESPACE {
+                pinned_names(sandbox_image.clone(), cri_answered, &cri_containers)
+            } else {
+                Vec::new()
+            };
+            let data = NamespaceData {
+                namespace: namespace.to_owned(),
+                images: records,
+                ..NamespaceData::default()
+            };
+            images.extend(images_of(&data, &pinned));
+        }
+        Ok((images, users))
+    }
+
+    /// [`Self::recheck_images`] without a watch: every container and image
+    /// record of every namespace, listed.
+    async fn recheck_images_listed(
+        &self,
+        wanted: &[(&str, &str)],
+        sandbox_image: Option<String>,
+        cri_answered: bool,
+    ) -> Result<(Vec<Image>, Vec<Container>), RuntimeError> {
+        let mut images = Vec::new();
+        let mut users = Vec::new();
+        for data in &self.all_containers().await? {
+            let containers = containers_of(data, None);
+            if wanted.iter().any(|(ns, _)| *ns == data.namespace) {
+                let pinned = if data.namespace == CRI_NAMESPACE {
+                    pinned_names(sandbox_image.clone(), cri_answered, &containers)
+                } else {
+                    Vec::new()
+                };
+                images.extend(images_of(data, &pinned));
+            }
+            users.extend(containers);
+        }
+        Ok((images, users))
     }
 
     /// Every container of every configured namespace, with the image records
@@ -355,6 +568,9 @@ impl Engine for ContainerdRuntime {
     }
 
     async fn inventory(&self) -> Result<Inventory, RuntimeError> {
+        // Subscribed before anything is listed: whatever changes from here
+        // on reaches the watch.
+        let mut watch = self.subscribe().await;
         let (cri, data) = tokio::join!(
             async {
                 if self.has_cri_namespace() {
@@ -370,6 +586,10 @@ impl Engine for ContainerdRuntime {
             ),
         );
         let data = data.map_err(Self::call_error("read namespace"))?;
+        if let Some(watch) = watch.as_mut() {
+            watch.fill(&data);
+        }
+        *self.watch.lock().await = watch;
         let mut inventory = Inventory {
             runtime: RUNTIME.to_owned(),
             ..Inventory::default()
@@ -417,15 +637,8 @@ impl Engine for ContainerdRuntime {
         };
         match kind {
             Kind::Container => {
-                // The sandboxes once for the batch: CRI's list holds a node's
-                // pods, not its containers.
-                let (sandboxes, cri_sandboxes) = self.sandboxes().await?;
-                let found = try_join_all(
-                    ids.iter()
-                        .map(|id| self.recheck_container(id, cri_sandboxes.as_deref())),
-                )
-                .await?;
-                fresh.containers = found.into_iter().flatten().collect();
+                let (containers, sandboxes) = self.recheck_containers(ids).await?;
+                fresh.containers = containers;
                 fresh.sandboxes = sandboxes;
             }
             Kind::Image => {
@@ -433,31 +646,12 @@ impl Engine for ContainerdRuntime {
                     .iter()
                     .map(|id| self.recheck_id(id))
                     .collect::<Result<Vec<_>, _>>()?;
-                let cri_batch = wanted.iter().any(|(ns, _)| *ns == CRI_NAMESPACE);
-                let (everyone, (sandbox_image, cri_answered)) =
-                    tokio::join!(self.all_containers(), async {
-                        if cri_batch {
-                            self.sandbox_image().await
-                        } else {
-                            (None, false)
-                        }
-                    },);
-                for data in &everyone? {
-                    let containers = containers_of(data, None);
-                    if wanted.iter().any(|(ns, _)| *ns == data.namespace) {
-                        let pinned = if data.namespace == CRI_NAMESPACE {
-                            pinned_names(sandbox_image.clone(), cri_answered, &containers)
-                        } else {
-                            Vec::new()
-                        };
-                        fresh.images.extend(
-                            images_of(data, &pinned)
-                                .into_iter()
-                                .filter(|i| ids.contains(&i.id.as_str())),
-                        );
-                    }
-                    fresh.containers.extend(containers);
-                }
+                let (images, users) = self.recheck_images(&wanted).await?;
+                fresh.images = images
+                    .into_iter()
+                    .filter(|i| ids.contains(&i.id.as_str()))
+                    .collect();
+                fresh.containers = users;
             }
             // Not on containerd: nothing to find.
             Kind::Volume | Kind::Network | Kind::BuildCache => {}

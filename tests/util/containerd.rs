@@ -27,6 +27,7 @@ mod archive;
 mod daemon;
 mod pods;
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -43,6 +44,7 @@ use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use self::archive::image_archive;
 use super::TEST_LABEL;
 use super::engine::EngineProcess;
+use super::node::http_get;
 
 /// The namespace the CRI plugin keeps kubelet's objects in.
 pub const CRI_NAMESPACE: &str = "k8s.io";
@@ -112,6 +114,42 @@ impl PrivateContainerd {
     /// network namespace is where pods on the pod network are reached.
     pub fn pid(&self) -> u32 {
         self.process.pid().expect("containerd has answered")
+    }
+
+    /// The gRPC calls containerd has served so far, its own API's and
+    /// CRI's, by `service/method` (containerd counts them for its metrics,
+    /// `grpc_server_started_total`).
+    pub fn grpc_calls(&self) -> BTreeMap<String, u64> {
+        let pid = self.pid();
+        let body = std::thread::spawn(move || {
+            // This thread alone enters containerd's network namespace.
+            let netns = fs::File::open(format!("/proc/{pid}/ns/net")).expect("containerd's netns");
+            nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET)
+                .expect("enter containerd's netns");
+            let address = daemon::METRICS_ADDRESS.parse().expect("an address");
+            http_get(address, "/v1/metrics").expect("containerd's metrics")
+        })
+        .join()
+        .expect("read containerd's metrics");
+        assert_eq!(body.0, 200, "{}", body.1);
+        body.1
+            .lines()
+            .filter_map(|line| {
+                let labels = line.strip_prefix("grpc_server_started_total{")?;
+                let (labels, count) = labels.split_once("} ")?;
+                let label = |key: &str| {
+                    let start = labels.find(&format!("{key}=\""))? + key.len() + 2;
+                    let end = labels[start..].find('"')? + start;
+                    Some(&labels[start..end])
+                };
+                let name = format!("{}/{}", label("grpc_service")?, label("grpc_method")?);
+                // Counts print as floats ("1.234567e+06" when large).
+                let count = count.trim().parse::<f64>().ok()?;
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                Some((name, count.round() as u64))
+            })
+            .filter(|(_, count)| *count > 0)
+            .collect()
     }
 
     /// The socket path, `/tmp/spc-XXXXXX/c.sock`.

@@ -12,8 +12,8 @@ use containerd_client::tonic::{Code, Request, Status};
 use futures_util::{StreamExt, TryStreamExt, stream};
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::{
-    Container, ContainerFilter, ContainerState as CriState, ContainerStatus,
-    ContainerStatusRequest, ListContainersRequest, ListPodSandboxRequest, PodSandbox,
+    Container, ContainerState as CriState, ContainerStatus, ContainerStatusRequest,
+    ListContainersRequest, ListPodSandboxRequest, PodSandbox, PodSandboxStatusRequest,
     RemoveContainerRequest, StatusRequest,
 };
 
@@ -72,32 +72,60 @@ pub(super) async fn read(channel: &Channel) -> Result<CriView, Status> {
     })
 }
 
-/// One container as CRI lists it, with its status when it has exited;
+/// One container as CRI knows it, with its status when it has exited;
 /// `None` when CRI does not know it.
+///
+/// Read by `ContainerStatus`, whose cost does not grow with the node (CRI's
+/// `ListContainers` builds every container before it filters). The status
+/// has no sandbox id: the caller takes it from CRI's record on the
+/// containerd container.
 pub(super) async fn container(
     channel: &Channel,
     id: &str,
 ) -> Result<Option<(Container, Option<ContainerStatus>)>, Status> {
-    let filter = ContainerFilter {
-        id: id.to_owned(),
-        ..ContainerFilter::default()
-    };
-    let listed = client(channel.clone())
-        .list_containers(request(ListContainersRequest {
-            filter: Some(filter),
-        }))
-        .await?
-        .into_inner()
-        .containers;
-    // The id filter, too, resolves prefixes.
-    let Some(listed) = listed.into_iter().find(|c| c.id == id) else {
+    let Some(status) = status_of(&mut client(channel.clone()), id).await? else {
         return Ok(None);
     };
-    if listed.state != CriState::ContainerExited as i32 {
-        return Ok(Some((listed, None)));
-    }
-    let status = status_of(&mut client(channel.clone()), id).await?;
-    Ok(status.map(|s| (listed, Some(s))))
+    let listed = Container {
+        id: status.id.clone(),
+        pod_sandbox_id: String::new(),
+        metadata: status.metadata.clone(),
+        image: status.image.clone(),
+        image_ref: status.image_ref.clone(),
+        state: status.state,
+        created_at: status.created_at,
+        labels: status.labels.clone(),
+        annotations: status.annotations.clone(),
+        ..Container::default()
+    };
+    let exited = status.state == CriState::ContainerExited as i32;
+    Ok(Some((listed, exited.then_some(status))))
+}
+
+/// One pod sandbox, by `PodSandboxStatus`; `None` when CRI does not know
+/// it. CRI resolves ids by prefix, so the answer is checked to be about
+/// exactly this sandbox.
+pub(super) async fn sandbox(channel: &Channel, id: &str) -> Result<Option<PodSandbox>, Status> {
+    let answer = client(channel.clone())
+        .pod_sandbox_status(request(PodSandboxStatusRequest {
+            pod_sandbox_id: id.to_owned(),
+            verbose: false,
+        }))
+        .await;
+    let status = match answer {
+        Ok(answer) => answer.into_inner().status.filter(|s| s.id == id),
+        Err(status) if status.code() == Code::NotFound => None,
+        Err(status) => return Err(status),
+    };
+    Ok(status.map(|s| PodSandbox {
+        id: s.id,
+        metadata: s.metadata,
+        state: s.state,
+        created_at: s.created_at,
+        labels: s.labels,
+        annotations: s.annotations,
+        runtime_handler: s.runtime_handler,
+    }))
 }
 
 /// The sandbox image, from the plugin's config in its verbose status.

@@ -10,9 +10,9 @@ use containerd_client::services::v1::snapshots::snapshots_client::SnapshotsClien
 use containerd_client::services::v1::snapshots::{RemoveSnapshotRequest, UsageRequest};
 use containerd_client::services::v1::{
     Container as NativeContainer, DeleteContainerRequest, DeleteImageRequest, DeleteTaskRequest,
-    GetContainerRequest, GetRequest, Image as ImageRecord, Info, ListContainersRequest,
-    ListContentRequest, ListImagesRequest, ListNamespacesRequest, ListTasksRequest,
-    containers_client::ContainersClient, content_client::ContentClient,
+    GetContainerRequest, GetImageRequest, GetRequest, Image as ImageRecord, Info,
+    ListContainersRequest, ListContentRequest, ListImagesRequest, ListNamespacesRequest,
+    ListTasksRequest, containers_client::ContainersClient, content_client::ContentClient,
     images_client::ImagesClient, namespaces_client::NamespacesClient, tasks_client::TasksClient,
     version_client::VersionClient,
 };
@@ -30,7 +30,7 @@ use super::{MAX_MESSAGE_BYTES, REQUEST_TIMEOUT};
 /// (`pkg/namespaces/grpc.go`).
 const NAMESPACE_HEADER: &str = "containerd-namespace";
 
-fn request<T>(namespace: &str, message: T) -> Result<Request<T>, Status> {
+pub(super) fn request<T>(namespace: &str, message: T) -> Result<Request<T>, Status> {
     let mut request = Request::new(message);
     request.set_timeout(REQUEST_TIMEOUT);
     let value = MetadataValue::try_from(namespace)
@@ -176,6 +176,23 @@ pub(super) async fn images(channel: &Channel, namespace: &str) -> Result<Vec<Ima
         )?)
         .await?;
     Ok(answer.into_inner().images)
+}
+
+/// One image record by name; `None` when there is none.
+pub(super) async fn image(
+    channel: &Channel,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<ImageRecord>, Status> {
+    let answer = ImagesClient::new(channel.clone())
+        .get(request(
+            namespace,
+            GetImageRequest {
+                name: name.to_owned(),
+            },
+        )?)
+        .await;
+    Ok(found(answer)?.and_then(|a| a.into_inner().image))
 }
 
 /// Every content blob's size and labels, by digest: one streamed call,

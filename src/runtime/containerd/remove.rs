@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use containerd_client::services::v1::Container as NativeContainer;
+use containerd_client::services::v1::{Container as NativeContainer, Image as ImageRecord};
 use containerd_client::tonic::{Code, Status};
 use containerd_client::types::v1::Status as TaskStatus;
 use k8s_cri::v1::ContainerState as CriState;
@@ -20,10 +20,14 @@ impl ContainerdRuntime {
             Ok(parts) => parts,
             Err(e) => return Removal::Failed(e),
         };
-        let found = match native::container(&self.channel, namespace, local).await {
-            Ok(Some(found)) => found,
-            Ok(None) => return Removal::Gone,
-            Err(e) => return removal_from_status("get container", &e),
+        let rechecked = self.rechecked.lock().ok().and_then(|mut r| r.remove(id));
+        let found = match rechecked {
+            Some(found) => found,
+            None => match native::container(&self.channel, namespace, local).await {
+                Ok(Some(found)) => found,
+                Ok(None) => return Removal::Gone,
+                Err(e) => return removal_from_status("get container", &e),
+            },
         };
         if is_cri_sandbox(&found.labels) {
             return Removal::InUse(format!(
@@ -119,40 +123,31 @@ impl ContainerdRuntime {
     /// Removes every name of one image, after a fresh check that no
     /// container of any configured namespace refers to it by name or by
     /// target: containerd deletes an image in use without a word
-    /// (measured).
+    /// (measured). The check reads the watch brought up to date, or, without
+    /// one, lists every namespace.
     pub(super) async fn remove_image(&self, id: &str) -> Removal {
         let (namespace, digest) = match self.parse_id(id) {
             Ok(parts) => parts,
             Err(e) => return Removal::Failed(e),
         };
-        let everyone = match self.all_containers().await {
-            Ok(all) => all,
-            Err(e) => return Removal::Failed(e.to_string()),
-        };
-        let Some(records) = everyone
-            .iter()
-            .find(|d| d.namespace == namespace)
-            .map(|d| images::records_of(&d.images, digest))
-            .filter(|r| !r.is_empty())
-        else {
-            return Removal::Gone;
-        };
-        let names: BTreeSet<String> = records
-            .iter()
-            .flat_map(|r| reference_forms(&r.name))
-            .collect();
-        for data in &everyone {
-            let targets = targets_by_name(&data.images);
-            let user = data.containers.iter().find(|c| {
-                (data.namespace == namespace && targets.get(c.image.as_str()) == Some(&digest))
-                    || reference_forms(&c.image).iter().any(|f| names.contains(f))
-            });
-            if let Some(user) = user {
-                return Removal::InUse(format!(
-                    "image is used by container {}",
-                    qualified(&data.namespace, &user.id)
-                ));
+        let watched = self
+            .synced(|watch| {
+                let users = watch.users_of_images(&[(namespace, digest)]);
+                (watch.records_of(namespace, digest), users)
+            })
+            .await;
+        let records = match watched {
+            Some((_, users)) if !users.is_empty() => {
+                return Removal::InUse(format!("image is used by container {}", users[0].id));
             }
+            Some((records, _)) => records,
+            None => match self.unused_records_listed(namespace, digest).await {
+                Ok(records) => records,
+                Err(refused) => return refused,
+            },
+        };
+        if records.is_empty() {
+            return Removal::Gone;
         }
         let last = records.len() - 1;
         let mut deleted = 0;
@@ -177,6 +172,45 @@ impl ContainerdRuntime {
         } else {
             Removal::Removed
         }
+    }
+
+    /// The records of an image, when listing every namespace finds no
+    /// container made from it; the refusal otherwise.
+    async fn unused_records_listed(
+        &self,
+        namespace: &str,
+        digest: &str,
+    ) -> Result<Vec<ImageRecord>, Removal> {
+        let everyone = self
+            .all_containers()
+            .await
+            .map_err(|e| Removal::Failed(e.to_string()))?;
+        let Some(records) = everyone
+            .iter()
+            .find(|d| d.namespace == namespace)
+            .map(|d| images::records_of(&d.images, digest))
+            .filter(|r| !r.is_empty())
+        else {
+            return Ok(Vec::new());
+        };
+        let names: BTreeSet<String> = records
+            .iter()
+            .flat_map(|r| reference_forms(&r.name))
+            .collect();
+        for data in &everyone {
+            let targets = targets_by_name(&data.images);
+            let user = data.containers.iter().find(|c| {
+                (data.namespace == namespace && targets.get(c.image.as_str()) == Some(&digest))
+                    || reference_forms(&c.image).iter().any(|f| names.contains(f))
+            });
+            if let Some(user) = user {
+                return Err(Removal::InUse(format!(
+                    "image is used by container {}",
+                    qualified(&data.namespace, &user.id)
+                )));
+            }
+        }
+        Ok(records.into_iter().cloned().collect())
     }
 }
 

@@ -18,6 +18,8 @@ const EXEC: &str = r#"ip link set lo up && exec containerd --config "$1""#;
 
 /// The socket containerd listens on.
 pub(super) const SOCKET: &str = "c.sock";
+/// Where containerd serves its metrics, in its private network namespace.
+pub(super) const METRICS_ADDRESS: &str = "127.0.0.1:1338";
 
 /// The private containerd's config: its own root, state, socket and CRI
 /// settings; plugins that would reach outside the directory are off.
@@ -46,6 +48,10 @@ disabled_plugins = [
 
 [grpc]
   address = "{socket}"
+
+# In the engine's own network namespace: see `PrivateContainerd::grpc_calls`.
+[metrics]
+  address = "{METRICS_ADDRESS}"
 
 [plugins."io.containerd.grpc.v1.cri"]
   restrict_oom_score_adj = true

@@ -1,0 +1,362 @@
+//! `safeprune run` on containerd: the API calls it makes per removal
+//! candidate, and its time per removal, as the node grows.
+//!
+//! Each run starts a private containerd (the tests' harness: its own
+//! namespaces and directory under /tmp) and lays out a node of N objects:
+//! a fifth unused images (distinct manifests over one shared layer), the
+//! rest stopped plain containers (never started, a 4 KiB OCI spec each,
+//! their snapshots prepared), in the namespace `bench`; and, in `k8s.io`
+//! through CRI, five stopped pods each with an exited container, and a
+//! live pod with an exited init container that stays. containerd counts
+//! the gRPC calls it serves (its own API and CRI's); the bench reads the
+//! counts before and after `safeprune run` and prints them by method.
+//!
+//! Run: `cargo bench --bench containerd` (sizes in objects:
+//! `CONTAINERD_SIZES=1000,5000`, runs per size: `RUNS=3`). `SAFEPRUNE_BIN`
+//! runs another build of safeprune (to compare commits) on the same
+//! fixtures. BENCHMARKS.md holds the figures.
+
+#[path = "../tests/util/mod.rs"]
+#[allow(dead_code, clippy::all, clippy::pedantic)]
+mod util;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use containerd_client::services::v1::container::Runtime;
+use containerd_client::services::v1::containers_client::ContainersClient;
+use containerd_client::services::v1::snapshots::PrepareSnapshotRequest;
+use containerd_client::services::v1::snapshots::snapshots_client::SnapshotsClient;
+use containerd_client::services::v1::{Container, CreateContainerRequest};
+use containerd_client::tonic::Request;
+use containerd_client::tonic::metadata::MetadataValue;
+use futures_util::{StreamExt, stream};
+use sha2::{Digest, Sha256};
+use util::containerd::{CRI_NAMESPACE, PrivateContainerd};
+use util::node::{Cli, Runtime as PolicyRuntime};
+use util::pod::Pod;
+
+const NAMESPACE: &str = "bench";
+const BASE: &str = "bench.local/base:1";
+const BUSYBOX: &str = "docker.io/library/busybox:1.36";
+/// Pods through CRI: stopped ones (their exited container goes) and the
+/// live one (its exited init container stays).
+const STOPPED_PODS: usize = 5;
+
+fn digest(data: &[u8]) -> String {
+    Sha256::digest(data)
+        .iter()
+        .fold(String::from("sha256:"), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        })
+}
+
+/// An OCI archive of `count` images named `bench.local/app-<i>:1` plus
+/// `BASE`, one manifest each, all over one layer; and that layer's digest
+/// (the images' chain id: one uncompressed layer).
+fn images_archive(count: usize) -> (Vec<u8>, String) {
+    let layer = util::busybox_rootfs(None);
+    let layer_digest = digest(&layer);
+    let mut blobs: Vec<(String, Vec<u8>)> = vec![(layer_digest.clone(), layer.clone())];
+    let mut manifests = Vec::new();
+    let names = (0..count)
+        .map(|i| format!("bench.local/app-{i}:1"))
+        .chain([BASE.to_owned()]);
+    for (i, name) in names.enumerate() {
+        let config = serde_json::json!({
+            "architecture": "amd64",
+            "os": "linux",
+            "config": { "Entrypoint": ["sh"], "Labels": { "n": i.to_string() } },
+            "rootfs": { "type": "layers", "diff_ids": [layer_digest] },
+        })
+        .to_string()
+        .into_bytes();
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": digest(&config),
+                "size": config.len(),
+            },
+            "layers": [{
+                "mediaType": "application/vnd.oci.image.layer.v1.tar",
+                "digest": layer_digest,
+                "size": layer.len(),
+            }],
+        })
+        .to_string()
+        .into_bytes();
+        manifests.push(serde_json::json!({
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": digest(&manifest),
+            "size": manifest.len(),
+            "annotations": { "io.containerd.image.name": name },
+            "platform": { "architecture": "amd64", "os": "linux" },
+        }));
+        blobs.push((digest(&config), config));
+        blobs.push((digest(&manifest), manifest));
+    }
+    let index = serde_json::json!({ "schemaVersion": 2, "manifests": manifests });
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut append = |path: &str, data: &[u8]| {
+        let mut header = tar::Header::new_gnu();
+        header.set_mode(0o644);
+        header.set_size(data.len() as u64);
+        tar.append_data(&mut header, path, data)
+            .expect("tar an archive entry");
+    };
+    append("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#);
+    append("index.json", index.to_string().as_bytes());
+    for (d, data) in &blobs {
+        append(
+            &format!("blobs/sha256/{}", d.trim_start_matches("sha256:")),
+            data,
+        );
+    }
+    (tar.into_inner().expect("finish the archive"), layer_digest)
+}
+
+fn import(containerd: &PrivateContainerd, archive: &[u8]) {
+    let mut child = containerd
+        .ctr(NAMESPACE)
+        .args(["images", "import", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run ctr images import");
+    child
+        .stdin
+        .take()
+        .expect("ctr stdin")
+        .write_all(archive)
+        .expect("write the archive to ctr");
+    let out = child.wait_with_output().expect("wait for ctr");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn namespaced<T>(message: T) -> Request<T> {
+    let mut request = Request::new(message);
+    request.metadata_mut().insert(
+        "containerd-namespace",
+        MetadataValue::from_static(NAMESPACE),
+    );
+    request
+}
+
+/// `count` containers from `BASE`, never started, each with its snapshot.
+async fn create_containers(containerd: &PrivateContainerd, count: usize, chain_id: &str) {
+    // About the size of a real OCI spec.
+    let spec = serde_json::json!({
+        "ociVersion": "1.0.2",
+        "process": { "args": ["sh"], "env": ["PATH=/bin"], "cwd": "/" },
+        "annotations": { "padding": "x".repeat(4000) },
+    })
+    .to_string()
+    .into_bytes();
+    let channel = containerd.channel();
+    stream::iter(0..count)
+        .map(|i| {
+            let (channel, spec) = (channel.clone(), spec.clone());
+            async move {
+                let id = format!("c{i:06}");
+                SnapshotsClient::new(channel.clone())
+                    .prepare(namespaced(PrepareSnapshotRequest {
+                        snapshotter: "overlayfs".to_owned(),
+                        key: id.clone(),
+                        parent: chain_id.to_owned(),
+                        labels: std::collections::HashMap::default(),
+                    }))
+                    .await
+                    .expect("prepare a snapshot");
+                let container = Container {
+                    id: id.clone(),
+                    image: BASE.to_owned(),
+                    runtime: Some(Runtime {
+                        name: "io.containerd.runc.v2".to_owned(),
+                        options: None,
+                    }),
+                    spec: Some(prost_types::Any {
+                        type_url: "types.containerd.io/opencontainers/runtime-spec/1/Spec"
+                            .to_owned(),
+                        value: spec,
+                    }),
+                    snapshotter: "overlayfs".to_owned(),
+                    snapshot_key: id,
+                    ..Container::default()
+                };
+                ContainersClient::new(channel)
+                    .create(namespaced(CreateContainerRequest {
+                        container: Some(container),
+                    }))
+                    .await
+                    .expect("create a container");
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+struct Figures {
+    objects: usize,
+    candidates: usize,
+    deleted: usize,
+    seconds: f64,
+    calls: BTreeMap<String, u64>,
+}
+
+impl Figures {
+    fn total_calls(&self) -> u64 {
+        self.calls.values().sum()
+    }
+
+    /// Calls whose answer holds every object of a kind.
+    fn list_calls(&self) -> u64 {
+        self.calls
+            .iter()
+            .filter(|(method, _)| {
+                let name = method.rsplit('/').next().unwrap_or("");
+                name.starts_with("List")
+            })
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+async fn one_run(objects: usize, bin: &PathBuf) -> Figures {
+    let containerd = PrivateContainerd::start().await;
+    let images = objects / 5;
+    let stopped = objects - images;
+    let (archive, chain_id) = images_archive(images);
+    import(&containerd, &archive);
+    create_containers(&containerd, stopped, &chain_id).await;
+    containerd.import_busybox_image(CRI_NAMESPACE, BUSYBOX);
+    let web = Pod::new("web", "default");
+    let sandbox = containerd.run_pod_sandbox(&web).await;
+    containerd
+        .run_pod_container_to_exit(&web, &sandbox, "istio-init", BUSYBOX, &[])
+        .await;
+    for i in 0..STOPPED_PODS {
+        let pod = Pod::new(&format!("job-{i}"), "jobs");
+        containerd.run_stopped_pod(&pod, "job", BUSYBOX).await;
+    }
+    let cli = Cli::new(
+        &PolicyRuntime::Containerd(&containerd.endpoint(), &[CRI_NAMESPACE, NAMESPACE]),
+        "containers: { min_age: \"0\" }\n\
+         images:\n  min_age: \"0\"\n  keep: [\"registry.k8s.io/pause:*\", \"docker.io/library/busybox:*\"]\n",
+    );
+    let before = containerd.grpc_calls();
+    let begun = Instant::now();
+    let out = Command::new(bin)
+        .arg("--config")
+        .arg(cli.policy_path())
+        .args(["run", "--output", "json"])
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run safeprune");
+    let seconds = begun.elapsed().as_secs_f64();
+    let after = containerd.grpc_calls();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    let outcomes = report["outcomes"].as_array().expect("outcomes");
+    let deleted = outcomes.iter().filter(|o| o["result"] == "deleted").count();
+    // Every stopped container, every unused image and the base image
+    // (its containers go first), and nothing else.
+    let expected = stopped + images + 1 + STOPPED_PODS;
+    let odd: Vec<&serde_json::Value> = outcomes
+        .iter()
+        .filter(|o| {
+            let id = o["id"].as_str().unwrap_or("");
+            !id.starts_with("bench/c") && !id.starts_with("bench/sha256:")
+        })
+        .collect();
+    assert_eq!(deleted, expected, "{odd:#?}");
+    let calls = after
+        .iter()
+        .map(|(method, n)| (method.clone(), n - before.get(method).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    Figures {
+        objects,
+        candidates: outcomes.len(),
+        deleted,
+        seconds,
+        calls,
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn main() {
+    let sizes: Vec<usize> = std::env::var("CONTAINERD_SIZES")
+        .unwrap_or_else(|_| "1000,5000".to_owned())
+        .split(',')
+        .map(|s| s.trim().parse().expect("CONTAINERD_SIZES: numbers"))
+        .collect();
+    let runs: usize = std::env::var("RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3);
+    let bin = std::env::var_os("SAFEPRUNE_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_safeprune")),
+        PathBuf::from,
+    );
+    let tokio = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    println!("safeprune: {}", bin.display());
+    println!("objects  candidates  deleted  calls  lists  calls/candidate  seconds  ms/removal");
+    for objects in sizes {
+        let mut all = Vec::new();
+        for _ in 0..runs {
+            let f = tokio.block_on(one_run(objects, &bin));
+            #[allow(clippy::cast_precision_loss)]
+            let per_candidate = f.total_calls() as f64 / f.candidates as f64;
+            #[allow(clippy::cast_precision_loss)]
+            let per_removal = f.seconds * 1000.0 / f.deleted as f64;
+            println!(
+                "{:>7}  {:>10}  {:>7}  {:>5}  {:>5}  {per_candidate:>15.2}  {:>7.2}  {per_removal:>10.2}",
+                f.objects,
+                f.candidates,
+                f.deleted,
+                f.total_calls(),
+                f.list_calls(),
+                f.seconds,
+            );
+            all.push(f);
+        }
+        let seconds = median(all.iter().map(|f| f.seconds).collect());
+        #[allow(clippy::cast_precision_loss)]
+        let per_removal = median(
+            all.iter()
+                .map(|f| f.seconds * 1000.0 / f.deleted as f64)
+                .collect(),
+        );
+        println!("median at {objects} objects: {seconds:.2} s, {per_removal:.2} ms per removal");
+        if let Some(last) = all.last() {
+            println!("calls of the last run, by method:");
+            let mut by_count: Vec<(&String, &u64)> = last.calls.iter().collect();
+            by_count.sort_by(|a, b| b.1.cmp(a.1));
+            for (method, n) in by_count {
+                println!("  {n:>6}  {method}");
+            }
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! The node's containers and image names, kept current from containerd's
+//! event stream, so that a re-check costs the same on a node of ten
+//! containers as on one of ten thousand.
+//!
+//! containerd keeps no history of events: a subscriber sees what is
+//! published while it listens. So the watch subscribes before the
+//! inventory lists anything, and every event after that names a container
+//! or image name that the watch reads again by itself (`Get`, whose cost
+//! does not grow with the node). To know it has seen every event published
+//! before a re-check, it publishes a barrier event of its own
+//! (`/safeprune/barrier`, in the first pruned namespace, carrying a token)
+//! and reads until that token comes back: containerd's exchange hands
+//! events to a subscriber in the order they were published.
+//!
+//! Any fault (the stream ends, the barrier does not come back in time)
+//! ends the watch; the adapter then lists everything, as it did without
+//! one.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use containerd_client::services::v1::events_client::EventsClient;
+use containerd_client::services::v1::{
+    Container as NativeContainer, Image as ImageRecord, PublishRequest, SubscribeRequest,
+};
+use containerd_client::tonic::codec::Streaming;
+use containerd_client::tonic::transport::Channel;
+use containerd_client::tonic::{Request, Status};
+use containerd_client::types::Envelope;
+use prost::Message;
+use prost_types::Any;
+
+use super::convert::{NamespaceData, containers_of, qualified};
+use super::native;
+use crate::inventory::{Container, reference_forms};
+
+/// The topic of the watch's own barrier events.
+pub(super) const BARRIER_TOPIC: &str = "/safeprune/barrier";
+/// The type of a barrier event's payload: the token, as bytes.
+const BARRIER_TYPE: &str = "safeprune.dev/barrier";
+/// How long a barrier may take to come back before the watch gives up.
+const BARRIER_TIMEOUT: Duration = Duration::from_secs(5);
+/// While subscribing: how long to wait for the first barrier before
+/// publishing another (one published before the subscription was
+/// registered is never delivered).
+const SUBSCRIBE_RETRY: Duration = Duration::from_millis(20);
+
+/// `{"id": …}` of `ContainerCreate`, `ContainerUpdate` and
+/// `ContainerDelete`, and `{"name": …}` of `ImageCreate`, `ImageUpdate`
+/// and `ImageDelete`: field 1 of each (containerd `api/events`).
+#[derive(Clone, PartialEq, Message)]
+struct Named {
+    #[prost(string, tag = "1")]
+    name: String,
+}
+
+/// A subscription to the events of the pruned namespaces, with what has
+/// been read from it.
+pub(super) struct Watch {
+    events: Streaming<Envelope>,
+    /// Where barriers are published.
+    barrier_namespace: String,
+    /// This watch's barrier tokens start with this; the counter follows.
+    token_prefix: String,
+    next_token: u64,
+    namespaces: HashMap<String, Namespace>,
+}
+
+/// One namespace as the watch knows it.
+#[derive(Default)]
+struct Namespace {
+    /// By local id, without task or CRI state (what decides an image's
+    /// users does not need them).
+    containers: HashMap<String, Watched>,
+    /// By name.
+    images: HashMap<String, ImageRecord>,
+}
+
+struct Watched {
+    container: Container,
+    /// Every spelling of the image name it was made from.
+    image_forms: Vec<String>,
+}
+
+/// What a sync found changed: container ids and image names, by namespace;
+/// `true` when the last event about one was its deletion (nothing to read
+/// again).
+#[derive(Default)]
+struct Dirty {
+    containers: BTreeMap<(String, String), bool>,
+    images: BTreeMap<(String, String), bool>,
+}
+
+impl Watch {
+    /// Subscribes to the events of `namespaces` and waits until the
+    /// subscription is live (its first barrier came back). Call before
+    /// listing, then [`Watch::fill`] with what the listing found.
+    pub(super) async fn subscribe(
+        channel: &Channel,
+        namespaces: &[String],
+    ) -> Result<Self, Status> {
+        let barrier_namespace = namespaces
+            .first()
+            .cloned()
+            .ok_or_else(|| Status::invalid_argument("no namespace to watch"))?;
+        let filters = namespaces
+            .iter()
+            .map(|n| format!("namespace=={n}"))
+            .collect();
+        // No deadline: the stream lives as long as the run. Its start is
+        // bounded below. Spawned, so that the request is on its way before
+        // the first barrier is.
+        let mut client = EventsClient::new(channel.clone());
+        let mut subscribing = tokio::spawn(async move {
+            client
+                .subscribe(Request::new(SubscribeRequest { filters }))
+                .await
+        });
+        let token_prefix = format!("{}-{}", std::process::id(), unique_nanos());
+        let mut published = 0_u64;
+        let deadline = tokio::time::Instant::now() + BARRIER_TIMEOUT;
+        // containerd sends the stream's headers with its first event: the
+        // subscription answers once a barrier published after it was
+        // registered comes back.
+        let events = loop {
+            let token = format!("{token_prefix}-s{published}");
+            if let Err(e) = publish(channel, &barrier_namespace, &token).await {
+                subscribing.abort();
+                return Err(e);
+            }
+            published += 1;
+            match tokio::time::timeout(SUBSCRIBE_RETRY, &mut subscribing).await {
+                Ok(Ok(answer)) => break answer?.into_inner(),
+                Ok(Err(e)) => return Err(Status::internal(format!("subscribing failed: {e}"))),
+                Err(_) if tokio::time::Instant::now() < deadline => {}
+                Err(_) => {
+                    subscribing.abort();
+                    return Err(Status::deadline_exceeded(
+                        "containerd's event subscription did not start",
+                    ));
+                }
+            }
+        };
+        Ok(Self {
+            events,
+            barrier_namespace,
+            token_prefix,
+            next_token: 0,
+            namespaces: HashMap::new(),
+        })
+    }
+
+    /// Takes in what the inventory listed, after subscribing.
+    pub(super) fn fill(&mut self, data: &[NamespaceData]) {
+        for namespace in data {
+            let state = self
+                .namespaces
+                .entry(namespace.namespace.clone())
+                .or_default();
+            state.images = namespace
+                .images
+                .iter()
+                .filter(|i| !i.name.is_empty())
+                .map(|i| (i.name.clone(), i.clone()))
+                .collect();
+            state.containers = namespace
+                .containers
+                .iter()
+                .filter_map(|c| Some((c.id.clone(), watched(&namespace.namespace, c)?)))
+                .collect();
+        }
+    }
+
+    /// Brings the watch up to date: publishes a barrier, reads every event
+    /// up to it, and reads again by id or name what those events named.
+    ///
+    /// # Errors
+    /// When the stream ends or fails, the barrier does not come back in
+    /// time, or a read fails: the watch is then unusable.
+    pub(super) async fn sync(&mut self, channel: &Channel) -> Result<(), Status> {
+        let token = format!("{}-{}", self.token_prefix, self.next_token);
+        self.next_token += 1;
+        publish(channel, &self.barrier_namespace, &token).await?;
+        let mut dirty = Dirty::default();
+        tokio::time::timeout(BARRIER_TIMEOUT, async {
+            loop {
+                let Some(envelope) = self.events.message().await? else {
+                    return Err(Status::unavailable("containerd's event stream ended"));
+                };
+                if envelope.topic == BARRIER_TOPIC {
+                    if envelope.event.is_some_and(|e| e.value == token.as_bytes()) {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                dirty.note(&envelope);
+            }
+        })
+        .await
+        .map_err(|_| {
+            Status::deadline_exceeded("containerd did not deliver the watch's barrier")
+        })??;
+        self.reread(channel, dirty).await
+    }
+
+    async fn reread(&mut self, channel: &Channel, dirty: Dirty) -> Result<(), Status> {
+        for ((namespace, name), deleted) in dirty.images {
+            let found = if deleted {
+                None
+            } else {
+                native::image(channel, &namespace, &name).await?
+            };
+            let state = self.namespaces.entry(namespace).or_default();
+            match found {
+                Some(record) => state.images.insert(name, record),
+                None => state.images.remove(&name),
+            };
+        }
+        for ((namespace, id), deleted) in dirty.containers {
+            let found = if deleted {
+                None
+            } else {
+                native::container(channel, &namespace, &id).await?
+            };
+            let state = self.namespaces.entry(namespace.clone()).or_default();
+            match found.and_then(|native| watched(&namespace, &native)) {
+                Some(entry) => state.containers.insert(id, entry),
+                None => state.containers.remove(&id),
+            };
+        }
+        Ok(())
+    }
+
+    /// The records of one namespace that point at `digest`, sorted by name.
+    pub(super) fn records_of(&self, namespace: &str, digest: &str) -> Vec<ImageRecord> {
+        let mut records: Vec<ImageRecord> = self
+            .namespaces
+            .get(namespace)
+            .map(|n| {
+                n.images
+                    .values()
+                    .filter(|i| i.target.as_ref().is_some_and(|t| t.digest == digest))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        records.sort_by(|a, b| a.name.cmp(&b.name));
+        records
+    }
+
+    /// Every container, of any watched namespace, made from one of
+    /// `images` (`(namespace, target digest)`): by a name that points at
+    /// that target in its own namespace, or by any spelling of one of
+    /// their names. Image ids are set from the names as they are now.
+    pub(super) fn users_of_images(&self, images: &[(&str, &str)]) -> Vec<Container> {
+        let mut names: HashSet<String> = HashSet::new();
+        for (namespace, digest) in images {
+            for record in self.records_of(namespace, digest) {
+                names.extend(reference_forms(&record.name));
+            }
+        }
+        let mut found = Vec::new();
+        for (namespace, state) in &self.namespaces {
+            for entry in state.containers.values() {
+                let target = state
+                    .images
+                    .get(&entry.container.image_ref)
+                    .and_then(|r| r.target.as_ref())
+                    .map(|t| t.digest.as_str())
+                    .filter(|d| !d.is_empty());
+                let by_target = target.is_some_and(|t| images.contains(&(namespace.as_str(), t)));
+                if by_target || entry.image_forms.iter().any(|f| names.contains(f)) {
+                    let mut container = entry.container.clone();
+                    container.image_id =
+                        target.map(|t| qualified(namespace, t)).unwrap_or_default();
+                    found.push(container);
+                }
+            }
+        }
+        found.sort_by(|a, b| a.id.cmp(&b.id));
+        found
+    }
+
+    /// The sandbox containers of `namespace` with one of these pod uids,
+    /// by local id.
+    pub(super) fn sandboxes_of_pods(
+        &self,
+        namespace: &str,
+        pod_uids: &HashSet<&str>,
+    ) -> Vec<String> {
+        let Some(state) = self.namespaces.get(namespace) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<String> = state
+            .containers
+            .iter()
+            .filter(|(_, e)| {
+                e.container.pod.as_ref().is_some_and(|p| {
+                    p.is_sandbox && p.pod_uid.as_deref().is_some_and(|u| pod_uids.contains(u))
+                })
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// Every container of `namespace` the watch knows, without state.
+    pub(super) fn containers(&self, namespace: &str) -> Vec<Container> {
+        let mut all: Vec<Container> = self
+            .namespaces
+            .get(namespace)
+            .map(|n| n.containers.values().map(|e| e.container.clone()).collect())
+            .unwrap_or_default();
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all
+    }
+}
+
+impl Dirty {
+    /// Notes what one event names; events of other topics name nothing the
+    /// watch keeps.
+    fn note(&mut self, envelope: &Envelope) {
+        let Some(event) = envelope.event.as_ref() else {
+            return;
+        };
+        let target = if envelope.topic.starts_with("/containers/") {
+            &mut self.containers
+        } else if envelope.topic.starts_with("/images/") {
+            &mut self.images
+        } else {
+            return;
+        };
+        match Named::decode(event.value.as_slice()) {
+            Ok(named) if !named.name.is_empty() => {
+                let deleted = envelope.topic.ends_with("/delete");
+                target.insert((envelope.namespace.clone(), named.name), deleted);
+            }
+            _ => tracing::debug!(topic = %envelope.topic, "event without a name, ignored"),
+        }
+    }
+}
+
+/// A container as the watch keeps it; `None` for a record without an id.
+fn watched(namespace: &str, native: &NativeContainer) -> Option<Watched> {
+    let data = NamespaceData {
+        namespace: namespace.to_owned(),
+        containers: vec![native.clone()],
+        ..NamespaceData::default()
+    };
+    let container = containers_of(&data, None).pop()?;
+    let image_forms = if native.image.is_empty() {
+        Vec::new()
+    } else {
+        reference_forms(&native.image)
+    };
+    Some(Watched {
+        container,
+        image_forms,
+    })
+}
+
+async fn publish(channel: &Channel, namespace: &str, token: &str) -> Result<(), Status> {
+    let request = native::request(
+        namespace,
+        PublishRequest {
+            topic: BARRIER_TOPIC.to_owned(),
+            event: Some(Any {
+                type_url: BARRIER_TYPE.to_owned(),
+                value: token.as_bytes().to_vec(),
+            }),
+        },
+    )?;
+    EventsClient::new(channel.clone())
+        .publish(request)
+        .await
+        .map(|_| ())
+}
+
+fn unique_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}

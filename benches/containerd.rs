@@ -4,8 +4,10 @@
 //! Each run starts a private containerd (the tests' harness: its own
 //! namespaces and directory under /tmp) and lays out a node of N objects:
 //! a fifth unused images (distinct manifests over one shared layer), the
-//! rest stopped plain containers (never started, a 4 KiB OCI spec each,
-//! their snapshots prepared), in the namespace `bench`; and, in `k8s.io`
+//! rest plain containers (never started, a 4 KiB OCI spec each, their
+//! snapshots prepared; half of them labelled as istio-init containers, so
+//! kept, as the live containers of a real node are), in the namespace
+//! `bench`; and, in `k8s.io`
 //! through CRI, five stopped pods each with an exited container, and a
 //! live pod with an exited init container that stays. containerd counts
 //! the gRPC calls it serves (its own API and CRI's); the bench reads the
@@ -46,6 +48,8 @@ const BUSYBOX: &str = "docker.io/library/busybox:1.36";
 /// Pods through CRI: stopped ones (their exited container goes) and the
 /// live one (its exited init container stays).
 const STOPPED_PODS: usize = 5;
+/// The default policy protects containers with this label.
+const PROTECTED: (&str, &str) = ("io.kubernetes.container.name", "istio-init");
 
 fn digest(data: &[u8]) -> String {
     Sha256::digest(data)
@@ -154,7 +158,8 @@ fn namespaced<T>(message: T) -> Request<T> {
     request
 }
 
-/// `count` containers from `BASE`, never started, each with its snapshot.
+/// `count` containers from `BASE`, never started, each with its snapshot;
+/// the even ones protected.
 async fn create_containers(containerd: &PrivateContainerd, count: usize, chain_id: &str) {
     // About the size of a real OCI spec.
     let spec = serde_json::json!({
@@ -193,6 +198,11 @@ async fn create_containers(containerd: &PrivateContainerd, count: usize, chain_i
                     }),
                     snapshotter: "overlayfs".to_owned(),
                     snapshot_key: id,
+                    labels: if i % 2 == 0 {
+                        [(PROTECTED.0.to_owned(), PROTECTED.1.to_owned())].into()
+                    } else {
+                        std::collections::HashMap::new()
+                    },
                     ..Container::default()
                 };
                 ContainersClient::new(channel)
@@ -212,6 +222,9 @@ struct Figures {
     objects: usize,
     candidates: usize,
     deleted: usize,
+    /// `safeprune plan`, whole process.
+    plan_seconds: f64,
+    /// `safeprune run`, whole process.
     seconds: f64,
     calls: BTreeMap<String, u64>,
 }
@@ -219,6 +232,14 @@ struct Figures {
 impl Figures {
     fn total_calls(&self) -> u64 {
         self.calls.values().sum()
+    }
+
+    /// The run's time beyond what its inventory takes (a `plan`), per
+    /// removal.
+    fn ms_per_removal(&self) -> f64 {
+        #[allow(clippy::cast_precision_loss)]
+        let deleted = self.deleted as f64;
+        (self.seconds - self.plan_seconds).max(0.0) * 1000.0 / deleted
     }
 
     /// Calls whose answer holds every object of a kind.
@@ -253,8 +274,24 @@ async fn one_run(objects: usize, bin: &PathBuf) -> Figures {
     }
     let cli = Cli::new(
         &PolicyRuntime::Containerd(&containerd.endpoint(), &[CRI_NAMESPACE, NAMESPACE]),
-        "containers: { min_age: \"0\" }\n\
+        "safety: { max_deletions: 100000 }\n\
+         containers: { min_age: \"0\" }\n\
          images:\n  min_age: \"0\"\n  keep: [\"registry.k8s.io/pause:*\", \"docker.io/library/busybox:*\"]\n",
+    );
+    // The inventory alone, to tell it from the removals.
+    let begun = Instant::now();
+    let planned = Command::new(bin)
+        .arg("--config")
+        .arg(cli.policy_path())
+        .args(["plan", "--output", "json"])
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run safeprune plan");
+    let plan_seconds = begun.elapsed().as_secs_f64();
+    assert!(
+        planned.status.success(),
+        "{}",
+        String::from_utf8_lossy(&planned.stderr)
     );
     let before = containerd.grpc_calls();
     let begun = Instant::now();
@@ -276,9 +313,9 @@ async fn one_run(objects: usize, bin: &PathBuf) -> Figures {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
     let outcomes = report["outcomes"].as_array().expect("outcomes");
     let deleted = outcomes.iter().filter(|o| o["result"] == "deleted").count();
-    // Every stopped container, every unused image and the base image
-    // (its containers go first), and nothing else.
-    let expected = stopped + images + 1 + STOPPED_PODS;
+    // Every unprotected container and every unused image, and nothing
+    // else (the protected containers keep the base image).
+    let expected = stopped / 2 + images + STOPPED_PODS;
     let odd: Vec<&serde_json::Value> = outcomes
         .iter()
         .filter(|o| {
@@ -296,6 +333,7 @@ async fn one_run(objects: usize, bin: &PathBuf) -> Figures {
         objects,
         candidates: outcomes.len(),
         deleted,
+        plan_seconds,
         seconds,
         calls,
     }
@@ -322,34 +360,35 @@ fn main() {
     );
     let tokio = tokio::runtime::Runtime::new().expect("a tokio runtime");
     println!("safeprune: {}", bin.display());
-    println!("objects  candidates  deleted  calls  lists  calls/candidate  seconds  ms/removal");
+    println!(
+        "objects  candidates  deleted  calls  lists  calls/candidate  plan (s)  run (s)  ms/removal"
+    );
     for objects in sizes {
         let mut all = Vec::new();
         for _ in 0..runs {
             let f = tokio.block_on(one_run(objects, &bin));
             #[allow(clippy::cast_precision_loss)]
             let per_candidate = f.total_calls() as f64 / f.candidates as f64;
-            #[allow(clippy::cast_precision_loss)]
-            let per_removal = f.seconds * 1000.0 / f.deleted as f64;
+            let per_removal = f.ms_per_removal();
             println!(
-                "{:>7}  {:>10}  {:>7}  {:>5}  {:>5}  {per_candidate:>15.2}  {:>7.2}  {per_removal:>10.2}",
+                "{:>7}  {:>10}  {:>7}  {:>5}  {:>5}  {per_candidate:>15.2}  {:>8.2}  {:>7.2}  {per_removal:>10.2}",
                 f.objects,
                 f.candidates,
                 f.deleted,
                 f.total_calls(),
                 f.list_calls(),
+                f.plan_seconds,
                 f.seconds,
             );
             all.push(f);
         }
         let seconds = median(all.iter().map(|f| f.seconds).collect());
-        #[allow(clippy::cast_precision_loss)]
-        let per_removal = median(
-            all.iter()
-                .map(|f| f.seconds * 1000.0 / f.deleted as f64)
-                .collect(),
+        let plan_seconds = median(all.iter().map(|f| f.plan_seconds).collect());
+        let per_removal = median(all.iter().map(Figures::ms_per_removal).collect());
+        println!(
+            "median at {objects} objects: plan {plan_seconds:.2} s, run {seconds:.2} s, \
+             {per_removal:.2} ms per removal"
         );
-        println!("median at {objects} objects: {seconds:.2} s, {per_removal:.2} ms per removal");
         if let Some(last) = all.last() {
             println!("calls of the last run, by method:");
             let mut by_count: Vec<(&String, &u64)> = last.calls.iter().collect();

@@ -213,6 +213,10 @@ pub async fn execute<E: Engine>(
                 Some(outcome) = in_flight.next(), if !in_flight.is_empty() => report(outcome),
             }
         }
+        // Even after a stop: what was removed is freed now, not later.
+        if done_here.iter().any(|o| o.result == RemovalResult::Deleted) {
+            engine.settle(kind).await;
+        }
         // Completion order is noise; the report lists outcomes by id.
         done_here.sort_by(|a, b| a.id.cmp(&b.id));
         outcomes.extend(done_here);

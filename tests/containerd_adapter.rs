@@ -541,10 +541,17 @@ async fn an_unused_image_loses_every_name_and_its_content() {
         !names.iter().any(|n| n.contains("unused")),
         "names left: {names:?}"
     );
+    // The removals over, one garbage collection frees their content.
+    runtime.settle(Kind::Image).await;
     let content = containerd.ctr_ok(CRI_NAMESPACE, &["content", "ls", "-q"]);
     assert!(
         !content.contains(&node.unused.digest),
-        "sync: its manifest is gone on return"
+        "its manifest is gone once the removals settle"
+    );
+    let leases = containerd.ctr_ok(CRI_NAMESPACE, &["leases", "ls", "-q"]);
+    assert!(
+        !leases.contains("safeprune"),
+        "the lease that ran the collector is gone: {leases}"
     );
     // CRI learns of native image deletes from containerd's events.
     let mut images = ImageServiceClient::new(containerd.channel());

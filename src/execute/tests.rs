@@ -305,3 +305,40 @@ async fn nothing_new_starts_after_stop() {
             .all(|o| o.reason == Some(Reason::NotAttempted))
     );
 }
+
+#[tokio::test]
+async fn each_kind_settles_once_after_its_removals_and_only_if_one_removed_something() {
+    let mut engine = MemoryEngine::new(node());
+    engine.failing = ["sha256:a", "sha256:b", "sha256:app"]
+        .iter()
+        .map(|id| (*id).to_owned())
+        .collect();
+    run(&engine, &AtomicBool::new(false)).await;
+    let mut expected = Vec::new();
+    let mut started = 0;
+    for kind in Kind::REMOVAL_ORDER {
+        let of_kind = engine
+            .windows
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(id, _, _)| {
+                let id = id.as_str();
+                match kind {
+                    Kind::Container => ["a", "b", "init"].contains(&id),
+                    Kind::Network => id.starts_with("net-"),
+                    Kind::Volume => id.starts_with("vol-"),
+                    Kind::Image => id.starts_with("sha256:"),
+                    Kind::BuildCache => false,
+                }
+            })
+            .count();
+        started += of_kind;
+        // Every image removal failed: nothing to settle for images.
+        if of_kind > 0 && kind != Kind::Image {
+            expected.push((kind, started));
+        }
+    }
+    assert_eq!(*engine.settled.lock().unwrap(), expected);
+    assert_eq!(expected.len(), 3, "containers, networks, volumes");
+}

@@ -659,6 +659,21 @@ impl Engine for ContainerdRuntime {
         Ok(fresh)
     }
 
+    /// Runs the garbage collector once: it frees the content of the images
+    /// removed, and the snapshots of the containers removed.
+    async fn settle(&self, kind: Kind) {
+        let Some(namespace) = self.namespaces.first() else {
+            return;
+        };
+        if let Err(e) = native::collect_garbage(&self.channel, namespace).await {
+            tracing::warn!(
+                %kind,
+                error = %e,
+                "cannot run containerd's garbage collector: it frees what was removed on its own schedule"
+            );
+        }
+    }
+
     async fn remove(&self, kind: Kind, id: &str) -> Removal {
         match kind {
             Kind::Container => self.remove_container(id).await,

@@ -33,6 +33,8 @@ pub struct MemoryEngine {
     /// When each object was last re-checked, and when each removal started:
     /// (id, re-checked at, removal started at), one per removal.
     pub windows: Mutex<Vec<(String, Option<tokio::time::Instant>, tokio::time::Instant)>>,
+    /// Each `settle`, with how many removals had started by then.
+    pub settled: Mutex<Vec<(Kind, usize)>>,
     last_recheck: Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
     in_flight: AtomicUsize,
     pub max_in_flight: AtomicUsize,
@@ -133,5 +135,10 @@ impl Engine for MemoryEngine {
         }
         self.removed.lock().unwrap().push((kind, id.to_owned()));
         Removal::Removed
+    }
+
+    async fn settle(&self, kind: Kind) {
+        let started = self.windows.lock().unwrap().len();
+        self.settled.lock().unwrap().push((kind, started));
     }
 }

@@ -104,6 +104,12 @@ pub trait Engine: Sync {
     /// Removes one object, never with force. An image is removed by `id`;
     /// an adapter removes a multi-tagged image tag by tag.
     async fn remove(&self, kind: Kind, id: &str) -> Removal;
+
+    /// Called once the removals of one kind are over, when at least one
+    /// removed something: what the engine would otherwise do after every
+    /// removal at a cost that grows with the node (containerd's garbage
+    /// collection of what the removals freed) is done here, once.
+    async fn settle(&self, _kind: Kind) {}
 }
 
 /// The runtime chosen by the policy: one enum, so the app stays generic-free.
@@ -224,6 +230,13 @@ impl Engine for Runtime {
         match self {
             Self::Docker(d) => d.remove(kind, id).await,
             Self::Containerd(c) => c.remove(kind, id).await,
+        }
+    }
+
+    async fn settle(&self, kind: Kind) {
+        match self {
+            Self::Docker(d) => d.settle(kind).await,
+            Self::Containerd(c) => c.settle(kind).await,
         }
     }
 }

@@ -6,15 +6,16 @@
 
 use std::collections::HashMap;
 
+use containerd_client::services::v1::leases_client::LeasesClient;
 use containerd_client::services::v1::snapshots::snapshots_client::SnapshotsClient;
 use containerd_client::services::v1::snapshots::{RemoveSnapshotRequest, UsageRequest};
 use containerd_client::services::v1::{
-    Container as NativeContainer, DeleteContainerRequest, DeleteImageRequest, DeleteTaskRequest,
-    GetContainerRequest, GetImageRequest, GetRequest, Image as ImageRecord, Info,
-    ListContainersRequest, ListContentRequest, ListImagesRequest, ListNamespacesRequest,
-    ListTasksRequest, containers_client::ContainersClient, content_client::ContentClient,
-    images_client::ImagesClient, namespaces_client::NamespacesClient, tasks_client::TasksClient,
-    version_client::VersionClient,
+    Container as NativeContainer, CreateRequest, DeleteContainerRequest, DeleteImageRequest,
+    DeleteRequest, DeleteTaskRequest, GetContainerRequest, GetImageRequest, GetRequest,
+    Image as ImageRecord, Info, ListContainersRequest, ListContentRequest, ListImagesRequest,
+    ListNamespacesRequest, ListTasksRequest, containers_client::ContainersClient,
+    content_client::ContentClient, images_client::ImagesClient,
+    namespaces_client::NamespacesClient, tasks_client::TasksClient, version_client::VersionClient,
 };
 use containerd_client::tonic::metadata::MetadataValue;
 use containerd_client::tonic::transport::Channel;
@@ -290,6 +291,34 @@ pub(super) async fn snapshot_usage(
         )?)
         .await;
     Ok(found(answer)?.and_then(|a| u64::try_from(a.into_inner().size).ok()))
+}
+
+/// Runs containerd's garbage collector and waits for it: deleting a lease
+/// with `sync` does that (containerd has no call of its own for it). The
+/// lease holds nothing, and expires by itself should the delete not
+/// happen.
+pub(super) async fn collect_garbage(channel: &Channel, namespace: &str) -> Result<(), Status> {
+    let id = format!(
+        "safeprune-gc-{}-{}",
+        std::process::id(),
+        chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default()
+    );
+    let expires = (chrono::Utc::now() + chrono::Duration::hours(1))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let mut leases = LeasesClient::new(channel.clone());
+    leases
+        .create(request(
+            namespace,
+            CreateRequest {
+                id: id.clone(),
+                labels: [("containerd.io/gc.expire".to_owned(), expires)].into(),
+            },
+        )?)
+        .await?;
+    leases
+        .delete(request(namespace, DeleteRequest { id, sync: true })?)
+        .await
+        .map(|_| ())
 }
 
 /// Deletes one image record. With `target`, containerd 1.7+ deletes it only

@@ -149,16 +149,16 @@ impl ContainerdRuntime {
         if records.is_empty() {
             return Removal::Gone;
         }
-        let last = records.len() - 1;
         let mut deleted = 0;
-        for (i, record) in records.iter().enumerate() {
-            // `sync` on the last name only: that is when content goes.
+        for record in &records {
+            // Not `sync`: that runs the garbage collector over the whole
+            // store for each image. `settle` runs it once, after the last.
             match native::delete_image(
                 &self.channel,
                 namespace,
                 &record.name,
                 record.target.clone(),
-                i == last,
+                false,
             )
             .await
             {

@@ -608,6 +608,19 @@ async fn build_cache_records_are_listed_and_removed_one_at_a_time() {
         .expect("a record not in use");
     assert!(record.created.is_some());
     assert!(record.last_used.is_some());
+    // On API 1.41 the records come from dockerd's BuildKit, not from
+    // /system/df (which sizes everything): the same records either way.
+    let read: Vec<(&str, bool, Option<u64>)> = inventory
+        .build_cache
+        .iter()
+        .map(|r| (r.id.as_str(), r.in_use, r.size))
+        .collect();
+    let df = system_df_build_cache(dockerd.endpoint());
+    let df: Vec<(&str, bool, Option<u64>)> = df
+        .iter()
+        .map(|(id, in_use, size)| (id.as_str(), *in_use, *size))
+        .collect();
+    assert_eq!(read, df);
     // A policy that does not prune the build cache does not read it (on
     // API 1.41 that is a full /system/df).
     let unread = DockerRuntime::connect(dockerd.endpoint())
@@ -682,4 +695,33 @@ async fn a_bare_socket_path_connects() {
             .containers
             .is_empty()
     );
+}
+
+/// The build cache records `/system/df` lists (id, in use, size), sorted
+/// by id: one HTTP/1.0 request on the engine's socket.
+fn system_df_build_cache(endpoint: &str) -> Vec<(String, bool, Option<u64>)> {
+    use std::io::{Read, Write};
+    let socket = endpoint.trim_start_matches("unix://");
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).expect("the engine's socket");
+    stream
+        .write_all(b"GET /v1.41/system/df HTTP/1.0\r\nHost: docker\r\n\r\n")
+        .unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let (_, body) = raw.split_once("\r\n\r\n").expect("an HTTP answer");
+    let df: serde_json::Value = serde_json::from_str(body).expect("JSON");
+    let mut records: Vec<(String, bool, Option<u64>)> = df["BuildCache"]
+        .as_array()
+        .expect("BuildCache")
+        .iter()
+        .map(|r| {
+            (
+                r["ID"].as_str().unwrap().to_owned(),
+                r["InUse"].as_bool().unwrap(),
+                r["Size"].as_u64(),
+            )
+        })
+        .collect();
+    records.sort();
+    records
 }

@@ -7,6 +7,7 @@
 //! `tests/docker_adapter.rs`. `convert` turns Docker's data into the
 //! inventory's; `disk_usage` reads the build cache bollard cannot.
 
+mod buildkit;
 mod convert;
 mod disk_usage;
 mod watch;
@@ -393,10 +394,24 @@ impl DockerRuntime {
         }
     }
 
+    /// The build cache records: from `/system/df?type=build-cache` on API
+    /// 1.42 and later; before that `/system/df` sizes everything, so from
+    /// dockerd's `BuildKit` (`buildkit`), and from `/system/df` only when
+    /// `BuildKit` does not answer.
     async fn build_cache_records(&self) -> Result<Vec<BuildCacheEntry>, String> {
         let version = self.docker.client_version().to_string();
         let timeout = Duration::from_secs(REQUEST_TIMEOUT_SECS);
-        let records = disk_usage::build_cache(&self.socket, &version, timeout).await?;
+        let records = if df_sizes_everything(&version) {
+            match buildkit::build_cache(&self.socket, timeout).await {
+                Ok(records) => records,
+                Err(e) => {
+                    tracing::debug!(error = %e, "BuildKit does not answer: build cache from /system/df");
+                    disk_usage::build_cache(&self.socket, &version, timeout).await?
+                }
+            }
+        } else {
+            disk_usage::build_cache(&self.socket, &version, timeout).await?
+        };
         if records.is_empty() {
             tracing::debug!("docker reports no build cache records");
         }
@@ -547,6 +562,16 @@ impl DockerRuntime {
             Ok(_) => Removal::Gone,
             Err(e) => Removal::Failed(e),
         }
+    }
+}
+
+/// Whether `/system/df` in API `version` ignores `type=build-cache` and
+/// sizes every image, container and volume: before 1.42.
+fn df_sizes_everything(version: &str) -> bool {
+    let mut parts = version.split('.').map(str::parse::<u32>);
+    match (parts.next(), parts.next()) {
+        (Some(Ok(major)), Some(Ok(minor))) => (major, minor) < (1, 42),
+        _ => false,
     }
 }
 

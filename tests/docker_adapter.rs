@@ -540,11 +540,33 @@ async fn recheck_of_an_image_volume_or_network_carries_the_containers_using_it()
 }
 
 #[tokio::test]
-async fn a_volume_made_again_since_the_snapshot_is_read_again() {
+async fn a_volume_made_again_or_an_image_tagged_since_the_snapshot_is_read_again() {
     let (dockerd, runtime) = engine().await;
     let spare = dockerd.create_volume(Some("spare")).await;
+    let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
     let snapshot = runtime.inventory().await.expect("inventory");
     let spare_then = snapshot.volumes.iter().find(|v| v.name == spare).unwrap();
+
+    // An image no event has named is as the snapshot read it; one tagged
+    // since is read again, with its new tag and last tag time.
+    let fresh = runtime
+        .recheck(Kind::Image, &[&image])
+        .await
+        .expect("recheck");
+    assert_eq!(fresh.images[0].tags, ["sp/busy:v1"]);
+    dockerd.tag_image(&image, "sp/busy:v2").await;
+    let fresh = runtime
+        .recheck(Kind::Image, &[&image])
+        .await
+        .expect("recheck");
+    assert_eq!(fresh.images[0].tags, ["sp/busy:v1", "sp/busy:v2"]);
+    let then = snapshot.images.iter().find(|i| i.id == image).unwrap();
+    assert!(
+        fresh.images[0].last_tagged > then.last_tagged,
+        "{:?} after {:?}",
+        fresh.images[0].last_tagged,
+        then.last_tagged
+    );
 
     // A volume removed and made again under the same name since the
     // snapshot is read again: it is a new volume (Docker dates volumes to

@@ -235,10 +235,17 @@ impl DockerRuntime {
                 gone,
                 changed,
                 volumes,
+                images,
             } => {
                 let found =
                     try_join_all(changed.iter().map(|id| self.container(id, false))).await?;
-                watch.apply(&gone, changed.into_iter().zip(found), &volumes, until);
+                watch.apply(
+                    &gone,
+                    changed.into_iter().zip(found),
+                    &volumes,
+                    images.as_ref(),
+                    until,
+                );
             }
         }
         Ok(watch)
@@ -598,8 +605,9 @@ impl Engine for DockerRuntime {
         );
         let (containers, images, volumes, networks) = listed?;
         let sandboxes = sandboxes_from_containers(&containers);
-        *self.watch.lock().await =
-            Watch::new(containers.clone(), taken, true).with_volumes(volumes.clone());
+        *self.watch.lock().await = Watch::new(containers.clone(), taken, true)
+            .with_volumes(volumes.clone())
+            .with_images(images.clone());
         tracing::debug!(
             containers = containers.len(),
             images = images.len(),
@@ -631,8 +639,11 @@ impl Engine for DockerRuntime {
         match kind {
             Kind::Container => self.recheck_containers(ids, &mut fresh).await?,
             Kind::Image => {
-                let found = try_join_all(ids.iter().map(|id| self.image(id))).await?;
-                fresh.images = found.into_iter().flatten().collect();
+                // An image no event has named since the snapshot is as the
+                // snapshot read it; any other is inspected now.
+                let watch = self.synced_watch().await?;
+                fresh.images =
+                    known_or_read(ids, |id| watch.unchanged_image(id), |id| self.image(id)).await?;
                 if let Ok(mut refs) = self.rechecked_refs.lock() {
                     for image in &fresh.images {
                         let all = image.tags.iter().chain(&image.digests).cloned().collect();
@@ -645,7 +656,7 @@ impl Engine for DockerRuntime {
                     .flat_map(|i| std::iter::once(&i.id).chain(&i.tags).chain(&i.digests))
                     .map(String::as_str)
                     .collect();
-                fresh.containers = self.synced_watch().await?.users_of_images(&keys);
+                fresh.containers = watch.users_of_images(&keys);
             }
             Kind::Volume => self.recheck_volumes(ids, &mut fresh).await?,
             Kind::Network => {

@@ -25,7 +25,9 @@ use std::time::{Duration, SystemTime};
 
 use bollard::models::{EventMessage, EventMessageTypeEnum};
 
-use crate::inventory::{Container, PodSandbox, Volume, reference_forms, sandboxes_from_containers};
+use crate::inventory::{
+    Container, Image, PodSandbox, Volume, reference_forms, sandboxes_from_containers,
+};
 
 /// How many events dockerd keeps (`eventsLimit` in moby's
 /// `daemon/events/events.go`, unchanged since 2015).
@@ -52,6 +54,9 @@ pub(super) struct Watch {
     /// The snapshot's volumes that no event has named since: a volume's
     /// name, labels and age do not change while it lives.
     volumes: HashMap<String, Volume>,
+    /// The snapshot's images that no event has named since: an image's
+    /// references and last tag time change only with an event about it.
+    images: HashMap<String, Image>,
     /// Events from here on are yet to be read; `None` until a listing.
     cursor: Option<SystemTime>,
 }
@@ -69,6 +74,10 @@ pub(super) enum Update {
         /// Volumes an event named (made, removed, mounted): read them
         /// again before trusting what the snapshot said of them.
         volumes: BTreeSet<String>,
+        /// Image ids an event named (tag, untag, delete, import, load);
+        /// `None` when one named an image otherwise (a pull names its
+        /// reference, a prune nothing): then no snapshot image is trusted.
+        images: Option<BTreeSet<String>>,
     },
 }
 
@@ -87,6 +96,7 @@ impl Watch {
                 .map(|c| (c.id.clone(), Entry::new(c, complete)))
                 .collect(),
             volumes: HashMap::new(),
+            images: HashMap::new(),
             cursor: Some(taken),
         }
     }
@@ -95,6 +105,18 @@ impl Watch {
     pub(super) fn with_volumes(mut self, volumes: impl IntoIterator<Item = Volume>) -> Self {
         self.volumes = volumes.into_iter().map(|v| (v.name.clone(), v)).collect();
         self
+    }
+
+    /// The snapshot's images, read from the same `taken` on.
+    pub(super) fn with_images(mut self, images: impl IntoIterator<Item = Image>) -> Self {
+        self.images = images.into_iter().map(|i| (i.id.clone(), i)).collect();
+        self
+    }
+
+    /// Image `id` as the snapshot read it, when no event has named it
+    /// since.
+    pub(super) fn unchanged_image(&self, id: &str) -> Option<&Image> {
+        self.images.get(id)
     }
 
     /// Volume `name` as the snapshot read it, when no event has named it
@@ -126,10 +148,19 @@ impl Watch {
         gone: &BTreeSet<String>,
         changed: impl IntoIterator<Item = (String, Option<Container>)>,
         volumes: &BTreeSet<String>,
+        images: Option<&BTreeSet<String>>,
         until: SystemTime,
     ) {
         for name in volumes {
             self.volumes.remove(name);
+        }
+        match images {
+            Some(named) => {
+                for id in named {
+                    self.images.remove(id);
+                }
+            }
+            None => self.images.clear(),
         }
         for id in gone {
             self.containers.remove(id);
@@ -247,7 +278,19 @@ pub(super) fn update_from(events: &[EventMessage]) -> Update {
     let mut gone = BTreeSet::new();
     let mut changed = BTreeSet::new();
     let mut volumes = BTreeSet::new();
+    let mut images = Some(BTreeSet::new());
     for event in events {
+        if event.typ == Some(EventMessageTypeEnum::IMAGE) {
+            match event.actor.as_ref().and_then(|a| a.id.as_deref()) {
+                Some(id) if id.starts_with("sha256:") => {
+                    if let Some(named) = images.as_mut() {
+                        named.insert(id.to_owned());
+                    }
+                }
+                _ => images = None,
+            }
+            continue;
+        }
         if event.typ == Some(EventMessageTypeEnum::VOLUME) {
             if let Some(name) = event.actor.as_ref().and_then(|a| a.id.as_deref()) {
                 volumes.insert(name.to_owned());
@@ -277,6 +320,7 @@ pub(super) fn update_from(events: &[EventMessage]) -> Update {
         gone,
         changed,
         volumes,
+        images,
     }
 }
 
@@ -333,8 +377,56 @@ mod tests {
                 gone: ids(&["brief", "old"]),
                 changed: ids(&["new", "sb"]),
                 volumes: ids(&["v"]),
+                images: Some(ids(&["sha256:x"])),
             }
         );
+    }
+
+    #[test]
+    fn an_image_event_without_an_image_id_trusts_no_snapshot_image() {
+        use EventMessageTypeEnum::IMAGE;
+        let named = [
+            event(IMAGE, "tag", "sha256:a"),
+            event(IMAGE, "untag", "sha256:b"),
+        ];
+        assert!(matches!(
+            update_from(&named),
+            Update::Containers { images: Some(i), .. } if i == ids(&["sha256:a", "sha256:b"])
+        ));
+        // A pull names the reference it pulled; it may have moved a tag
+        // off an image the snapshot read.
+        let pulled = [
+            event(IMAGE, "tag", "sha256:a"),
+            event(IMAGE, "pull", "busybox:1.36"),
+        ];
+        assert!(matches!(
+            update_from(&pulled),
+            Update::Containers { images: None, .. }
+        ));
+
+        let t = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 0);
+        let image = |id: &str| Image {
+            id: id.to_owned(),
+            tags: Vec::new(),
+            digests: Vec::new(),
+            created: None,
+            last_tagged: None,
+            size: None,
+            pinned: false,
+        };
+        let mut w =
+            Watch::new(Vec::new(), t, true).with_images([image("sha256:a"), image("sha256:c")]);
+        w.apply(
+            &BTreeSet::new(),
+            [],
+            &BTreeSet::new(),
+            Some(&ids(&["sha256:a"])),
+            t,
+        );
+        assert!(w.unchanged_image("sha256:a").is_none());
+        assert!(w.unchanged_image("sha256:c").is_some());
+        w.apply(&BTreeSet::new(), [], &BTreeSet::new(), None, t);
+        assert!(w.unchanged_image("sha256:c").is_none());
     }
 
     #[test]

@@ -567,6 +567,16 @@ async fn a_volume_made_again_or_an_image_tagged_since_the_snapshot_is_read_again
         fresh.images[0].last_tagged,
         then.last_tagged
     );
+    // Tagging another image with that name takes it off this one, with no
+    // event about this one: its re-check must not keep the name.
+    let other = dockerd.import_busybox_image("sp/other:v1", Some("o")).await;
+    runtime.inventory().await.expect("inventory");
+    dockerd.tag_image(&other, "sp/busy:v2").await;
+    let fresh = runtime
+        .recheck(Kind::Image, &[&image])
+        .await
+        .expect("recheck");
+    assert_eq!(fresh.images[0].tags, ["sp/busy:v1"]);
 
     // A volume removed and made again under the same name since the
     // snapshot is read again: it is a new volume (Docker dates volumes to

@@ -74,9 +74,10 @@ pub(super) enum Update {
         /// Volumes an event named (made, removed, mounted): read them
         /// again before trusting what the snapshot said of them.
         volumes: BTreeSet<String>,
-        /// Image ids an event named (tag, untag, delete, import, load);
-        /// `None` when one named an image otherwise (a pull names its
-        /// reference, a prune nothing): then no snapshot image is trusted.
+        /// Image ids an untag or delete event named; `None` after any
+        /// other image event (a tag, pull, load, import or build may move
+        /// a name off an image without an event about it): then no
+        /// snapshot image is trusted.
         images: Option<BTreeSet<String>>,
     },
 }
@@ -281,8 +282,12 @@ pub(super) fn update_from(events: &[EventMessage]) -> Update {
     let mut images = Some(BTreeSet::new());
     for event in events {
         if event.typ == Some(EventMessageTypeEnum::IMAGE) {
-            match event.actor.as_ref().and_then(|a| a.id.as_deref()) {
-                Some(id) if id.starts_with("sha256:") => {
+            // Only an untag or a delete changes the image it names alone: a
+            // tag (a build, a load, a pull) may take the name off another
+            // image without an event about that one.
+            let id = event.actor.as_ref().and_then(|a| a.id.as_deref());
+            match (event.action.as_deref(), id) {
+                (Some("untag" | "delete"), Some(id)) if id.starts_with("sha256:") => {
                     if let Some(named) = images.as_mut() {
                         named.insert(id.to_owned());
                     }
@@ -383,26 +388,28 @@ mod tests {
     }
 
     #[test]
-    fn an_image_event_without_an_image_id_trusts_no_snapshot_image() {
+    fn only_untag_and_delete_leave_the_other_snapshot_images_trusted() {
         use EventMessageTypeEnum::IMAGE;
         let named = [
-            event(IMAGE, "tag", "sha256:a"),
+            event(IMAGE, "delete", "sha256:a"),
             event(IMAGE, "untag", "sha256:b"),
         ];
         assert!(matches!(
             update_from(&named),
             Update::Containers { images: Some(i), .. } if i == ids(&["sha256:a", "sha256:b"])
         ));
-        // A pull names the reference it pulled; it may have moved a tag
-        // off an image the snapshot read.
-        let pulled = [
+        // Tagging image a may take its new name off another image, with no
+        // event about that one; a pull names the reference it pulled.
+        for moved in [
             event(IMAGE, "tag", "sha256:a"),
             event(IMAGE, "pull", "busybox:1.36"),
-        ];
-        assert!(matches!(
-            update_from(&pulled),
-            Update::Containers { images: None, .. }
-        ));
+        ] {
+            let events = [event(IMAGE, "untag", "sha256:b"), moved];
+            assert!(matches!(
+                update_from(&events),
+                Update::Containers { images: None, .. }
+            ));
+        }
 
         let t = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 0);
         let image = |id: &str| Image {

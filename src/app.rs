@@ -37,14 +37,14 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
             Ok(())
         }
         Command::Plan(args) => {
-            let node = Node::connect(&policy).await?;
+            let node = Node::connect(&policy, false).await?;
             let report = node.report(&node.plan(&policy), true, vec![]);
             emit(&report, args.output, cli.quiet);
             Ok(())
         }
         Command::Run(args) => run_once(&policy, args, cli.quiet).await,
         Command::Explain { object } => {
-            let node = Node::connect(&policy).await?;
+            let node = Node::connect(&policy, false).await?;
             let plan = node.plan(&policy);
             let found = explain::find(&plan, &node.inventory, object);
             if found.is_empty() {

@@ -32,17 +32,23 @@ pub struct Node {
 }
 
 impl Node {
-    /// Connects to the runtime the policy names and takes its snapshot.
+    /// Connects to the runtime the policy names and takes its snapshot;
+    /// `removes`: whether the command goes on to remove what it plans.
     ///
     /// # Errors
     /// The runtime does not answer, or a list call fails.
-    pub async fn connect(policy: &Policy) -> Result<Self, AppError> {
+    pub async fn connect(policy: &Policy, removes: bool) -> Result<Self, AppError> {
         let started_at = Utc::now();
         let Chosen { runtime, reason } = Runtime::connect(&policy.runtime).await?;
         let runtime = if policy.build_cache.enabled {
             runtime
         } else {
             runtime.without_build_cache()
+        };
+        let runtime = if removes {
+            runtime
+        } else {
+            runtime.read_only()
         };
         let inventory = runtime.inventory().await?;
         tracing::info!(
@@ -208,7 +214,7 @@ async fn locked_cycle(
         }
         _ => None,
     };
-    let node = Node::connect(policy).await?;
+    let node = Node::connect(policy, !options.dry_run).await?;
     let plan = node.plan(policy);
     let limit = options.max_deletions.unwrap_or(policy.safety.max_deletions);
     let planned = plan.deletion_count();

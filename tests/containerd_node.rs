@@ -120,9 +120,23 @@ async fn plan_then_run_removes_exactly_the_expected_objects_through_cri() {
     let containerd = PrivateContainerd::start().await;
     let layout = lay_out(&containerd).await;
     let safeprune = safeprune_on(&containerd);
+    let events = |calls: &std::collections::BTreeMap<String, u64>| {
+        ["Subscribe", "Publish"].map(|m| {
+            calls
+                .get(&format!("containerd.services.events.v1.Events/{m}"))
+                .copied()
+                .unwrap_or(0)
+        })
+    };
 
+    let before = events(&containerd.grpc_calls());
     let (code, report) = safeprune.json(&["plan", "--output", "json"]);
     assert_eq!(code, Some(0));
+    assert_eq!(
+        events(&containerd.grpc_calls()),
+        before,
+        "plan removes nothing: it neither follows nor publishes events"
+    );
     assert_eq!(report["runtime"], "containerd");
     assert!(
         report["runtime_reason"]
@@ -147,6 +161,9 @@ async fn plan_then_run_removes_exactly_the_expected_objects_through_cri() {
     let (code, report) = safeprune.json(&["run", "--output", "json"]);
     assert_eq!(code, Some(0), "{report:#}");
     layout.assert_deleted(&report, DELETED);
+    let [subscribed, published] = events(&containerd.grpc_calls());
+    assert_eq!(subscribed, before[0] + 1, "run follows the events once");
+    assert!(published > before[1], "and publishes its barriers");
 
     // kubelet's view keeps the live pod's init containers and has lost the
     // removed one: no stale entry, and the native view agrees.

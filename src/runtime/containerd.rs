@@ -74,6 +74,9 @@ pub struct ContainerdRuntime {
     /// Container records a re-check just read, by id, for their removal:
     /// which snapshot is theirs and whether CRI made them do not change.
     rechecked: Mutex<HashMap<String, NativeContainer>>,
+    /// Whether an inventory subscribes to containerd's events for the
+    /// re-checks that follow: not for a command that removes nothing.
+    follow_events: bool,
 }
 
 impl ContainerdRuntime {
@@ -122,6 +125,7 @@ impl ContainerdRuntime {
             sandbox_image: Mutex::new(None),
             watch: Box::new(tokio::sync::Mutex::new(None)),
             rechecked: Mutex::new(HashMap::new()),
+            follow_events: true,
         })
     }
 
@@ -129,6 +133,15 @@ impl ContainerdRuntime {
     #[must_use]
     pub fn namespaces(&self) -> &[String] {
         &self.namespaces
+    }
+
+    /// For a command that removes nothing (`plan`, `explain`, `run
+    /// --dry-run`): its inventory does not subscribe to containerd's
+    /// events, so it publishes no barrier event on the node.
+    #[must_use]
+    pub fn read_only(mut self) -> Self {
+        self.follow_events = false;
+        self
     }
 
     /// Whether re-checks follow containerd's events (from an inventory on,
@@ -570,7 +583,11 @@ impl Engine for ContainerdRuntime {
     async fn inventory(&self) -> Result<Inventory, RuntimeError> {
         // Subscribed before anything is listed: whatever changes from here
         // on reaches the watch.
-        let mut watch = self.subscribe().await;
+        let mut watch = if self.follow_events {
+            self.subscribe().await
+        } else {
+            None
+        };
         let (cri, data) = tokio::join!(
             async {
                 if self.has_cri_namespace() {

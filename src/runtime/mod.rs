@@ -195,6 +195,18 @@ impl Runtime {
             Self::Containerd(c) => Self::Containerd(c),
         }
     }
+
+    /// The runtime, for a command that removes nothing: containerd's
+    /// adapter then does not follow the engine's events (which it does by
+    /// publishing barrier events of its own). Docker's watch reads the
+    /// engine's event history and changes nothing, so it stays.
+    #[must_use]
+    pub fn read_only(self) -> Self {
+        match self {
+            Self::Docker(d) => Self::Docker(d),
+            Self::Containerd(c) => Self::Containerd(c.read_only()),
+        }
+    }
 }
 
 impl Engine for Runtime {

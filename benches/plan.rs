@@ -2,7 +2,10 @@
 //! whether it grows linearly (the ratio column should stay near 1.0).
 //!
 //! Run: `cargo bench --bench plan`. Prints figures; asserts nothing, because
-//! these machines are noisy.
+//! these machines are noisy. Each size is timed warm (the same inventory
+//! planned five times over, so a small node runs from the caches) and cold
+//! (the caches emptied before each plan, as when a cycle plans an inventory
+//! it has just read).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -111,10 +114,29 @@ fn node(containers: usize) -> Inventory {
     inv
 }
 
-fn time_plan(inv: &Inventory, policy: &Policy) -> Duration {
+/// More than this machine's caches hold (its L3 is 32 MiB).
+const EVICT_BYTES: usize = 128 << 20;
+
+/// Reads and writes `buffer` through, so that the caches hold none of the
+/// inventory: a plan runs once per cycle, on an inventory just read.
+fn evict_caches(buffer: &mut [u8]) {
+    for (i, b) in buffer.iter_mut().enumerate().step_by(64) {
+        #[expect(clippy::cast_possible_truncation, reason = "any byte will do")]
+        {
+            *b = b.wrapping_add(i as u8);
+        }
+    }
+    black_box(buffer);
+}
+
+/// The best of five plans, each from cold caches when `evict` is given.
+fn time_plan(inv: &Inventory, policy: &Policy, mut evict: Option<&mut [u8]>) -> Duration {
     let now = Utc.with_ymd_and_hms(2026, 11, 22, 5, 0, 0).unwrap();
     let mut best = Duration::MAX;
     for _ in 0..5 {
+        if let Some(buffer) = evict.as_deref_mut() {
+            evict_caches(buffer);
+        }
         let start = Instant::now();
         let planned = black_box(plan(black_box(inv), policy, now));
         best = best.min(start.elapsed());
@@ -127,10 +149,18 @@ fn time_plan(inv: &Inventory, policy: &Policy) -> Duration {
 fn main() {
     let policy = Policy::builtin();
     println!(
-        "{:>10} {:>10} {:>12} {:>14} {:>8}",
-        "containers", "objects", "plan (ms)", "ns/object", "ratio"
+        "{:>10} {:>10} {:>12} {:>10} {:>8} {:>12} {:>10} {:>8}",
+        "containers",
+        "objects",
+        "warm (ms)",
+        "ns/object",
+        "ratio",
+        "cold (ms)",
+        "ns/object",
+        "ratio"
     );
-    let mut base: Option<f64> = None;
+    let mut base: Option<(f64, f64)> = None;
+    let mut buffer = vec![0_u8; EVICT_BYTES];
     // PLAN_SIZES=100000 (comma-separated) for other sizes, e.g. to profile.
     let sizes: Vec<usize> = std::env::var("PLAN_SIZES").map_or_else(
         |_| vec![1_000, 10_000, 100_000],
@@ -140,13 +170,21 @@ fn main() {
         let inv = node(containers);
         let objects =
             inv.containers.len() + inv.images.len() + inv.volumes.len() + inv.networks.len();
-        let took = time_plan(&inv, &policy);
+        // Warm: the same inventory planned again and again, as in the
+        // figures before this column. Cold: the caches emptied first.
+        let warm = time_plan(&inv, &policy, None);
+        let cold = time_plan(&inv, &policy, Some(&mut buffer));
         #[expect(clippy::cast_precision_loss, reason = "a printed figure")]
-        let per_object = took.as_nanos() as f64 / objects as f64;
-        let ratio = per_object / *base.get_or_insert(per_object);
+        let per_object = |took: Duration| took.as_nanos() as f64 / objects as f64;
+        let (warm_base, cold_base) = *base.get_or_insert((per_object(warm), per_object(cold)));
         println!(
-            "{containers:>10} {objects:>10} {:>12.1} {per_object:>14.0} {ratio:>8.2}",
-            took.as_secs_f64() * 1000.0
+            "{containers:>10} {objects:>10} {:>12.1} {:>10.0} {:>8.2} {:>12.1} {:>10.0} {:>8.2}",
+            warm.as_secs_f64() * 1000.0,
+            per_object(warm),
+            per_object(warm) / warm_base,
+            cold.as_secs_f64() * 1000.0,
+            per_object(cold),
+            per_object(cold) / cold_base,
         );
     }
 }

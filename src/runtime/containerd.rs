@@ -25,6 +25,7 @@ use std::time::Duration;
 use containerd_client::services::v1::{Container as NativeContainer, Image as ImageRecord};
 use containerd_client::tonic::Status;
 use containerd_client::tonic::transport::Channel;
+use containerd_client::types::v1::Process;
 use futures_util::future::try_join_all;
 use futures_util::{StreamExt, stream};
 use k8s_cri::v1::PodSandbox as CriPod;
@@ -34,7 +35,7 @@ use self::convert::{
     split_qualified,
 };
 use self::images::images_of;
-use self::watch::Watch;
+use self::watch::{Known, Watch};
 use super::{Engine, Removal, RuntimeError};
 use crate::inventory::Kind;
 use crate::inventory::{Container, Image, Inventory, PodSandbox};
@@ -205,21 +206,14 @@ impl ContainerdRuntime {
         self.sandbox_image.lock().ok().and_then(|c| c.clone())
     }
 
-    /// The pod sandboxes, when the CRI namespace is configured, with CRI's
-    /// own list of them when CRI answered.
-    async fn sandboxes(&self) -> Result<(Vec<PodSandbox>, Option<Vec<CriPod>>), RuntimeError> {
+    /// Every pod sandbox, when the CRI namespace is configured: CRI's list,
+    /// or the sandbox containers and their tasks when CRI does not answer.
+    async fn sandboxes(&self) -> Result<Vec<PodSandbox>, RuntimeError> {
         if !self.has_cri_namespace() {
-            return Ok((Vec::new(), None));
+            return Ok(Vec::new());
         }
         match cri::sandboxes(&self.channel).await {
-            Ok(listed) => {
-                let view = CriView {
-                    sandboxes: listed,
-                    ..CriView::default()
-                };
-                let sandboxes = sandboxes_of(CRI_NAMESPACE, Some(&view), &[]);
-                Ok((sandboxes, Some(view.sandboxes)))
-            }
+            Ok(listed) => Ok(cri_sandboxes(listed)),
             Err(e) => {
                 tracing::warn!(error = %e, "CRI does not answer: sandboxes read natively");
                 let (containers, tasks) = tokio::try_join!(
@@ -227,17 +221,7 @@ impl ContainerdRuntime {
                     native::tasks(&self.channel, CRI_NAMESPACE),
                 )
                 .map_err(Self::call_error("list sandbox containers"))?;
-                let data = NamespaceData {
-                    namespace: CRI_NAMESPACE.to_owned(),
-                    containers: containers
-                        .into_iter()
-                        .filter(|c| is_cri_sandbox(&c.labels))
-                        .collect(),
-                    tasks,
-                    ..NamespaceData::default()
-                };
-                let sandboxes = sandboxes_of(CRI_NAMESPACE, None, &containers_of(&data, None));
-                Ok((sandboxes, None))
+                Ok(native_sandboxes(containers, tasks))
             }
         }
     }
@@ -308,13 +292,9 @@ impl ContainerdRuntime {
     }
 
     /// Fresh facts about one container: itself, with its state, read by id
-    /// (containerd's record and task, and CRI's status for a CRI
-    /// container when CRI answers: `cri_sandboxes`).
-    async fn recheck_container(
-        &self,
-        id: &str,
-        cri_sandboxes: Option<&[CriPod]>,
-    ) -> Result<Vec<Container>, RuntimeError> {
+    /// (containerd's record and task, and CRI's status for a CRI container
+    /// when CRI answers).
+    async fn recheck_container(&self, id: &str) -> Result<Vec<Container>, RuntimeError> {
         let (namespace, local) = self.recheck_id(id)?;
         let (found, task) = tokio::try_join!(
             async {
@@ -335,21 +315,19 @@ impl ContainerdRuntime {
         if let Ok(mut rechecked) = self.rechecked.lock() {
             rechecked.insert(id.to_owned(), found.clone());
         }
-        let view = match cri_sandboxes {
-            Some(cri_sandboxes) if namespace == CRI_NAMESPACE && is_cri_kind(&found.labels) => {
-                match cri::container(&self.channel, local).await {
-                    Ok(known) => Some(CriView {
-                        sandboxes: cri_sandboxes.to_vec(),
-                        containers: known.map(|c| (local.to_owned(), c)).into_iter().collect(),
-                        sandbox_image: None,
-                    }),
-                    Err(e) => {
-                        tracing::warn!(error = %e, id = local, "CRI does not answer: container read natively");
-                        None
-                    }
+        let view = if namespace == CRI_NAMESPACE && is_cri_kind(&found.labels) {
+            match cri::container(&self.channel, local).await {
+                Ok(known) => Some(CriView {
+                    containers: known.map(|c| (local.to_owned(), c)).into_iter().collect(),
+                    ..CriView::default()
+                }),
+                Err(e) => {
+                    tracing::warn!(error = %e, id = local, "CRI does not answer: container read natively");
+                    None
                 }
             }
-            _ => None,
+        } else {
+            None
         };
         let data = NamespaceData {
             namespace: namespace.to_owned(),
@@ -380,11 +358,11 @@ impl ContainerdRuntime {
 
     /// Runs `read` on the watch once it is up to date; `None` when there is
     /// no watch or it broke (it is then dropped, with a warning).
-    async fn synced<R>(&self, read: impl FnOnce(&Watch) -> R) -> Option<R> {
+    async fn synced<R>(&self, read: impl FnOnce(&Known) -> R) -> Option<R> {
         let mut guard = self.watch.lock().await;
         let watch = guard.as_mut()?;
         match watch.sync(&self.channel).await {
-            Ok(()) => Some(read(watch)),
+            Ok(()) => Some(read(watch.known())),
             Err(e) => {
                 tracing::warn!(
                     error = %e,
@@ -404,26 +382,23 @@ impl ContainerdRuntime {
         &self,
         ids: &[&str],
     ) -> Result<(Vec<Container>, Vec<PodSandbox>), RuntimeError> {
+        let found = try_join_all(ids.iter().map(|id| self.recheck_container(id))).await?;
+        let containers: Vec<Container> = found.into_iter().flatten().collect();
         let in_cri = ids
             .iter()
             .any(|id| split_qualified(id).is_some_and(|(ns, _)| ns == CRI_NAMESPACE));
         if !in_cri {
-            let found = try_join_all(ids.iter().map(|id| self.recheck_container(id, None))).await?;
-            return Ok((found.into_iter().flatten().collect(), Vec::new()));
+            return Ok((containers, Vec::new()));
         }
-        let found =
-            try_join_all(ids.iter().map(|id| self.recheck_container(id, Some(&[])))).await?;
-        let containers: Vec<Container> = found.into_iter().flatten().collect();
         let pods = containers.iter().filter_map(|c| c.pod.as_ref());
         let uids: HashSet<&str> = pods.clone().filter_map(|p| p.pod_uid.as_deref()).collect();
         // After the containers were read: a sandbox made for one of their
         // pods since then is seen.
         let Some(of_pods) = self
-            .synced(|watch| watch.sandboxes_of_pods(CRI_NAMESPACE, &uids))
+            .synced(|known| known.sandboxes_of_pods(CRI_NAMESPACE, &uids))
             .await
         else {
-            let (sandboxes, _) = self.sandboxes().await?;
-            return Ok((containers, sandboxes));
+            return Ok((containers, self.sandboxes().await?));
         };
         let mut wanted: BTreeSet<String> = of_pods.into_iter().collect();
         wanted.extend(
@@ -443,13 +418,7 @@ impl ContainerdRuntime {
     ) -> Result<Vec<PodSandbox>, RuntimeError> {
         let from_cri = try_join_all(ids.iter().map(|id| cri::sandbox(&self.channel, id))).await;
         match from_cri {
-            Ok(found) => {
-                let view = CriView {
-                    sandboxes: found.into_iter().flatten().collect(),
-                    ..CriView::default()
-                };
-                Ok(sandboxes_of(CRI_NAMESPACE, Some(&view), &[]))
-            }
+            Ok(found) => Ok(cri_sandboxes(found.into_iter().flatten().collect())),
             Err(e) => {
                 tracing::warn!(error = %e, "CRI does not answer: sandboxes read natively");
                 let found = try_join_all(ids.iter().map(|id| async move {
@@ -460,20 +429,10 @@ impl ContainerdRuntime {
                 }))
                 .await
                 .map_err(Self::call_error("get sandbox container"))?;
-                let mut data = NamespaceData {
-                    namespace: CRI_NAMESPACE.to_owned(),
-                    ..NamespaceData::default()
-                };
-                for (container, task) in found {
-                    if let Some(container) = container.filter(|c| is_cri_sandbox(&c.labels)) {
-                        data.containers.push(container);
-                        data.tasks.extend(task);
-                    }
-                }
-                Ok(sandboxes_of(
-                    CRI_NAMESPACE,
-                    None,
-                    &containers_of(&data, None),
+                let (containers, tasks): (Vec<_>, Vec<_>) = found.into_iter().unzip();
+                Ok(native_sandboxes(
+                    containers.into_iter().flatten().collect(),
+                    tasks.into_iter().flatten().collect(),
                 ))
             }
         }
@@ -488,13 +447,13 @@ impl ContainerdRuntime {
     ) -> Result<(Vec<Image>, Vec<Container>), RuntimeError> {
         let cri_batch = wanted.iter().any(|(ns, _)| *ns == CRI_NAMESPACE);
         let (watched, (sandbox_image, cri_answered)) = tokio::join!(
-            self.synced(|watch| {
+            self.synced(|known| {
                 let records: Vec<(&str, Vec<ImageRecord>)> = wanted
                     .iter()
-                    .map(|(ns, digest)| (*ns, watch.records_of(ns, digest)))
+                    .map(|(ns, digest)| (*ns, known.records_of(ns, digest)))
                     .collect();
-                let sandbox_containers = watch.containers(CRI_NAMESPACE);
-                (records, watch.users_of_images(wanted), sandbox_containers)
+                let sandboxes = known.sandbox_containers(CRI_NAMESPACE);
+                (records, known.users_of_images(wanted), sandboxes)
             }),
             async {
                 if cri_batch {
@@ -700,6 +659,30 @@ impl Engine for ContainerdRuntime {
             }
         }
     }
+}
+
+/// The CRI namespace's sandboxes as CRI gave them.
+fn cri_sandboxes(listed: Vec<CriPod>) -> Vec<PodSandbox> {
+    let view = CriView {
+        sandboxes: listed,
+        ..CriView::default()
+    };
+    sandboxes_of(CRI_NAMESPACE, Some(&view), &[])
+}
+
+/// The CRI namespace's sandboxes read natively, from `containers` (those
+/// CRI made as sandboxes) and their `tasks`: READY while the task runs.
+fn native_sandboxes(containers: Vec<NativeContainer>, tasks: Vec<Process>) -> Vec<PodSandbox> {
+    let data = NamespaceData {
+        namespace: CRI_NAMESPACE.to_owned(),
+        containers: containers
+            .into_iter()
+            .filter(|c| is_cri_sandbox(&c.labels))
+            .collect(),
+        tasks,
+        ..NamespaceData::default()
+    };
+    sandboxes_of(CRI_NAMESPACE, None, &containers_of(&data, None))
 }
 
 /// The image names to pin in the CRI namespace: the sandbox image, and,

@@ -257,6 +257,13 @@ pub(super) fn containers_of(data: &NamespaceData, cri: Option<&CriView>) -> Vec<
     containers
 }
 
+/// One container as its record alone says: no task and no CRI (so its
+/// state is `created`), and no image id. What decides an image's users
+/// needs no more.
+pub(super) fn plain_container(namespace: &str, native: &NativeContainer) -> Container {
+    container(namespace, native, None, None, &HashMap::new())
+}
+
 fn container(
     namespace: &str,
     native: &NativeContainer,

@@ -54,9 +54,12 @@ pub(super) fn images_of(data: &NamespaceData, pinned_names: &[String]) -> Vec<Im
 }
 
 /// The records of one namespace that point at `digest`, sorted by name.
-pub(super) fn records_of<'a>(images: &'a [ImageRecord], digest: &str) -> Vec<&'a ImageRecord> {
+pub(super) fn records_of<'a>(
+    images: impl IntoIterator<Item = &'a ImageRecord>,
+    digest: &str,
+) -> Vec<&'a ImageRecord> {
     let mut records: Vec<&ImageRecord> = images
-        .iter()
+        .into_iter()
         .filter(|i| i.target.as_ref().is_some_and(|t| t.digest == digest))
         .filter(|i| !i.name.is_empty())
         .collect();

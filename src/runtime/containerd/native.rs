@@ -322,21 +322,21 @@ pub(super) async fn collect_garbage(channel: &Channel, namespace: &str) -> Resul
 }
 
 /// Deletes one image record. With `target`, containerd 1.7+ deletes it only
-/// if it still points there (1.6 ignores the field). With `sync`, the
-/// call returns once the garbage collector has removed what it freed.
+/// if it still points there (1.6 ignores the field). Not `sync`: that would
+/// run the garbage collector over the whole store for each record
+/// ([`collect_garbage`] runs it once, after the last).
 pub(super) async fn delete_image(
     channel: &Channel,
     namespace: &str,
     name: &str,
     target: Option<Descriptor>,
-    sync: bool,
 ) -> Result<(), Status> {
     ImagesClient::new(channel.clone())
         .delete(request(
             namespace,
             DeleteImageRequest {
                 name: name.to_owned(),
-                sync,
+                sync: false,
                 target,
             },
         )?)

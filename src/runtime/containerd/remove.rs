@@ -1,16 +1,14 @@
 //! Removals, one object at a time: CRI's containers through CRI, plain
 //! containers and images natively, each after a fresh check that it may go.
 
-use std::collections::BTreeSet;
-
-use containerd_client::services::v1::{Container as NativeContainer, Image as ImageRecord};
+use containerd_client::services::v1::Container as NativeContainer;
 use containerd_client::tonic::{Code, Status};
 use containerd_client::types::v1::Status as TaskStatus;
 use k8s_cri::v1::ContainerState as CriState;
 
-use super::convert::{is_cri_kind, is_cri_sandbox, qualified, targets_by_name};
-use super::{CRI_NAMESPACE, ContainerdRuntime, cri, images, native};
-use crate::inventory::reference_forms;
+use super::convert::{is_cri_kind, is_cri_sandbox};
+use super::watch::Known;
+use super::{CRI_NAMESPACE, ContainerdRuntime, cri, native};
 use crate::runtime::Removal;
 
 impl ContainerdRuntime {
@@ -130,35 +128,31 @@ impl ContainerdRuntime {
             Ok(parts) => parts,
             Err(e) => return Removal::Failed(e),
         };
-        let watched = self
-            .synced(|watch| {
-                let users = watch.users_of_images(&[(namespace, digest)]);
-                (watch.records_of(namespace, digest), users)
-            })
-            .await;
-        let records = match watched {
-            Some((_, users)) if !users.is_empty() => {
-                return Removal::InUse(format!("image is used by container {}", users[0].id));
-            }
-            Some((records, _)) => records,
-            None => match self.unused_records_listed(namespace, digest).await {
-                Ok(records) => records,
-                Err(refused) => return refused,
+        let check = |known: &Known| {
+            let users = known.users_of_images(&[(namespace, digest)]);
+            (known.records_of(namespace, digest), users)
+        };
+        let (records, users) = match self.synced(check).await {
+            Some(checked) => checked,
+            None => match self.all_containers().await {
+                Ok(everyone) => check(&Known::listed(&everyone)),
+                Err(e) => return Removal::Failed(e.to_string()),
             },
         };
+        if let Some(user) = users.first() {
+            return Removal::InUse(format!("image is used by container {}", user.id));
+        }
         if records.is_empty() {
             return Removal::Gone;
         }
         let mut deleted = 0;
         for record in &records {
-            // Not `sync`: that runs the garbage collector over the whole
-            // store for each image. `settle` runs it once, after the last.
+            // Their content goes when the removals settle.
             match native::delete_image(
                 &self.channel,
                 namespace,
                 &record.name,
                 record.target.clone(),
-                false,
             )
             .await
             {
@@ -172,45 +166,6 @@ impl ContainerdRuntime {
         } else {
             Removal::Removed
         }
-    }
-
-    /// The records of an image, when listing every namespace finds no
-    /// container made from it; the refusal otherwise.
-    async fn unused_records_listed(
-        &self,
-        namespace: &str,
-        digest: &str,
-    ) -> Result<Vec<ImageRecord>, Removal> {
-        let everyone = self
-            .all_containers()
-            .await
-            .map_err(|e| Removal::Failed(e.to_string()))?;
-        let Some(records) = everyone
-            .iter()
-            .find(|d| d.namespace == namespace)
-            .map(|d| images::records_of(&d.images, digest))
-            .filter(|r| !r.is_empty())
-        else {
-            return Ok(Vec::new());
-        };
-        let names: BTreeSet<String> = records
-            .iter()
-            .flat_map(|r| reference_forms(&r.name))
-            .collect();
-        for data in &everyone {
-            let targets = targets_by_name(&data.images);
-            let user = data.containers.iter().find(|c| {
-                (data.namespace == namespace && targets.get(c.image.as_str()) == Some(&digest))
-                    || reference_forms(&c.image).iter().any(|f| names.contains(f))
-            });
-            if let Some(user) = user {
-                return Err(Removal::InUse(format!(
-                    "image is used by container {}",
-                    qualified(&data.namespace, &user.id)
-                )));
-            }
-        }
-        Ok(records.into_iter().cloned().collect())
     }
 }
 

@@ -30,7 +30,8 @@ use containerd_client::types::Envelope;
 use prost::Message;
 use prost_types::Any;
 
-use super::convert::{NamespaceData, containers_of, qualified};
+use super::convert::{NamespaceData, plain_container, qualified};
+use super::images;
 use super::native;
 use crate::inventory::{Container, reference_forms};
 
@@ -63,6 +64,14 @@ pub(super) struct Watch {
     /// This watch's barrier tokens start with this; the counter follows.
     token_prefix: String,
     next_token: u64,
+    known: Known,
+}
+
+/// The containers and image names of the pruned namespaces: what a
+/// listing found, kept current by a [`Watch`]. Who uses an image is decided
+/// here, for re-checks and removals alike.
+#[derive(Default)]
+pub(super) struct Known {
     namespaces: HashMap<String, Namespace>,
 }
 
@@ -146,29 +155,18 @@ impl Watch {
             barrier_namespace,
             token_prefix,
             next_token: 0,
-            namespaces: HashMap::new(),
+            known: Known::default(),
         })
     }
 
     /// Takes in what the inventory listed, after subscribing.
     pub(super) fn fill(&mut self, data: &[NamespaceData]) {
-        for namespace in data {
-            let state = self
-                .namespaces
-                .entry(namespace.namespace.clone())
-                .or_default();
-            state.images = namespace
-                .images
-                .iter()
-                .filter(|i| !i.name.is_empty())
-                .map(|i| (i.name.clone(), i.clone()))
-                .collect();
-            state.containers = namespace
-                .containers
-                .iter()
-                .filter_map(|c| Some((c.id.clone(), watched(&namespace.namespace, c)?)))
-                .collect();
-        }
+        self.known = Known::listed(data);
+    }
+
+    /// What the watch knows, as of its last sync.
+    pub(super) fn known(&self) -> &Known {
+        &self.known
     }
 
     /// Brings the watch up to date: publishes a barrier, reads every event
@@ -210,7 +208,7 @@ impl Watch {
             } else {
                 native::image(channel, &namespace, &name).await?
             };
-            let state = self.namespaces.entry(namespace).or_default();
+            let state = self.known.namespaces.entry(namespace).or_default();
             match found {
                 Some(record) => state.images.insert(name, record),
                 None => state.images.remove(&name),
@@ -222,30 +220,53 @@ impl Watch {
             } else {
                 native::container(channel, &namespace, &id).await?
             };
-            let state = self.namespaces.entry(namespace.clone()).or_default();
-            match found.and_then(|native| watched(&namespace, &native)) {
+            let state = self.known.namespaces.entry(namespace.clone()).or_default();
+            match found.map(|native| watched(&namespace, &native)) {
                 Some(entry) => state.containers.insert(id, entry),
                 None => state.containers.remove(&id),
             };
         }
         Ok(())
     }
+}
+
+impl Known {
+    /// What a listing of every pruned namespace found.
+    pub(super) fn listed(data: &[NamespaceData]) -> Self {
+        let namespaces = data
+            .iter()
+            .map(|namespace| {
+                let state = Namespace {
+                    images: namespace
+                        .images
+                        .iter()
+                        .filter(|i| !i.name.is_empty())
+                        .map(|i| (i.name.clone(), i.clone()))
+                        .collect(),
+                    containers: namespace
+                        .containers
+                        .iter()
+                        .filter(|c| !c.id.is_empty())
+                        .map(|c| (c.id.clone(), watched(&namespace.namespace, c)))
+                        .collect(),
+                };
+                (namespace.namespace.clone(), state)
+            })
+            .collect();
+        Self { namespaces }
+    }
 
     /// The records of one namespace that point at `digest`, sorted by name.
     pub(super) fn records_of(&self, namespace: &str, digest: &str) -> Vec<ImageRecord> {
-        let mut records: Vec<ImageRecord> = self
-            .namespaces
+        self.namespaces
             .get(namespace)
             .map(|n| {
-                n.images
-                    .values()
-                    .filter(|i| i.target.as_ref().is_some_and(|t| t.digest == digest))
+                images::records_of(n.images.values(), digest)
+                    .into_iter()
                     .cloned()
                     .collect()
             })
-            .unwrap_or_default();
-        records.sort_by(|a, b| a.name.cmp(&b.name));
-        records
+            .unwrap_or_default()
     }
 
     /// Every container, of any watched namespace, made from one of
@@ -305,15 +326,22 @@ impl Watch {
         ids
     }
 
-    /// Every container of `namespace` the watch knows, without state.
-    pub(super) fn containers(&self, namespace: &str) -> Vec<Container> {
-        let mut all: Vec<Container> = self
+    /// The sandbox containers of `namespace`, without state.
+    pub(super) fn sandbox_containers(&self, namespace: &str) -> Vec<Container> {
+        let mut sandboxes: Vec<Container> = self
             .namespaces
             .get(namespace)
-            .map(|n| n.containers.values().map(|e| e.container.clone()).collect())
+            .map(|n| {
+                n.containers
+                    .values()
+                    .map(|e| &e.container)
+                    .filter(|c| c.pod.as_ref().is_some_and(|p| p.is_sandbox))
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default();
-        all.sort_by(|a, b| a.id.cmp(&b.id));
-        all
+        sandboxes.sort_by(|a, b| a.id.cmp(&b.id));
+        sandboxes
     }
 }
 
@@ -341,23 +369,18 @@ impl Dirty {
     }
 }
 
-/// A container as the watch keeps it; `None` for a record without an id.
-fn watched(namespace: &str, native: &NativeContainer) -> Option<Watched> {
-    let data = NamespaceData {
-        namespace: namespace.to_owned(),
-        containers: vec![native.clone()],
-        ..NamespaceData::default()
-    };
-    let container = containers_of(&data, None).pop()?;
+/// A container as the watch keeps it.
+fn watched(namespace: &str, native: &NativeContainer) -> Watched {
+    let container = plain_container(namespace, native);
     let image_forms = if native.image.is_empty() {
         Vec::new()
     } else {
         reference_forms(&native.image)
     };
-    Some(Watched {
+    Watched {
         container,
         image_forms,
-    })
+    }
 }
 
 async fn publish(channel: &Channel, namespace: &str, token: &str) -> Result<(), Status> {

@@ -53,6 +53,17 @@ pub(crate) fn socket_path(runtime: &'static str, endpoint: &str) -> Result<PathB
     Ok(PathBuf::from(path))
 }
 
+/// A protobuf timestamp, as containerd's and `BuildKit`'s gRPC answers carry
+/// them. Unset (the Unix epoch) and Go's zero time (`0001-01-01`, what Go
+/// services send for "never") are `None`.
+pub(crate) fn protobuf_time(
+    t: Option<&prost_types::Timestamp>,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    let t = t?;
+    let nanos = u32::try_from(t.nanos).ok()?;
+    chrono::DateTime::from_timestamp(t.seconds, nanos).filter(|t| t.timestamp() > 0)
+}
+
 /// What one removal attempt came to, as the runtime answered it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Removal {

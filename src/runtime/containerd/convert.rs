@@ -15,7 +15,7 @@ use k8s_cri::v1::{
     Container as CriContainer, ContainerState as CriState, ContainerStatus, PodSandbox as CriPod,
     PodSandboxState,
 };
-use prost_types::{Any, Timestamp};
+use prost_types::Any;
 use serde::Deserialize;
 
 use crate::inventory::{
@@ -73,13 +73,7 @@ pub(super) fn split_qualified(id: &str) -> Option<(&str, &str)> {
         .filter(|(ns, rest)| !ns.is_empty() && !rest.is_empty())
 }
 
-/// A protobuf timestamp. Unset (the Unix epoch) and Go's zero time
-/// (`0001-01-01`, what containerd sends for "never") are `None`.
-pub(super) fn timestamp(t: Option<&Timestamp>) -> Option<DateTime<Utc>> {
-    let t = t?;
-    let nanos = u32::try_from(t.nanos).ok()?;
-    DateTime::from_timestamp(t.seconds, nanos).filter(|t| t.timestamp() > 0)
-}
+pub(super) use crate::runtime::protobuf_time as timestamp;
 
 /// CRI's nanoseconds since the epoch; 0 means "never".
 pub(super) fn from_unix_nanos(nanos: i64) -> Option<DateTime<Utc>> {

@@ -21,6 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::convert::byte_size;
 use crate::inventory::BuildCacheEntry;
+use crate::runtime::protobuf_time as timestamp;
 
 const DISK_USAGE: &str = "/moby.buildkit.v1.Control/DiskUsage";
 /// The upgrade request; dockerd answers `101 Switching Protocols` and
@@ -132,13 +133,6 @@ async fn upgraded(
         )));
     }
     Ok(hyper_util::rt::TokioIo::new(stream))
-}
-
-/// A protobuf timestamp; unset and Go's zero time are unknown.
-fn timestamp(t: Option<&prost_types::Timestamp>) -> Option<chrono::DateTime<chrono::Utc>> {
-    let t = t?;
-    let nanos = u32::try_from(t.nanos).ok()?;
-    chrono::DateTime::from_timestamp(t.seconds, nanos).filter(|t| t.timestamp() > 0)
 }
 
 #[cfg(test)]

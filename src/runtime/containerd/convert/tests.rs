@@ -1,5 +1,6 @@
 use containerd_client::types::Descriptor;
 use k8s_cri::v1::{ContainerMetadata, PodSandboxMetadata};
+use prost_types::Timestamp;
 
 use super::*;
 

@@ -23,10 +23,8 @@
 mod util;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use containerd_client::services::v1::container::Runtime;
@@ -37,7 +35,6 @@ use containerd_client::services::v1::{Container, CreateContainerRequest};
 use containerd_client::tonic::Request;
 use containerd_client::tonic::metadata::MetadataValue;
 use futures_util::{StreamExt, stream};
-use sha2::{Digest, Sha256};
 use util::containerd::{CRI_NAMESPACE, PrivateContainerd};
 use util::node::{Cli, Runtime as PolicyRuntime};
 use util::pod::Pod;
@@ -50,104 +47,6 @@ const BUSYBOX: &str = "docker.io/library/busybox:1.36";
 const STOPPED_PODS: usize = 5;
 /// The default policy protects containers with this label.
 const PROTECTED: (&str, &str) = ("io.kubernetes.container.name", "istio-init");
-
-fn digest(data: &[u8]) -> String {
-    Sha256::digest(data)
-        .iter()
-        .fold(String::from("sha256:"), |mut hex, b| {
-            let _ = write!(hex, "{b:02x}");
-            hex
-        })
-}
-
-/// An OCI archive of `count` images named `bench.local/app-<i>:1` plus
-/// `BASE`, one manifest each, all over one layer; and that layer's digest
-/// (the images' chain id: one uncompressed layer).
-fn images_archive(count: usize) -> (Vec<u8>, String) {
-    let layer = util::busybox_rootfs(None);
-    let layer_digest = digest(&layer);
-    let mut blobs: Vec<(String, Vec<u8>)> = vec![(layer_digest.clone(), layer.clone())];
-    let mut manifests = Vec::new();
-    let names = (0..count)
-        .map(|i| format!("bench.local/app-{i}:1"))
-        .chain([BASE.to_owned()]);
-    for (i, name) in names.enumerate() {
-        let config = serde_json::json!({
-            "architecture": "amd64",
-            "os": "linux",
-            "config": { "Entrypoint": ["sh"], "Labels": { "n": i.to_string() } },
-            "rootfs": { "type": "layers", "diff_ids": [layer_digest] },
-        })
-        .to_string()
-        .into_bytes();
-        let manifest = serde_json::json!({
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {
-                "mediaType": "application/vnd.oci.image.config.v1+json",
-                "digest": digest(&config),
-                "size": config.len(),
-            },
-            "layers": [{
-                "mediaType": "application/vnd.oci.image.layer.v1.tar",
-                "digest": layer_digest,
-                "size": layer.len(),
-            }],
-        })
-        .to_string()
-        .into_bytes();
-        manifests.push(serde_json::json!({
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "digest": digest(&manifest),
-            "size": manifest.len(),
-            "annotations": { "io.containerd.image.name": name },
-            "platform": { "architecture": "amd64", "os": "linux" },
-        }));
-        blobs.push((digest(&config), config));
-        blobs.push((digest(&manifest), manifest));
-    }
-    let index = serde_json::json!({ "schemaVersion": 2, "manifests": manifests });
-    let mut tar = tar::Builder::new(Vec::new());
-    let mut append = |path: &str, data: &[u8]| {
-        let mut header = tar::Header::new_gnu();
-        header.set_mode(0o644);
-        header.set_size(data.len() as u64);
-        tar.append_data(&mut header, path, data)
-            .expect("tar an archive entry");
-    };
-    append("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#);
-    append("index.json", index.to_string().as_bytes());
-    for (d, data) in &blobs {
-        append(
-            &format!("blobs/sha256/{}", d.trim_start_matches("sha256:")),
-            data,
-        );
-    }
-    (tar.into_inner().expect("finish the archive"), layer_digest)
-}
-
-fn import(containerd: &PrivateContainerd, archive: &[u8]) {
-    let mut child = containerd
-        .ctr(NAMESPACE)
-        .args(["images", "import", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run ctr images import");
-    child
-        .stdin
-        .take()
-        .expect("ctr stdin")
-        .write_all(archive)
-        .expect("write the archive to ctr");
-    let out = child.wait_with_output().expect("wait for ctr");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 fn namespaced<T>(message: T) -> Request<T> {
     let mut request = Request::new(message);
@@ -259,8 +158,15 @@ async fn one_run(objects: usize, bin: &PathBuf) -> Figures {
     let containerd = PrivateContainerd::start().await;
     let images = objects / 5;
     let stopped = objects - images;
-    let (archive, chain_id) = images_archive(images);
-    import(&containerd, &archive);
+    let names: Vec<String> = (0..images)
+        .map(|i| format!("bench.local/app-{i}:1"))
+        .chain([BASE.to_owned()])
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    // Distinct images over one layer: its digest is their chain id.
+    let chain_id = containerd.import_images(NAMESPACE, &names, &["sh"])[0]
+        .layer_digest
+        .clone();
     create_containers(&containerd, stopped, &chain_id).await;
     containerd.import_busybox_image(CRI_NAMESPACE, BUSYBOX);
     let web = Pod::new("web", "default");
@@ -278,31 +184,27 @@ async fn one_run(objects: usize, bin: &PathBuf) -> Figures {
          containers: { min_age: \"0\" }\n\
          images:\n  min_age: \"0\"\n  keep: [\"registry.k8s.io/pause:*\", \"docker.io/library/busybox:*\"]\n",
     );
+    // Whole process, with its time.
+    let safeprune = |command: &str| {
+        let begun = Instant::now();
+        let out = Command::new(bin)
+            .arg("--config")
+            .arg(cli.policy_path())
+            .args([command, "--output", "json"])
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("run safeprune");
+        (out, begun.elapsed().as_secs_f64())
+    };
     // The inventory alone, to tell it from the removals.
-    let begun = Instant::now();
-    let planned = Command::new(bin)
-        .arg("--config")
-        .arg(cli.policy_path())
-        .args(["plan", "--output", "json"])
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run safeprune plan");
-    let plan_seconds = begun.elapsed().as_secs_f64();
+    let (planned, plan_seconds) = safeprune("plan");
     assert!(
         planned.status.success(),
         "{}",
         String::from_utf8_lossy(&planned.stderr)
     );
     let before = containerd.grpc_calls();
-    let begun = Instant::now();
-    let out = Command::new(bin)
-        .arg("--config")
-        .arg(cli.policy_path())
-        .args(["run", "--output", "json"])
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run safeprune");
-    let seconds = begun.elapsed().as_secs_f64();
+    let (out, seconds) = safeprune("run");
     let after = containerd.grpc_calls();
     assert_eq!(
         out.status.code(),

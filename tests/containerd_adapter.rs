@@ -21,7 +21,7 @@ use safeprune::policy::Policy;
 use safeprune::runtime::containerd::ContainerdRuntime;
 use safeprune::runtime::{Engine, Removal, RuntimeError};
 use util::containerd::{CRI_NAMESPACE, Imported, PrivateContainerd, SANDBOX_IMAGE};
-use util::node::container;
+use util::node::{container, ready_sandbox_ids};
 use util::pod::Pod;
 use util::{EXIT_0, RUN_FOREVER};
 
@@ -723,12 +723,7 @@ async fn after_an_inventory_rechecks_follow_events_and_list_again_once_they_brea
         .recheck(Kind::Container, &[cri_id(&node.gone_job).as_str()])
         .await
         .expect("recheck container");
-    let ready: Vec<&str> = fresh
-        .sandboxes
-        .iter()
-        .filter(|s| s.ready)
-        .map(|s| s.id.as_str())
-        .collect();
+    let ready = ready_sandbox_ids(&fresh);
     assert_eq!(
         ready,
         [cri_id(&back_sandbox)],

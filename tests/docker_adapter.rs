@@ -12,7 +12,7 @@ use safeprune::inventory::{ContainerState, Kind};
 use safeprune::runtime::docker::DockerRuntime;
 use safeprune::runtime::{Engine, Removal, RuntimeError};
 use util::docker::PrivateDockerd;
-use util::node::container;
+use util::node::{container, ready_sandbox_ids};
 use util::pod::Pod;
 use util::{RUN_FOREVER, TEST_LABEL};
 
@@ -407,12 +407,7 @@ async fn recheck_of_a_container_carries_its_pods_sandboxes_and_is_empty_once_rem
         .recheck(Kind::Container, &[init.as_str()])
         .await
         .expect("recheck");
-    let ready: Vec<&str> = fresh
-        .sandboxes
-        .iter()
-        .filter(|s| s.ready)
-        .map(|s| s.id.as_str())
-        .collect();
+    let ready = ready_sandbox_ids(&fresh);
     assert_eq!(ready, [recreated.as_str()]);
 
     assert_eq!(
@@ -606,27 +601,7 @@ async fn a_volume_made_again_or_an_image_tagged_since_the_snapshot_is_read_again
 #[tokio::test]
 async fn build_cache_records_are_listed_and_removed_one_at_a_time() {
     let (dockerd, runtime) = engine().await;
-    let context = tempfile::tempdir().expect("build context");
-    std::fs::write(context.path().join("f"), "hi").unwrap();
-    std::fs::write(
-        context.path().join("Dockerfile"),
-        "FROM scratch\nCOPY f /f\n",
-    )
-    .unwrap();
-    // BuildKit needs a session with the client, which bollard offers only
-    // behind its `buildkit` feature; the docker CLI does it.
-    let output = dockerd
-        .cli()
-        .env("DOCKER_BUILDKIT", "1")
-        .args(["build", "-q", "-t", "sp/built:v1"])
-        .arg(context.path())
-        .output()
-        .expect("run the docker CLI");
-    assert!(
-        output.status.success(),
-        "docker build: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    dockerd.build_with_buildkit("sp/built:v1");
 
     let inventory = runtime.inventory().await.expect("inventory");
     assert!(

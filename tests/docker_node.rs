@@ -637,25 +637,7 @@ async fn run_dry_run_decides_as_plan_does_and_removes_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_policy_that_does_not_prune_the_build_cache_does_not_read_it() {
     let engine = PrivateDockerd::start().await;
-    let context = tempfile::tempdir().expect("build context");
-    std::fs::write(context.path().join("f"), "hi").unwrap();
-    std::fs::write(
-        context.path().join("Dockerfile"),
-        "FROM scratch\nCOPY f /f\n",
-    )
-    .unwrap();
-    let output = engine
-        .cli()
-        .env("DOCKER_BUILDKIT", "1")
-        .args(["build", "-q", "-t", "sp/built:v1"])
-        .arg(context.path())
-        .output()
-        .expect("run the docker CLI");
-    assert!(
-        output.status.success(),
-        "docker build: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    engine.build_with_buildkit("sp/built:v1");
     let build_cache = |policy: &str| {
         let (code, report) = Cli::new(&Runtime::Docker(engine.endpoint()), policy)
             .json(&["plan", "--output", "json"]);

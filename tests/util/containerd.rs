@@ -41,7 +41,7 @@ use containerd_client::types::v1::Status as TaskStatus;
 use containerd_client::with_namespace;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 
-use self::archive::image_archive;
+use self::archive::images_archive;
 use super::TEST_LABEL;
 use super::engine::EngineProcess;
 use super::node::http_get;
@@ -64,6 +64,9 @@ pub struct Imported {
     pub config_digest: String,
     /// The bytes of its manifest, config and layer.
     pub content_bytes: u64,
+    /// Its one layer's digest, uncompressed: its chain id, which names the
+    /// unpacked snapshot a container's snapshot is prepared from.
+    pub layer_digest: String,
 }
 
 /// A containerd of the test's own, with the CRI plugin.
@@ -214,7 +217,20 @@ impl PrivateContainerd {
     /// `namespace`, with `entrypoint` as its entrypoint. Every import is a
     /// distinct image (its creation time is part of its config).
     pub fn import_image(&self, namespace: &str, name: &str, entrypoint: &[&str]) -> Imported {
-        let (archive, imported) = image_archive(name, entrypoint);
+        self.import_images(namespace, &[name], entrypoint)
+            .pop()
+            .expect("one image imported")
+    }
+
+    /// Imports one busybox image per name, distinct images over one shared
+    /// layer, in one `ctr images import` (and one unpack).
+    pub fn import_images(
+        &self,
+        namespace: &str,
+        names: &[&str],
+        entrypoint: &[&str],
+    ) -> Vec<Imported> {
+        let (archive, imported) = images_archive(names, entrypoint);
         let mut child = self
             .ctr(namespace)
             .args(["images", "import", "-"])
@@ -232,7 +248,7 @@ impl PrivateContainerd {
         let output = child.wait_with_output().expect("wait for ctr");
         assert!(
             output.status.success(),
-            "import {name} into {namespace}: {}",
+            "import {names:?} into {namespace}: {}",
             String::from_utf8_lossy(&output.stderr)
         );
         imported

@@ -87,6 +87,32 @@ impl PrivateDockerd {
         self.process.scope()
     }
 
+    /// Builds a one-file image tagged `tag` with `BuildKit`, which leaves
+    /// build cache records. `BuildKit` needs a session with the client,
+    /// which bollard offers only behind its `buildkit` feature; the docker
+    /// CLI does it.
+    pub fn build_with_buildkit(&self, tag: &str) {
+        let context = tempfile::tempdir().expect("build context");
+        std::fs::write(context.path().join("f"), "hi").expect("write the build context");
+        std::fs::write(
+            context.path().join("Dockerfile"),
+            "FROM scratch\nCOPY f /f\n",
+        )
+        .expect("write the Dockerfile");
+        let output = self
+            .cli()
+            .env("DOCKER_BUILDKIT", "1")
+            .args(["build", "-q", "-t", tag])
+            .arg(context.path())
+            .output()
+            .expect("run the docker CLI");
+        assert!(
+            output.status.success(),
+            "docker build: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
     /// The docker CLI, pointed at this engine. Prefers Debian's 20.10 CLI
     /// (`/usr/bin/docker`, with `BuildKit` built in) over newer ones that need
     /// the buildx plugin to build.

@@ -240,6 +240,16 @@ pub async fn execute_plan(engine: &impl Engine, planned: &Plan, policy: &Policy)
     .await
 }
 
+/// The ids of an inventory's READY sandboxes, in its order.
+pub fn ready_sandbox_ids(inventory: &Inventory) -> Vec<&str> {
+    inventory
+        .sandboxes
+        .iter()
+        .filter(|s| s.ready)
+        .map(|s| s.id.as_str())
+        .collect()
+}
+
 /// Container `id` in an inventory.
 pub fn container<'a>(inventory: &'a Inventory, id: &str) -> &'a Container {
     inventory

@@ -7,8 +7,8 @@
 use std::collections::HashMap;
 
 use containerd_client::services::v1::leases_client::LeasesClient;
+use containerd_client::services::v1::snapshots::UsageRequest;
 use containerd_client::services::v1::snapshots::snapshots_client::SnapshotsClient;
-use containerd_client::services::v1::snapshots::{RemoveSnapshotRequest, UsageRequest};
 use containerd_client::services::v1::{
     Container as NativeContainer, CreateRequest, DeleteContainerRequest, DeleteImageRequest,
     DeleteRequest, DeleteTaskRequest, GetContainerRequest, GetImageRequest, GetRequest,
@@ -248,26 +248,6 @@ pub(super) async fn delete_container(
         .delete(request(
             namespace,
             DeleteContainerRequest { id: id.to_owned() },
-        )?)
-        .await
-        .map(|_| ())
-}
-
-/// Removes a container's writable snapshot, as `ctr containers delete`
-/// does: the container record does not own it.
-pub(super) async fn remove_snapshot(
-    channel: &Channel,
-    namespace: &str,
-    snapshotter: &str,
-    key: &str,
-) -> Result<(), Status> {
-    SnapshotsClient::new(channel.clone())
-        .remove(request(
-            namespace,
-            RemoveSnapshotRequest {
-                snapshotter: snapshotter.to_owned(),
-                key: key.to_owned(),
-            },
         )?)
         .await
         .map(|_| ())

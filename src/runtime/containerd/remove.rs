@@ -74,8 +74,8 @@ impl ContainerdRuntime {
         }
     }
 
-    /// Removes a plain container: a stopped task first, then the container,
-    /// then its snapshot. A live task (running, paused, created) is a
+    /// Removes a plain container: a stopped task first, then the container
+    /// (its snapshot goes when the removals settle). A live task (running, paused, created) is a
     /// conflict: deleting the container would orphan it (measured).
     async fn remove_native_container(&self, namespace: &str, found: &NativeContainer) -> Removal {
         let id = found.id.as_str();
@@ -98,24 +98,12 @@ impl ContainerdRuntime {
             Err(e) => return removal_from_status("get task", &e),
         }
         match native::delete_container(&self.channel, namespace, id).await {
-            Ok(()) => {}
-            Err(e) => return removal_from_status("delete container", &e),
+            // Its writable snapshot, which the record does not own, is now
+            // unreferenced: the garbage collection that settles the
+            // removals takes it, with every other one, in one pass.
+            Ok(()) => Removal::Removed,
+            Err(e) => removal_from_status("delete container", &e),
         }
-        if !found.snapshot_key.is_empty()
-            && let Err(e) = native::remove_snapshot(
-                &self.channel,
-                namespace,
-                &found.snapshotter,
-                &found.snapshot_key,
-            )
-            .await
-            && e.code() != Code::NotFound
-        {
-            // The container is gone; containerd's garbage collector takes
-            // an unreferenced snapshot in time.
-            tracing::warn!(namespace, id, error = %e, "cannot remove container snapshot");
-        }
-        Removal::Removed
     }
 
     /// Removes every name of one image, after a fresh check that no

@@ -759,3 +759,91 @@ async fn after_an_inventory_rechecks_follow_events_and_list_again_once_they_brea
     assert!(!runtime.follows_events().await);
     assert!(fresh.containers.iter().any(|c| c.id == cri_id("late-user")));
 }
+
+/// After an inventory, a container that no event has named since is
+/// re-checked as the inventory read it, without a call of its own; one
+/// whose task or record an event named is read again, and only that.
+#[tokio::test]
+async fn rechecks_read_again_only_the_containers_an_event_named() {
+    let (containerd, runtime) = engine().await;
+    lay_out(&containerd).await;
+    runtime.inventory().await.expect("inventory");
+    let reads = || -> BTreeMap<String, u64> {
+        containerd
+            .grpc_calls()
+            .into_iter()
+            .filter(|(method, _)| {
+                method.ends_with("Containers/Get") || method.ends_with("Tasks/Get")
+            })
+            .collect()
+    };
+    let ids = [other_id("never"), other_id("quick"), other_id("runner")];
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let states = |fresh: &Inventory| -> Vec<(String, ContainerState)> {
+        fresh
+            .containers
+            .iter()
+            .map(|c| (c.id.clone(), c.state))
+            .collect()
+    };
+
+    let before = reads();
+    let fresh = runtime
+        .recheck(Kind::Container, &ids)
+        .await
+        .expect("recheck");
+    assert_eq!(
+        states(&fresh),
+        [
+            (other_id("never"), ContainerState::Created),
+            (other_id("quick"), ContainerState::Exited),
+            (other_id("runner"), ContainerState::Running),
+        ]
+    );
+    assert!(
+        container(&fresh, &other_id("quick")).finished.is_some(),
+        "its exit time, from its task"
+    );
+    assert_eq!(reads(), before, "nothing read again that no event named");
+
+    // After the inventory: the stopped task of "quick" is deleted (it
+    // now looks never run), and "never" gets a label.
+    containerd.ctr_ok(OTHER, &["tasks", "delete", "quick"]);
+    containerd.ctr_ok(OTHER, &["containers", "label", "never", "team=late"]);
+    // (`ctr` reads what it changes: count from here.)
+    let before = reads();
+    let fresh = runtime
+        .recheck(Kind::Container, &ids)
+        .await
+        .expect("recheck");
+    assert_eq!(
+        states(&fresh),
+        [
+            (other_id("never"), ContainerState::Created),
+            (other_id("quick"), ContainerState::Created),
+            (other_id("runner"), ContainerState::Running),
+        ]
+    );
+    assert_eq!(
+        container(&fresh, &other_id("never"))
+            .labels
+            .get("team")
+            .map(String::as_str),
+        Some("late")
+    );
+    let after = reads();
+    let read_again = |method: &str| {
+        let key = |calls: &BTreeMap<String, u64>| {
+            calls
+                .iter()
+                .find(|(m, _)| m.ends_with(method))
+                .map_or(0, |(_, n)| *n)
+        };
+        key(&after) - key(&before)
+    };
+    assert_eq!(
+        (read_again("Tasks/Get"), read_again("Containers/Get")),
+        (1, 1),
+        "the deleted task and the relabelled container, each once"
+    );
+}

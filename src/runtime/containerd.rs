@@ -26,7 +26,7 @@ use containerd_client::services::v1::{Container as NativeContainer, Image as Ima
 use containerd_client::tonic::Status;
 use containerd_client::tonic::transport::Channel;
 use containerd_client::types::v1::Process;
-use futures_util::future::try_join_all;
+use futures_util::future::{join_all, try_join_all};
 use futures_util::{StreamExt, stream};
 use k8s_cri::v1::PodSandbox as CriPod;
 
@@ -291,10 +291,9 @@ impl ContainerdRuntime {
         })
     }
 
-    /// Fresh facts about one container: itself, with its state, read by id
-    /// (containerd's record and task, and CRI's status for a CRI container
-    /// when CRI answers).
-    async fn recheck_container(&self, id: &str) -> Result<Vec<Container>, RuntimeError> {
+    /// Fresh facts about one container, read by id: containerd's record
+    /// and task. Without a watch.
+    async fn read_container(&self, id: &str) -> Result<Vec<Container>, RuntimeError> {
         let (namespace, local) = self.recheck_id(id)?;
         let (found, task) = tokio::try_join!(
             async {
@@ -311,31 +310,42 @@ impl ContainerdRuntime {
         let Some(found) = found else {
             return Ok(Vec::new());
         };
-        // Its removal, which follows at once, acts on this record.
-        if let Ok(mut rechecked) = self.rechecked.lock() {
-            rechecked.insert(id.to_owned(), found.clone());
-        }
-        let view = if namespace == CRI_NAMESPACE && is_cri_kind(&found.labels) {
-            match cri::container(&self.channel, local).await {
-                Ok(known) => Some(CriView {
-                    containers: known.map(|c| (local.to_owned(), c)).into_iter().collect(),
-                    ..CriView::default()
-                }),
-                Err(e) => {
-                    tracing::warn!(error = %e, id = local, "CRI does not answer: container read natively");
-                    None
-                }
-            }
-        } else {
-            None
-        };
         let data = NamespaceData {
             namespace: namespace.to_owned(),
             containers: vec![found],
             tasks: task.into_iter().collect(),
             ..NamespaceData::default()
         };
-        Ok(containers_of(&data, view.as_ref()))
+        Ok(self.with_cri_state(id, data).await)
+    }
+
+    /// One container from what containerd says of it (`data`: its record
+    /// and task), with CRI's status when it is a CRI container and CRI
+    /// answers: the only place with an exited CRI container's state and
+    /// exit time (CRI deletes its task).
+    async fn with_cri_state(&self, id: &str, data: NamespaceData) -> Vec<Container> {
+        let Some(found) = data.containers.first() else {
+            return Vec::new();
+        };
+        // Its removal, which follows at once, acts on this record.
+        if let Ok(mut rechecked) = self.rechecked.lock() {
+            rechecked.insert(id.to_owned(), found.clone());
+        }
+        let view = if data.namespace == CRI_NAMESPACE && is_cri_kind(&found.labels) {
+            match cri::container(&self.channel, &found.id).await {
+                Ok(known) => Some(CriView {
+                    containers: known.map(|c| (found.id.clone(), c)).into_iter().collect(),
+                    ..CriView::default()
+                }),
+                Err(e) => {
+                    tracing::warn!(error = %e, id = %found.id, "CRI does not answer: container read natively");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        containers_of(&data, view.as_ref())
     }
 
     /// A live subscription to the pruned namespaces' events; `None`, with
@@ -375,37 +385,65 @@ impl ContainerdRuntime {
     }
 
     /// Fresh facts about a batch of containers, and the sandboxes of their
-    /// pods: each container read by id, and its pod's sandboxes by id (the
-    /// one it names, and any other sandbox of the same pod the watch
-    /// knows). Without a watch, every sandbox is listed.
+    /// pods. With a watch: each container as the watch, brought up to
+    /// date, knows it (no call for one that no event has named since the
+    /// inventory), and its pod's sandboxes by id (the one it names, and any
+    /// other sandbox of the same pod the watch knows). Without one: each
+    /// container read by id, and every sandbox listed.
     async fn recheck_containers(
         &self,
         ids: &[&str],
     ) -> Result<(Vec<Container>, Vec<PodSandbox>), RuntimeError> {
-        let found = try_join_all(ids.iter().map(|id| self.recheck_container(id))).await?;
-        let containers: Vec<Container> = found.into_iter().flatten().collect();
-        let in_cri = ids
+        let wanted = ids
             .iter()
-            .any(|id| split_qualified(id).is_some_and(|(ns, _)| ns == CRI_NAMESPACE));
+            .map(|id| Ok((*id, self.recheck_id(id)?)))
+            .collect::<Result<Vec<_>, RuntimeError>>()?;
+        let watched = self
+            .synced(|known| {
+                let facts: Vec<(&str, NamespaceData)> = wanted
+                    .iter()
+                    .filter_map(|(id, (ns, local))| Some((*id, known.container_facts(ns, local)?)))
+                    .collect();
+                let uids: HashSet<&str> = wanted
+                    .iter()
+                    .filter(|(_, (ns, _))| *ns == CRI_NAMESPACE)
+                    .filter_map(|(_, (ns, local))| known.pod_uid_of(ns, local))
+                    .collect();
+                (facts, known.sandboxes_of_pods(CRI_NAMESPACE, &uids))
+            })
+            .await;
+        let (containers, of_pods) = match watched {
+            Some((facts, of_pods)) => {
+                let found = join_all(
+                    facts
+                        .into_iter()
+                        .map(|(id, data)| self.with_cri_state(id, data)),
+                )
+                .await;
+                (found, Some(of_pods))
+            }
+            None => (
+                try_join_all(ids.iter().map(|id| self.read_container(id))).await?,
+                None,
+            ),
+        };
+        let containers: Vec<Container> = containers.into_iter().flatten().collect();
+        let in_cri = wanted.iter().any(|(_, (ns, _))| *ns == CRI_NAMESPACE);
         if !in_cri {
             return Ok((containers, Vec::new()));
         }
-        let pods = containers.iter().filter_map(|c| c.pod.as_ref());
-        let uids: HashSet<&str> = pods.clone().filter_map(|p| p.pod_uid.as_deref()).collect();
-        // After the containers were read: a sandbox made for one of their
-        // pods since then is seen.
-        let Some(of_pods) = self
-            .synced(|known| known.sandboxes_of_pods(CRI_NAMESPACE, &uids))
-            .await
-        else {
+        let Some(of_pods) = of_pods else {
             return Ok((containers, self.sandboxes().await?));
         };
-        let mut wanted: BTreeSet<String> = of_pods.into_iter().collect();
-        wanted.extend(
-            pods.filter_map(|p| p.sandbox_id.as_deref().and_then(split_qualified))
+        let mut sandbox_ids: BTreeSet<String> = of_pods.into_iter().collect();
+        sandbox_ids.extend(
+            containers
+                .iter()
+                .filter_map(|c| c.pod.as_ref()?.sandbox_id.as_deref())
+                .filter_map(split_qualified)
                 .map(|(_, local)| local.to_owned()),
         );
-        let sandboxes = self.sandboxes_by_id(&wanted).await?;
+        let sandboxes = self.sandboxes_by_id(&sandbox_ids).await?;
         Ok((containers, sandboxes))
     }
 

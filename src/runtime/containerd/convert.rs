@@ -233,6 +233,34 @@ pub(super) fn targets_by_name(images: &[ImageRecord]) -> HashMap<&str, &str> {
         .collect()
 }
 
+/// A container record as a watch keeps it: without its OCI spec (a few
+/// KiB each), unless the spec is where its pod's sandbox id is read from
+/// (a CRI container whose CRI record does not name it). What
+/// [`containers_of`] makes of it is the same as of the full record.
+pub(super) fn slim_record(native: &NativeContainer) -> NativeContainer {
+    let labels = &native.labels;
+    let spec_read = native.spec.is_some()
+        && (matches!(
+            label(labels, LABEL_CRI_KIND),
+            Some(KIND_SANDBOX | KIND_CONTAINER)
+        ) || label(labels, LABEL_POD_UID).is_some())
+        && !is_cri_sandbox(labels)
+        && cri_record(native).sandbox_id.is_empty();
+    NativeContainer {
+        id: native.id.clone(),
+        labels: native.labels.clone(),
+        image: native.image.clone(),
+        runtime: native.runtime.clone(),
+        spec: if spec_read { native.spec.clone() } else { None },
+        snapshotter: native.snapshotter.clone(),
+        snapshot_key: native.snapshot_key.clone(),
+        created_at: native.created_at,
+        updated_at: native.updated_at,
+        extensions: native.extensions.clone(),
+        sandbox: native.sandbox.clone(),
+    }
+}
+
 /// Every container of one namespace. `cri` is what CRI said, when this is
 /// the CRI namespace and CRI answered.
 pub(super) fn containers_of(data: &NamespaceData, cri: Option<&CriView>) -> Vec<Container> {

@@ -1,12 +1,13 @@
-//! The node's containers and image names, kept current from containerd's
-//! event stream, so that a re-check costs the same on a node of ten
-//! containers as on one of ten thousand.
+//! The node's containers, their tasks and image names, kept current from
+//! containerd's event stream, so that a re-check costs the same on a node
+//! of ten containers as on one of ten thousand, and reads nothing again
+//! that no event has named.
 //!
 //! containerd keeps no history of events: a subscriber sees what is
 //! published while it listens. So the watch subscribes before the
-//! inventory lists anything, and every event after that names a container
-//! or image name that the watch reads again by itself (`Get`, whose cost
-//! does not grow with the node). To know it has seen every event published
+//! inventory lists anything, and every event after that names a container,
+//! a container's task or an image name that the watch reads again by
+//! itself (`Get`, whose cost does not grow with the node). To know it has seen every event published
 //! before a re-check, it publishes a barrier event of its own
 //! (`/safeprune/barrier`, in the first pruned namespace, carrying a token)
 //! and reads until that token comes back: containerd's exchange hands
@@ -16,7 +17,7 @@
 //! ends the watch; the adapter then lists everything, as it did without
 //! one.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use containerd_client::services::v1::events_client::EventsClient;
@@ -27,10 +28,11 @@ use containerd_client::tonic::codec::Streaming;
 use containerd_client::tonic::transport::Channel;
 use containerd_client::tonic::{Request, Status};
 use containerd_client::types::Envelope;
+use containerd_client::types::v1::Process;
 use prost::Message;
 use prost_types::Any;
 
-use super::convert::{NamespaceData, plain_container, qualified};
+use super::convert::{NamespaceData, plain_container, qualified, slim_record, tasks_by_container};
 use super::images;
 use super::native;
 use crate::inventory::{Container, reference_forms};
@@ -47,8 +49,10 @@ const BARRIER_TIMEOUT: Duration = Duration::from_secs(5);
 const SUBSCRIBE_RETRY: Duration = Duration::from_millis(20);
 
 /// `{"id": …}` of `ContainerCreate`, `ContainerUpdate` and
-/// `ContainerDelete`, and `{"name": …}` of `ImageCreate`, `ImageUpdate`
-/// and `ImageDelete`: field 1 of each (containerd `api/events`).
+/// `ContainerDelete`, `{"name": …}` of `ImageCreate`, `ImageUpdate` and
+/// `ImageDelete`, and `{"container_id": …}` of every task event (create,
+/// start, exit, delete, OOM, exec, pause, resume, checkpoint): field 1 of
+/// each (containerd `api/events`).
 #[derive(Clone, PartialEq, Message)]
 struct Named {
     #[prost(string, tag = "1")]
@@ -78,26 +82,32 @@ pub(super) struct Known {
 /// One namespace as the watch knows it.
 #[derive(Default)]
 struct Namespace {
-    /// By local id, without task or CRI state (what decides an image's
-    /// users does not need them).
+    /// By local id.
     containers: HashMap<String, Watched>,
+    /// Each container's task, by container id.
+    tasks: HashMap<String, Process>,
     /// By name.
     images: HashMap<String, ImageRecord>,
 }
 
 struct Watched {
+    /// Its record (see [`slim_record`]): what a re-check converts.
+    record: NativeContainer,
+    /// The record converted without task or CRI state: what decides an
+    /// image's users and a pod's sandboxes needs no more.
     container: Container,
     /// Every spelling of the image name it was made from.
     image_forms: Vec<String>,
 }
 
-/// What a sync found changed: container ids and image names, by namespace;
+/// What a sync found changed: container ids and image names, by namespace,
 /// `true` when the last event about one was its deletion (nothing to read
-/// again).
+/// again); and the containers whose task an event named.
 #[derive(Default)]
 struct Dirty {
     containers: BTreeMap<(String, String), bool>,
     images: BTreeMap<(String, String), bool>,
+    tasks: BTreeSet<(String, String)>,
 }
 
 impl Watch {
@@ -214,6 +224,14 @@ impl Watch {
                 None => state.images.remove(&name),
             };
         }
+        for (namespace, id) in dirty.tasks {
+            let found = native::task(channel, &namespace, &id).await?;
+            let state = self.known.namespaces.entry(namespace).or_default();
+            match found {
+                Some(task) => state.tasks.insert(id, task),
+                None => state.tasks.remove(&id),
+            };
+        }
         for ((namespace, id), deleted) in dirty.containers {
             let found = if deleted {
                 None
@@ -237,6 +255,11 @@ impl Known {
             .iter()
             .map(|namespace| {
                 let state = Namespace {
+                    tasks: tasks_by_container(&namespace.tasks)
+                        .into_iter()
+                        .filter(|(id, _)| !id.is_empty())
+                        .map(|(id, task)| (id.to_owned(), task.clone()))
+                        .collect(),
                     images: namespace
                         .images
                         .iter()
@@ -254,6 +277,35 @@ impl Known {
             })
             .collect();
         Self { namespaces }
+    }
+
+    /// What containerd says of one container of `namespace`, by local id:
+    /// its record and its task, as a re-check converts them (no image
+    /// records: a container's rules do not read its image id). `None` when
+    /// it no longer exists.
+    pub(super) fn container_facts(&self, namespace: &str, local: &str) -> Option<NamespaceData> {
+        let state = self.namespaces.get(namespace)?;
+        let entry = state.containers.get(local)?;
+        Some(NamespaceData {
+            namespace: namespace.to_owned(),
+            containers: vec![entry.record.clone()],
+            tasks: state.tasks.get(local).cloned().into_iter().collect(),
+            ..NamespaceData::default()
+        })
+    }
+
+    /// The pod uid of one container of `namespace`, by local id, if it
+    /// has one.
+    pub(super) fn pod_uid_of(&self, namespace: &str, local: &str) -> Option<&str> {
+        self.namespaces
+            .get(namespace)?
+            .containers
+            .get(local)?
+            .container
+            .pod
+            .as_ref()?
+            .pod_uid
+            .as_deref()
     }
 
     /// The records of one namespace that point at `digest`, sorted by name.
@@ -356,6 +408,16 @@ impl Dirty {
             &mut self.containers
         } else if envelope.topic.starts_with("/images/") {
             &mut self.images
+        } else if envelope.topic.starts_with("/tasks/") {
+            match Named::decode(event.value.as_slice()) {
+                Ok(named) if !named.name.is_empty() => {
+                    self.tasks.insert((envelope.namespace.clone(), named.name));
+                }
+                _ => {
+                    tracing::debug!(topic = %envelope.topic, "task event without a container, ignored");
+                }
+            }
+            return;
         } else {
             return;
         };
@@ -378,6 +440,7 @@ fn watched(namespace: &str, native: &NativeContainer) -> Watched {
         reference_forms(&native.image)
     };
     Watched {
+        record: slim_record(native),
         container,
         image_forms,
     }

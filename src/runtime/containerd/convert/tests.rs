@@ -269,6 +269,39 @@ fn without_cri_the_sandbox_id_comes_from_the_record_or_the_spec() {
 }
 
 #[test]
+fn a_slim_record_converts_as_the_full_one_and_drops_the_spec_it_does_not_need() {
+    let from_record = with_spec_annotation(
+        with_extension(
+            native("c1", cri_labels(KIND_CONTAINER)),
+            EXTENSION_CONTAINER,
+            r#"{"Metadata":{"SandboxID":"sb-record"}}"#,
+        ),
+        ANNOTATION_SANDBOX_ID,
+        "sb-record",
+    );
+    let from_spec = with_spec_annotation(
+        native("c2", cri_labels(KIND_CONTAINER)),
+        ANNOTATION_SANDBOX_ID,
+        "sb-spec",
+    );
+    let plain = with_spec_annotation(native("c3", labels(&[("a", "b")])), "x", "y");
+    let full = vec![from_record, from_spec, plain];
+    let slim: Vec<NativeContainer> = full.iter().map(slim_record).collect();
+    let kept: Vec<bool> = slim.iter().map(|c| c.spec.is_some()).collect();
+    assert_eq!(
+        kept,
+        [false, true, false],
+        "the spec only where it names the sandbox"
+    );
+    let tasks = vec![task("c3", TaskStatus::Stopped, Some(ts(1_700_000_000)))];
+    // (Compared as printed: a container is not `PartialEq`.)
+    assert_eq!(
+        format!("{:?}", containers_of(&data(slim, tasks.clone()), None)),
+        format!("{:?}", containers_of(&data(full, tasks), None))
+    );
+}
+
+#[test]
 fn a_plain_container_takes_state_and_exit_time_from_its_task() {
     let exited_at = Some(ts(1_795_000_100));
     let mut ns = data(

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # safeprune run against `docker system prune -a -f --volumes`, on the same
 # private dockerd and identical fresh fixtures, alternately (A B A B ...):
-# wall time, the engine's CPU time (dockerd, containerd and shims), and the
-# API calls each side made (counted by benches/count_proxy.py on the
-# socket both sides talk through). Prints each run, then medians and the
-# safeprune/docker ratios. BENCHMARKS.md holds the figures.
+# wall time and the engine's CPU time (dockerd, containerd and shims), each
+# side talking to the engine's socket directly; then one more run of each
+# side through benches/count_proxy.py, which counts the API calls it makes
+# (the proxy, a Python process, adds its own time to every call: timing
+# through it would charge that to the side that makes more calls; set
+# TIME_THROUGH_PROXY=1 to time through it all the same). Prints each run,
+# then medians and the safeprune/docker ratios. BENCHMARKS.md holds the
+# figures.
 #
 # A fixture "C/I/V" is C stopped containers (a tenth run to their exit, the
 # rest never started; a third with an anonymous volume), I unused images of
@@ -86,6 +90,8 @@ left() {
     "$(docker volume ls -q | wc -l)" "$(docker network ls -q | wc -l)"
 }
 
+timed_sock=$engine_sock
+[ "${TIME_THROUGH_PROXY:-0}" = 1 ] && timed_sock=$proxy_sock
 cat >"$dir/policy.yaml" <<YAML
 runtime: { kind: docker, docker: { endpoint: unix://$proxy_sock } }
 containers: { min_age: "0" }
@@ -97,23 +103,24 @@ safety: { max_deletions: 1000000 }
 lock_file: $dir/lock
 YAML
 
-# One side on a fresh fixture: wall seconds, engine CPU seconds, API calls.
-measure() { # NAME C I V
-  local name=$1 before_calls before_ticks out wall cpu_ticks n
-  fixture "$2" "$3" "$4"
+# One side on a fresh fixture, on SOCKET: wall seconds, engine CPU
+# seconds, and the API calls the proxy counted (0 when it was not used).
+measure() { # NAME SOCKET C I V
+  local name=$1 sock=$2 before_calls before_ticks wall cpu_ticks n
+  fixture "$3" "$4" "$5"
+  sed "s#unix://$proxy_sock#unix://$sock#" "$dir/policy.yaml" >"$dir/run.yaml"
   before_calls=$(wc -l <"$calls")
   before_ticks=$(engine_ticks)
   if [ "$name" = safeprune ]; then
-    out=$( { /usr/bin/time -f '%e' "$bin" --config "$dir/policy.yaml" -q run >/dev/null; } 2>&1 | tail -n 1)
+    wall=$( { /usr/bin/time -f '%e' "$bin" --config "$dir/run.yaml" -q run >/dev/null; } 2>&1 | tail -n 1)
   else
-    out=$( { DOCKER_HOST="unix://$proxy_sock" /usr/bin/time -f '%e' docker system prune -a -f --volumes >/dev/null; } 2>&1 | tail -n 1)
+    wall=$( { DOCKER_HOST="unix://$sock" /usr/bin/time -f '%e' docker system prune -a -f --volumes >/dev/null; } 2>&1 | tail -n 1)
   fi
-  wall=$out
   cpu_ticks=$(($(engine_ticks) - before_ticks))
   n=$(($(wc -l <"$calls") - before_calls))
   printf '  %-9s wall %6.2f s  engine cpu %6.2f s  api calls %6d  left: %s\n' \
     "$name" "$wall" "$(echo "$cpu_ticks / $ticks" | bc -l)" "$n" "$(left)"
-  echo "$name $wall $(echo "$cpu_ticks / $ticks" | bc -l) $n" >>"$dir/results"
+  echo "$name $wall $(echo "$cpu_ticks / $ticks" | bc -l) $n" >>"$dir/${6:-results}"
 }
 
 # plan against the engine's own list calls, on a fresh fixture, without the
@@ -146,16 +153,27 @@ for f in "${fixtures[@]}"; do
   echo "fixture $c containers / $i images / $v volumes:"
   : >"$dir/results"
   plan_vs_lists "$c" "$i" "$v"
+  : >"$dir/counted"
   for _ in $(seq 1 "$pairs"); do
     first=$(($(wc -l <"$calls") + 1))
-    measure safeprune "$c" "$i" "$v"
-    measure docker "$c" "$i" "$v"
+    measure safeprune "$timed_sock" "$c" "$i" "$v"
+    measure docker "$timed_sock" "$c" "$i" "$v"
   done
-  echo "  calls of the last safeprune run, by endpoint:"
+  if [ "$timed_sock" = "$proxy_sock" ]; then
+    cp "$dir/results" "$dir/counted"
+  else
+    echo "  counted through the proxy (not timed):"
+    first=$(($(wc -l <"$calls") + 1))
+    measure safeprune "$proxy_sock" "$c" "$i" "$v" counted
+    measure docker "$proxy_sock" "$c" "$i" "$v" counted
+  fi
+  echo "  calls of the last safeprune run through the proxy, by endpoint:"
   calls_by_endpoint "$first"
   for col in 2 3 4; do
-    s=$(awk -v c=$col '$1 == "safeprune" {print $c}' "$dir/results" | median)
-    d=$(awk -v c=$col '$1 == "docker" {print $c}' "$dir/results" | median)
+    from=results
+    [ $col = 4 ] && from=counted
+    s=$(awk -v c=$col '$1 == "safeprune" {print $c}' "$dir/$from" | median)
+    d=$(awk -v c=$col '$1 == "docker" {print $c}' "$dir/$from" | median)
     case $col in 2) what="wall (s)" ;; 3) what="engine cpu (s)" ;; 4) what="api calls" ;; esac
     printf '  median %-15s safeprune %9.2f  docker %9.2f  ratio %5.2fx\n' "$what" "$s" "$d" "$(echo "$s / $d" | bc -l)"
   done

@@ -779,26 +779,31 @@ async fn rechecks_read_again_only_the_containers_an_event_named() {
     };
     let ids = [other_id("never"), other_id("quick"), other_id("runner")];
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-    let states = |fresh: &Inventory| -> Vec<(String, ContainerState)> {
-        fresh
+    let recheck = async || {
+        let fresh = runtime
+            .recheck(Kind::Container, &ids)
+            .await
+            .expect("recheck");
+        let states: Vec<(String, ContainerState)> = fresh
             .containers
             .iter()
             .map(|c| (c.id.clone(), c.state))
-            .collect()
+            .collect();
+        (fresh, states)
+    };
+    let expected = |never, quick| {
+        [
+            (other_id("never"), never),
+            (other_id("quick"), quick),
+            (other_id("runner"), ContainerState::Running),
+        ]
     };
 
     let before = reads();
-    let fresh = runtime
-        .recheck(Kind::Container, &ids)
-        .await
-        .expect("recheck");
+    let (fresh, states) = recheck().await;
     assert_eq!(
-        states(&fresh),
-        [
-            (other_id("never"), ContainerState::Created),
-            (other_id("quick"), ContainerState::Exited),
-            (other_id("runner"), ContainerState::Running),
-        ]
+        states,
+        expected(ContainerState::Created, ContainerState::Exited)
     );
     assert!(
         container(&fresh, &other_id("quick")).finished.is_some(),
@@ -812,17 +817,10 @@ async fn rechecks_read_again_only_the_containers_an_event_named() {
     containerd.ctr_ok(OTHER, &["containers", "label", "never", "team=late"]);
     // (`ctr` reads what it changes: count from here.)
     let before = reads();
-    let fresh = runtime
-        .recheck(Kind::Container, &ids)
-        .await
-        .expect("recheck");
+    let (fresh, states) = recheck().await;
     assert_eq!(
-        states(&fresh),
-        [
-            (other_id("never"), ContainerState::Created),
-            (other_id("quick"), ContainerState::Created),
-            (other_id("runner"), ContainerState::Running),
-        ]
+        states,
+        expected(ContainerState::Created, ContainerState::Created)
     );
     assert_eq!(
         container(&fresh, &other_id("never"))

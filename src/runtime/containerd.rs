@@ -316,14 +316,15 @@ impl ContainerdRuntime {
             tasks: task.into_iter().collect(),
             ..NamespaceData::default()
         };
-        Ok(self.with_cri_state(id, data).await)
+        Ok(self.rechecked_container(id, data).await)
     }
 
-    /// One container from what containerd says of it (`data`: its record
-    /// and task), with CRI's status when it is a CRI container and CRI
-    /// answers: the only place with an exited CRI container's state and
-    /// exit time (CRI deletes its task).
-    async fn with_cri_state(&self, id: &str, data: NamespaceData) -> Vec<Container> {
+    /// One container as a re-check finds it, from what containerd says of
+    /// it (`data`: its record and task), with CRI's status when it is a CRI
+    /// container and CRI answers: the only place with an exited CRI
+    /// container's state and exit time (CRI deletes its task). Its record
+    /// is kept for its removal.
+    async fn rechecked_container(&self, id: &str, data: NamespaceData) -> Vec<Container> {
         let Some(found) = data.containers.first() else {
             return Vec::new();
         };
@@ -417,7 +418,7 @@ impl ContainerdRuntime {
                 let found = join_all(
                     facts
                         .into_iter()
-                        .map(|(id, data)| self.with_cri_state(id, data)),
+                        .map(|(id, data)| self.rechecked_container(id, data)),
                 )
                 .await;
                 (found, Some(of_pods))
@@ -508,11 +509,12 @@ impl ContainerdRuntime {
         };
         let mut images = Vec::new();
         for (namespace, records) in records {
-            let pinned = if namespace == CRI_NAMESPACE {
-                pinned_names(sandbox_image.clone(), cri_answered, &cri_containers)
-            } else {
-                Vec::new()
-            };
+            let pinned = pinned_names(
+                namespace,
+                sandbox_image.as_ref(),
+                cri_answered,
+                &cri_containers,
+            );
             let data = NamespaceData {
                 namespace: namespace.to_owned(),
                 images: records,
@@ -536,11 +538,12 @@ impl ContainerdRuntime {
         for data in &self.all_containers().await? {
             let containers = containers_of(data, None);
             if wanted.iter().any(|(ns, _)| *ns == data.namespace) {
-                let pinned = if data.namespace == CRI_NAMESPACE {
-                    pinned_names(sandbox_image.clone(), cri_answered, &containers)
-                } else {
-                    Vec::new()
-                };
+                let pinned = pinned_names(
+                    &data.namespace,
+                    sandbox_image.as_ref(),
+                    cri_answered,
+                    &containers,
+                );
                 images.extend(images_of(data, &pinned));
             }
             users.extend(containers);
@@ -612,15 +615,17 @@ impl Engine for ContainerdRuntime {
             let is_cri = namespace.namespace == CRI_NAMESPACE;
             let view = cri.as_ref().filter(|_| is_cri);
             let containers = containers_of(namespace, view);
-            let pinned = if is_cri {
-                let sandbox_image = match view {
-                    Some(v) => v.sandbox_image.clone(),
-                    None => self.cached_sandbox_image(),
-                };
-                pinned_names(sandbox_image, view.is_some(), &containers)
-            } else {
-                Vec::new()
+            let sandbox_image = match view {
+                Some(v) => v.sandbox_image.clone(),
+                None if is_cri => self.cached_sandbox_image(),
+                None => None,
             };
+            let pinned = pinned_names(
+                &namespace.namespace,
+                sandbox_image.as_ref(),
+                view.is_some(),
+                &containers,
+            );
             inventory.images.extend(images_of(namespace, &pinned));
             if is_cri {
                 inventory
@@ -723,15 +728,20 @@ fn native_sandboxes(containers: Vec<NativeContainer>, tasks: Vec<Process>) -> Ve
     sandboxes_of(CRI_NAMESPACE, None, &containers_of(&data, None))
 }
 
-/// The image names to pin in the CRI namespace: the sandbox image, and,
-/// when CRI did not answer, the image of every sandbox container (CRI may
-/// name a sandbox image we have not seen).
+/// The image names pinned in `namespace`: none outside the CRI namespace;
+/// in it, the sandbox image, and, when CRI did not answer, the image of
+/// every sandbox container of `containers` (CRI may name a sandbox image
+/// we have not seen).
 fn pinned_names(
-    sandbox_image: Option<String>,
+    namespace: &str,
+    sandbox_image: Option<&String>,
     cri_answered: bool,
     containers: &[Container],
 ) -> Vec<String> {
-    let mut names: Vec<String> = sandbox_image.into_iter().collect();
+    if namespace != CRI_NAMESPACE {
+        return Vec::new();
+    }
+    let mut names: Vec<String> = sandbox_image.cloned().into_iter().collect();
     if !cri_answered {
         names.extend(
             containers

@@ -99,17 +99,11 @@ impl PrivateDockerd {
             "FROM scratch\nCOPY f /f\n",
         )
         .expect("write the Dockerfile");
-        let output = self
-            .cli()
-            .env("DOCKER_BUILDKIT", "1")
-            .args(["build", "-q", "-t", tag])
-            .arg(context.path())
-            .output()
-            .expect("run the docker CLI");
-        assert!(
-            output.status.success(),
-            "docker build: {}",
-            String::from_utf8_lossy(&output.stderr)
+        super::run_ok(
+            self.cli()
+                .env("DOCKER_BUILDKIT", "1")
+                .args(["build", "-q", "-t", tag])
+                .arg(context.path()),
         );
     }
 

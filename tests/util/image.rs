@@ -13,6 +13,8 @@ use std::process::Command;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::run_ok;
+
 /// The binary under test, which the image is built from.
 pub const BINARY: &str = env!("CARGO_BIN_EXE_safeprune");
 
@@ -74,16 +76,6 @@ impl BuiltImage {
     pub fn oci_tar(&self) -> PathBuf {
         self.dir.path().join("out/safeprune-oci.tar")
     }
-}
-
-fn run_ok(command: &mut Command) {
-    let out = command.output().expect("run a command");
-    assert!(
-        out.status.success(),
-        "{command:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// What a tar entry is.

@@ -36,6 +36,7 @@ pub mod pod;
 
 use std::collections::HashMap;
 use std::fs;
+use std::process::Command;
 
 /// The label every fixture object carries.
 pub const TEST_LABEL: &str = "safeprune.test";
@@ -46,6 +47,17 @@ pub const RUN_FOREVER: &[&str] = &["sh", "-c", "trap 'exit 0' TERM; sleep 3600 &
 
 /// A command that exits 0 at once.
 pub const EXIT_0: &[&str] = &["sh", "-c", "exit 0"];
+
+/// Runs `command`; panics with its output when it fails.
+pub fn run_ok(command: &mut Command) {
+    let out = command.output().expect("run a command");
+    assert!(
+        out.status.success(),
+        "{command:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
 
 /// `extra` and `safeprune.test=<scope>`: the labels of a fixture object, so
 /// that it is known as this engine's own.

@@ -163,12 +163,11 @@ fn pod_identity(
     cri_sandbox_id: Option<&str>,
 ) -> Option<PodIdentity> {
     let labels = &container.labels;
-    let kind = label(labels, LABEL_CRI_KIND);
-    let pod_uid = label(labels, LABEL_POD_UID);
-    if !matches!(kind, Some(KIND_SANDBOX | KIND_CONTAINER)) && pod_uid.is_none() {
+    if !in_pod(labels) {
         return None;
     }
-    let is_sandbox = kind == Some(KIND_SANDBOX);
+    let pod_uid = label(labels, LABEL_POD_UID);
+    let is_sandbox = is_cri_sandbox(labels);
     let sandbox_id = if is_sandbox {
         None
     } else {
@@ -191,6 +190,12 @@ fn pod_identity(
         pod_namespace: owned(LABEL_POD_NAMESPACE),
         is_sandbox,
     })
+}
+
+/// Whether this container belongs to a pod: CRI made it, or kubelet's
+/// labels name the pod.
+fn in_pod(labels: &HashMap<String, String>) -> bool {
+    is_cri_kind(labels) || label(labels, LABEL_POD_UID).is_some()
 }
 
 /// Whether CRI made this container (or sandbox): removal must then go
@@ -239,26 +244,13 @@ pub(super) fn targets_by_name(images: &[ImageRecord]) -> HashMap<&str, &str> {
 /// [`containers_of`] makes of it is the same as of the full record.
 pub(super) fn slim_record(native: &NativeContainer) -> NativeContainer {
     let labels = &native.labels;
-    let spec_read = native.spec.is_some()
-        && (matches!(
-            label(labels, LABEL_CRI_KIND),
-            Some(KIND_SANDBOX | KIND_CONTAINER)
-        ) || label(labels, LABEL_POD_UID).is_some())
-        && !is_cri_sandbox(labels)
-        && cri_record(native).sandbox_id.is_empty();
-    NativeContainer {
-        id: native.id.clone(),
-        labels: native.labels.clone(),
-        image: native.image.clone(),
-        runtime: native.runtime.clone(),
-        spec: if spec_read { native.spec.clone() } else { None },
-        snapshotter: native.snapshotter.clone(),
-        snapshot_key: native.snapshot_key.clone(),
-        created_at: native.created_at,
-        updated_at: native.updated_at,
-        extensions: native.extensions.clone(),
-        sandbox: native.sandbox.clone(),
+    let spec_read =
+        in_pod(labels) && !is_cri_sandbox(labels) && cri_record(native).sandbox_id.is_empty();
+    let mut slim = native.clone();
+    if !spec_read {
+        slim.spec = None;
     }
+    slim
 }
 
 /// Every container of one namespace. `cri` is what CRI said, when this is

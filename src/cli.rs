@@ -46,6 +46,7 @@ pub enum Command {
     /// The decision for one object: its rule code and why
     Explain {
         /// A container id or name, image id or reference, volume name, network id or name
+        #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new())]
         object: String,
     },
 }

@@ -11,14 +11,27 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use globset::{Glob, GlobMatcher};
+use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::de::Visitor;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::inventory::Labels;
 
+mod read;
+mod scan;
+
+pub use read::{MAX_POLICY_BYTES, read_policy_file};
+
 /// The documented default policy, byte for byte.
 pub const DEFAULT_POLICY_YAML: &str = include_str!("../config/policy.yaml");
+
+/// The keys whose value may be written as null, because docs/design.md says
+/// what null means there. Anywhere else, an empty or null value is refused.
+const NULLABLE: &[&str] = &[];
+
+/// The longest glob or label rule accepted: longer than any image
+/// reference (at most 255 characters for the name, 128 for the tag).
+pub const MAX_PATTERN_CHARS: usize = 1024;
 
 /// Where the policy is read from when nothing else is said.
 pub const SYSTEM_POLICY_PATH: &str = "/etc/safeprune/policy.yaml";
@@ -69,7 +82,7 @@ pub struct Policy {
     pub report: ReportConfig,
     #[serde(default)]
     pub metrics: MetricsConfig,
-    #[serde(default = "default_lock_file")]
+    #[serde(default = "default_lock_file", deserialize_with = "absolute_path")]
     pub lock_file: PathBuf,
 }
 
@@ -86,14 +99,15 @@ impl Default for Version {
 
 impl<'de> Deserialize<'de> for Version {
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        let v = u32::deserialize(de)?;
-        if v == 1 {
-            Ok(Self(v))
-        } else {
-            Err(serde::de::Error::custom(format!(
-                "unsupported policy version {v}: this safeprune reads version 1"
-            )))
-        }
+        de.deserialize_u64(Integer(|v| {
+            if v == 1 {
+                Ok(Self(1))
+            } else {
+                Err(format!(
+                    "unsupported policy version {v}: this safeprune reads version 1"
+                ))
+            }
+        }))
     }
 }
 
@@ -139,6 +153,7 @@ impl RuntimeKind {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DockerConfig {
+    #[serde(deserialize_with = "endpoint")]
     pub endpoint: String,
 }
 
@@ -153,6 +168,7 @@ impl Default for DockerConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ContainerdConfig {
+    #[serde(deserialize_with = "endpoint")]
     pub endpoint: String,
     pub namespaces: Vec<String>,
 }
@@ -324,14 +340,10 @@ pub struct Concurrency(pub usize);
 
 impl<'de> Deserialize<'de> for Concurrency {
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        let n = usize::deserialize(de)?;
-        if (1..=64).contains(&n) {
-            Ok(Self(n))
-        } else {
-            Err(serde::de::Error::custom(format!(
-                "concurrency {n} is out of range: use 1 to 64"
-            )))
-        }
+        de.deserialize_u64(Integer(|n| match usize::try_from(n) {
+            Ok(n) if (1..=64).contains(&n) => Ok(Self(n)),
+            _ => Err(format!("concurrency {n} is out of range: use 1 to 64")),
+        }))
     }
 }
 
@@ -339,10 +351,13 @@ impl<'de> Deserialize<'de> for Concurrency {
 #[serde(deny_unknown_fields, default)]
 pub struct ReportConfig {
     /// Write the last run's JSON report here; empty: do not.
+    #[serde(deserialize_with = "report_path")]
     pub json_path: String,
     /// A `node_exporter` textfile collector path; empty: do not.
+    #[serde(deserialize_with = "report_path")]
     pub metrics_textfile: String,
     /// JSON lines, one per removal attempt; empty: do not.
+    #[serde(deserialize_with = "report_path")]
     pub audit_log: String,
 }
 
@@ -421,6 +436,95 @@ impl<T: FromStr<Err = String>> Visitor<'_> for Parsed<T> {
     fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<T, E> {
         self.visit_str(&v.to_string())
     }
+}
+
+/// Reads an unsigned integer and checks it inside the deserializer, so that
+/// the error carries the line and column of the value itself.
+struct Integer<F>(F);
+
+impl<T, F: FnOnce(u64) -> Result<T, String>> Visitor<'_> for Integer<F> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a whole number")
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<T, E> {
+        (self.0)(v).map_err(E::custom)
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<T, E> {
+        match u64::try_from(v) {
+            Ok(v) => self.visit_u64(v),
+            Err(_) => Err(E::custom(format!("{v} is negative: write a whole number"))),
+        }
+    }
+}
+
+/// Checks a string value inside the deserializer (see [`Parsed`]).
+struct Checked<F>(F);
+
+impl<F: FnOnce(&str) -> Result<(), String>> Visitor<'_> for Checked<F> {
+    type Value = String;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+        (self.0)(v).map_err(E::custom)?;
+        Ok(v.to_owned())
+    }
+}
+
+/// Why `text` cannot be a path safeprune writes to or locks, if it cannot:
+/// only an absolute path is certain to name the same file from cron, from
+/// systemd and from a shell.
+fn path_fault(text: &str) -> Option<String> {
+    if text.contains('\0') {
+        Some(format!("path {text:?} contains a NUL byte"))
+    } else if text.starts_with('~') {
+        Some(format!(
+            "path '{text}' starts with '~', which safeprune does not expand: write the full path, starting with '/'"
+        ))
+    } else if !text.starts_with('/') {
+        Some(format!(
+            "path '{text}' is not absolute: write the full path, starting with '/'"
+        ))
+    } else {
+        None
+    }
+}
+
+/// `lock_file`: an absolute path.
+fn absolute_path<'de, D: Deserializer<'de>>(de: D) -> Result<PathBuf, D::Error> {
+    de.deserialize_str(Checked(|text: &str| path_fault(text).map_or(Ok(()), Err)))
+        .map(PathBuf::from)
+}
+
+/// A report path: an absolute path, or `""` for none.
+fn report_path<'de, D: Deserializer<'de>>(de: D) -> Result<String, D::Error> {
+    de.deserialize_str(Checked(|text: &str| {
+        if text.is_empty() {
+            return Ok(());
+        }
+        path_fault(text).map_or(Ok(()), |e| Err(format!("{e} (or \"\" for none)")))
+    }))
+}
+
+/// An engine endpoint: a unix socket, `unix:///path` or `/path`.
+fn endpoint<'de, D: Deserializer<'de>>(de: D) -> Result<String, D::Error> {
+    de.deserialize_str(Checked(|text: &str| {
+        let path = text.strip_prefix("unix://").unwrap_or(text);
+        if path.starts_with('/') && !path.contains('\0') {
+            Ok(())
+        } else {
+            Err(format!(
+                "endpoint {text:?} is not a unix socket: write unix:///path/to.sock or \
+                 /path/to.sock (only unix sockets are supported)"
+            ))
+        }
+    }))
 }
 
 fn default_schedule() -> Schedule {
@@ -561,6 +665,16 @@ impl FromStr for Schedule {
             .build()
             .parse(text)
             .map_err(|e| format!("invalid schedule '{text}': {e}"))?;
+        // `0 5 30 2 *` parses, and names no time ever: the daemon would have
+        // nothing to wait for. croner searches up to the year 5000.
+        if cron
+            .find_next_occurrence(&chrono::Utc::now(), false)
+            .is_err()
+        {
+            return Err(format!(
+                "schedule '{text}' never fires (no such date): check the day of month and month"
+            ));
+        }
         Ok(Self {
             text: text.to_owned(),
             cron,
@@ -584,7 +698,7 @@ impl<'de> Deserialize<'de> for Schedule {
 #[derive(Debug, Clone)]
 pub struct Pattern {
     text: String,
-    matcher: GlobMatcher,
+    matcher: GlobSet,
 }
 
 impl Pattern {
@@ -606,10 +720,32 @@ impl FromStr for Pattern {
         if text.is_empty() {
             return Err("empty pattern: write a glob such as 'registry.k8s.io/pause:*'".into());
         }
-        let glob = Glob::new(text).map_err(|e| format!("invalid glob '{text}': {}", e.kind()))?;
+        Self::glob(text, text)
+    }
+}
+
+impl Pattern {
+    /// Compiles `glob`; errors quote `whole`, the text it came from.
+    fn glob(glob: &str, whole: &str) -> Result<Self, String> {
+        let chars = whole.chars().count();
+        if chars > MAX_PATTERN_CHARS {
+            let start: String = whole.chars().take(40).collect();
+            return Err(format!(
+                "pattern '{start}…' is {chars} characters long, more than {MAX_PATTERN_CHARS}: \
+                 no image reference or label is that long"
+            ));
+        }
+        let invalid = |e: &globset::Error| format!("invalid glob '{whole}': {}", e.kind());
+        let compiled = Glob::new(glob).map_err(|e| invalid(&e))?;
+        // A GlobSet reports a pattern too large to compile; a GlobMatcher
+        // would panic.
+        let matcher = GlobSetBuilder::new()
+            .add(compiled)
+            .build()
+            .map_err(|e| invalid(&e))?;
         Ok(Self {
-            text: text.to_owned(),
-            matcher: glob.compile_matcher(),
+            text: glob.to_owned(),
+            matcher,
         })
     }
 }
@@ -667,12 +803,15 @@ impl FromStr for LabelRule {
         }
         let value = match value {
             // `key=` matches only the empty value.
-            Some(v) => Some(Pattern {
-                text: v.to_owned(),
-                matcher: Glob::new(v)
-                    .map_err(|e| format!("invalid label rule '{text}': {}", e.kind()))?
-                    .compile_matcher(),
-            }),
+            Some(v) => {
+                Some(Pattern::glob(v, text).map_err(|e| format!("invalid label rule: {e}"))?)
+            }
+            None if text.chars().count() > MAX_PATTERN_CHARS => {
+                return Err(format!(
+                    "invalid label rule: a key of {} characters, more than {MAX_PATTERN_CHARS}",
+                    text.chars().count()
+                ));
+            }
             None => None,
         };
         Ok(Self {
@@ -701,10 +840,21 @@ impl Policy {
     /// # Errors
     /// Any unknown key, wrong type or invalid value, with its line and column.
     pub fn from_yaml(text: &str, origin: &str) -> Result<Self, PolicyError> {
-        serde_yaml::from_str(text).map_err(|e| PolicyError::Invalid {
+        let invalid = |message: String| PolicyError::Invalid {
             path: origin.to_owned(),
-            message: e.to_string(),
-        })
+            message,
+        };
+        if text.len() > MAX_POLICY_BYTES {
+            return Err(invalid(format!(
+                "{} bytes, more than a policy's limit of {MAX_POLICY_BYTES} (1 MiB)",
+                text.len()
+            )));
+        }
+        // YAML allows a byte order mark before the document.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        // Bounds and faults serde would not see, before it parses at all.
+        scan::scan(text, NULLABLE).map_err(|fault| invalid(fault.to_string()))?;
+        serde_yaml::from_str(text).map_err(|e| invalid(e.to_string()))
     }
 
     /// The built-in default, identical to `config/policy.yaml`.
@@ -721,10 +871,7 @@ impl Policy {
     /// # Errors
     /// The file cannot be read, or is not a valid policy.
     pub fn load(path: &Path) -> Result<Self, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text = read_policy_file(path)?;
         Self::from_yaml(&text, &path.display().to_string())
     }
 
@@ -789,5 +936,7 @@ impl PolicySource {
     }
 }
 
+#[cfg(test)]
+mod props;
 #[cfg(test)]
 mod tests;

@@ -98,14 +98,19 @@ async fn a_reload_rereads_the_policy_and_a_broken_one_keeps_the_current() {
             (by(at(0, 40, 0)), Step::Send(Event::Reload)),
             (by(at(0, 50, 0)), Step::Write("schedule: \"every hour\"\n")),
             (by(at(0, 50, 0)), Step::Send(Event::Reload)),
-            (by(at(2, 0, 0)), Step::Send(Event::Stop)),
+            // Parses, but names no date ever: once fatal to the daemon.
+            (by(at(0, 55, 0)), Step::Write("schedule: \"0 5 30 2 *\"\n")),
+            (by(at(0, 55, 0)), Step::Send(Event::Reload)),
+            (by(at(1, 50, 0)), Step::Remove),
+            (by(at(1, 50, 0)), Step::Send(Event::Reload)),
+            (by(at(3, 0, 0)), Step::Send(Event::Stop)),
         ],
         ..Scenario::default()
     })
     .await;
     // The new schedule moves the next cycle from 01:00 to 00:45; the broken
-    // file leaves it in force, so the next is 01:45, not 01:00.
-    assert_eq!(ran.began(), [at(0, 45, 0), at(1, 45, 0)]);
+    // files, then no file, leave it in force: 01:45 and 02:45, not 01:00.
+    assert_eq!(ran.began(), [at(0, 45, 0), at(1, 45, 0), at(2, 45, 0)]);
     assert!(ran.calls.iter().all(|c| c.schedule == "45 * * * *"));
 }
 

@@ -236,3 +236,14 @@ fn metrics_listen_refuses_what_is_not_ip_and_port() {
         assert!(e.contains("line 1 column 20"), "{text}: {e}");
     }
 }
+
+#[test]
+fn a_schedule_that_never_fires_is_refused_where_it_is_written() {
+    for line in ["0 5 30 2 *", "0 5 31 4 *", "0 0 31 2,4,6,9,11 *"] {
+        let e = err(&format!("version: 1\nschedule: \"{line}\"\n"));
+        assert!(e.contains(&format!("schedule '{line}' never fires")), "{e}");
+        assert!(e.ends_with("at line 2 column 11"), "{e}");
+    }
+    // Rare is not never: 29 February comes every four years.
+    parse("schedule: \"0 5 29 2 *\"").unwrap();
+}

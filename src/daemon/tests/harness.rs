@@ -147,6 +147,8 @@ pub(super) enum Step {
     Suspend(chrono::Duration),
     /// The policy file now reads this.
     Write(&'static str),
+    /// The policy file is deleted.
+    Remove,
     /// The sender of the events goes away.
     HangUp,
 }
@@ -245,6 +247,7 @@ pub(super) async fn run_scenario(scenario: Scenario) -> Ran {
                 }
                 Step::Suspend(length) => suspend.send_modify(|total| *total += length),
                 Step::Write(text) => std::fs::write(&path, text).unwrap(),
+                Step::Remove => std::fs::remove_file(&path).unwrap(),
                 Step::HangUp => events = None,
             }
         }

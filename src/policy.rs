@@ -19,6 +19,7 @@ use crate::inventory::Labels;
 
 mod read;
 mod scan;
+mod trust;
 
 pub use read::{MAX_POLICY_BYTES, read_policy_file};
 
@@ -46,6 +47,12 @@ pub enum PolicyError {
     },
     #[error("invalid policy {path}: {message}")]
     Invalid { path: String, message: String },
+    /// Running as root, and someone else could change the file.
+    #[error(
+        "refusing policy {}: {why}; whoever can write it decides what root deletes",
+        path.display()
+    )]
+    Untrusted { path: PathBuf, why: String },
 }
 
 /// The whole policy, with every default filled in.

@@ -183,3 +183,91 @@ fn the_fake_run_sees_a_run_that_contacts_an_engine() {
         "{contacted:?}"
     );
 }
+
+/// Running as root, a policy someone else could change is refused by every
+/// command before any engine, naming the path and its mode or owner.
+#[test]
+fn a_policy_others_could_change_is_refused_as_root() {
+    use std::os::unix::fs::PermissionsExt;
+    let run = FakeRun::new();
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let policy = shared.join("policy.yaml");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/policy.yaml"),
+        &policy,
+    )
+    .unwrap();
+    let mode = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    mode(dir.path(), 0o755);
+    mode(&shared, 0o775);
+    mode(&policy, 0o644);
+    let path = policy.to_str().unwrap();
+    let why = format!(
+        "refusing policy {path}: the directory {} is writable by group (mode 0775)",
+        shared.display()
+    );
+    for command in ["check", "plan", "run", "daemon"] {
+        let out = run.run(["--config", path, command]);
+        assert_refused(command, &out, &[&why, "chmod go-w"]);
+    }
+    mode(&shared, 0o755);
+    std::os::unix::fs::chown(&policy, Some(1000), None).unwrap();
+    let out = run.run(["--config", path, "check"]);
+    assert_refused("owner", &out, &["is owned by uid 1000, not root"]);
+    std::os::unix::fs::chown(&policy, Some(0), None).unwrap();
+    assert!(run.run(["--config", path, "check"]).status.success());
+    assert_eq!(run.contacted(), Vec::<PathBuf>::new());
+}
+
+/// A `ConfigMap` volume as kubelet lays it out has a 0777 directory: mounted
+/// read-only, as the `DaemonSet` mounts it, nobody can write it, and the
+/// policy is taken; the same files writable are refused.
+#[test]
+fn a_configmap_mounted_read_only_is_trusted_and_writable_is_not() {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let volume = dir.path().join("volume");
+    let dated = "..2026_11_23_05_00_00.000000001";
+    std::fs::create_dir_all(volume.join(dated)).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/policy.yaml"),
+        volume.join(dated).join("policy.yaml"),
+    )
+    .unwrap();
+    symlink(dated, volume.join("..data")).unwrap();
+    symlink("..data/policy.yaml", volume.join("policy.yaml")).unwrap();
+    std::fs::set_permissions(&volume, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mount = dir.path().join("etc-safeprune");
+    std::fs::create_dir(&mount).unwrap();
+    let check = |read_only: bool| {
+        let remount = if read_only {
+            r#" && mount -o remount,bind,ro "$1""#
+        } else {
+            ""
+        };
+        Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+            .arg(format!(
+                r#"mount --bind "$0" "$1"{remount} && exec "$2" --config "$1/policy.yaml" check"#
+            ))
+            .arg(&volume)
+            .arg(&mount)
+            .arg(env!("CARGO_BIN_EXE_safeprune"))
+            .output()
+            .unwrap()
+    };
+    let out = check(true);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let out = check(false);
+    assert_refused(
+        "writable ConfigMap",
+        &out,
+        &["is writable by group and others (mode 0777)"],
+    );
+}

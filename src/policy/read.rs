@@ -60,6 +60,15 @@ pub fn read_policy_file(path: &Path) -> Result<String, PolicyError> {
             "it is {what}, not a regular file: give the path of the policy's YAML file"
         )));
     }
+    // Root acts on what the file says: only root may be able to change it.
+    if nix::unistd::geteuid().is_root()
+        && let Some(why) = super::trust::untrusted(path, &file, &meta)
+    {
+        return Err(PolicyError::Untrusted {
+            path: path.to_owned(),
+            why,
+        });
+    }
     let too_large = |size: String| {
         invalid(format!(
             "the file is {size} bytes, more than a policy's limit of {MAX_POLICY_BYTES} (1 MiB): \

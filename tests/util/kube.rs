@@ -363,15 +363,11 @@ impl Manifests {
                 let host_path = if let Some(path) = volume["hostPath"]["path"].as_str() {
                     host_path(node, path, volume["hostPath"]["type"].as_str())
                 } else if let Some(map) = volume["configMap"]["name"].as_str() {
-                    let dir = node.volumes_dir.join(name);
-                    fs::create_dir_all(&dir).expect("create a ConfigMap volume");
                     let data = self.config_map(map)["data"]
                         .as_object()
                         .expect("the ConfigMap has data");
-                    for (key, text) in data {
-                        fs::write(dir.join(key), edit(key, str_of(text)))
-                            .expect("write a ConfigMap file");
-                    }
+                    let dir = node.volumes_dir.join(name);
+                    config_map_volume(&dir, data, edit);
                     dir
                 } else {
                     panic!("volume {name}: the kubelet stand-in knows hostPath and configMap only")
@@ -385,6 +381,28 @@ impl Manifests {
             })
             .collect()
     }
+}
+
+/// A `ConfigMap` volume in `dir` laid out as kubelet's atomic writer does:
+/// the directory mode 0777 (an emptyDir's), the files 0644 (`defaultMode`)
+/// in a dated directory that `..data` points to, and each key a symlink
+/// through `..data`.
+fn config_map_volume(
+    dir: &Path,
+    data: &serde_json::Map<String, Value>,
+    edit: &impl Fn(&str, &str) -> String,
+) {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let dated = "..2026_11_23_05_00_00.000000001";
+    fs::create_dir_all(dir.join(dated)).expect("create a ConfigMap volume");
+    for (key, text) in data {
+        let file = dir.join(dated).join(key);
+        fs::write(&file, edit(key, str_of(text))).expect("write a ConfigMap file");
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).expect("chmod");
+        symlink(format!("..data/{key}"), dir.join(key)).expect("link a ConfigMap key");
+    }
+    symlink(dated, dir.join("..data")).expect("link ..data");
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o777)).expect("chmod");
 }
 
 /// The engine's path for the manifest's host path `path`, checked or made

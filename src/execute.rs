@@ -155,6 +155,9 @@ pub async fn execute<E: Engine>(
 ) -> Vec<Outcome> {
     let total = plan.deletion_count();
     let mut outcomes = Vec::with_capacity(total);
+    // Set when a re-check could not reach the engine: a dead or hung
+    // engine would fail every later call too, each after its timeout.
+    let mut engine_down: Option<String> = None;
     for kind in Kind::REMOVAL_ORDER {
         let targets: Vec<&Decision> = plan.deletions().filter(|d| d.kind == kind).collect();
         let mut done_here = Vec::with_capacity(targets.len());
@@ -162,6 +165,13 @@ pub async fn execute<E: Engine>(
             on_outcome(&outcome, outcomes.len() + done_here.len() + 1, total);
             done_here.push(outcome);
         };
+        if let Some(why) = &engine_down {
+            for d in targets {
+                report(engine_stopped(d, why));
+            }
+            outcomes.extend(done_here);
+            continue;
+        }
         let limit = policy.safety.concurrency.0;
         // Objects not yet re-checked, in order; re-checked ones waiting for
         // a free slot, with when their re-check answered.
@@ -191,18 +201,26 @@ pub async fn execute<E: Engine>(
             }
             // Re-check the next batch while removals go on, so that a slot
             // that frees finds an object ready.
+            if let Some(why) = &engine_down {
+                for d in pending.drain(..).chain(ready.drain(..).map(|(d, _)| d)) {
+                    report(engine_stopped(d, why));
+                }
+            }
             if checking.is_empty() && ready.is_empty() && !pending.is_empty() {
                 let batch: Vec<&Decision> = pending.drain(..limit.min(pending.len())).collect();
                 checking.push(async move {
-                    let checked = recheck(engine, kind, &batch, policy, stop).await;
-                    (checked, Instant::now())
+                    let (checked, failed) = recheck(engine, kind, &batch, policy, stop).await;
+                    (checked, failed, Instant::now())
                 });
             }
             if checking.is_empty() && in_flight.is_empty() {
                 break;
             }
             tokio::select! {
-                Some((checked, at)) = checking.next(), if !checking.is_empty() => {
+                Some((checked, failed, at)) = checking.next(), if !checking.is_empty() => {
+                    if failed.is_some() {
+                        engine_down = failed;
+                    }
                     for checked in checked {
                         match checked {
                             Ok(d) => ready.push_back((d, at)),
@@ -213,8 +231,9 @@ pub async fn execute<E: Engine>(
                 Some(outcome) = in_flight.next(), if !in_flight.is_empty() => report(outcome),
             }
         }
-        // Even after a stop: what was removed is freed now, not later.
-        if done_here.iter().any(|o| o.result == RemovalResult::Deleted) {
+        // Even after a stop: what was removed is freed now, not later (not
+        // by an engine that stopped answering).
+        if engine_down.is_none() && done_here.iter().any(|o| o.result == RemovalResult::Deleted) {
             engine.settle(kind).await;
         }
         // Completion order is noise; the report lists outcomes by id.
@@ -232,32 +251,39 @@ pub const FRESH_FOR: Duration = Duration::from_millis(20);
 
 /// Re-checks `batch` (objects of `kind`) on fresh facts: each decision
 /// that its rules still find eligible, or the outcome it has already come
-/// to (stop, re-check failed, gone, changed).
+/// to (stop, re-check failed, gone, changed); and, when the engine could
+/// not be asked, why.
 async fn recheck<'a, E: Engine>(
     engine: &E,
     kind: Kind,
     batch: &[&'a Decision],
     policy: &Policy,
     stop: &AtomicBool,
-) -> Vec<Result<&'a Decision, Outcome>> {
+) -> (Vec<Result<&'a Decision, Outcome>>, Option<String>) {
     let known = Err;
     let not_deleted = |d: &Decision, reason, why: String| Outcome::of(d, Some((reason, why)));
     if stop.load(Ordering::SeqCst) {
-        return batch.iter().map(|d| known(not_attempted(d))).collect();
+        return (
+            batch.iter().map(|d| known(not_attempted(d))).collect(),
+            None,
+        );
     }
     let ids: Vec<&str> = batch.iter().map(|d| d.id.as_str()).collect();
     let fresh = match engine.recheck(kind, &ids).await {
         Ok(fresh) => fresh,
         Err(e) => {
-            let why = format!("cannot re-check before removal: {}", Chain(&e));
-            return batch
+            let cause = Chain(&e).to_string();
+            tracing::error!(error = %cause, "re-check failed: nothing more is attempted in this run");
+            let why = format!("cannot re-check before removal: {cause}");
+            let failed = batch
                 .iter()
                 .map(|d| known(not_deleted(d, Reason::EngineError, why.clone())))
                 .collect();
+            return (failed, Some(cause));
         }
     };
     let now = plan::recheck(kind, &ids, &fresh, policy, Utc::now());
-    batch
+    let checked = batch
         .iter()
         .zip(now)
         .map(|(&d, now)| match now {
@@ -276,7 +302,20 @@ async fn recheck<'a, E: Engine>(
             }
             Some(_) => Ok(d),
         })
-        .collect()
+        .collect();
+    (checked, None)
+}
+
+/// The outcome of an object whose turn came after a re-check could not
+/// reach the engine.
+fn engine_stopped(d: &Decision, why: &str) -> Outcome {
+    Outcome::of(
+        d,
+        Some((
+            Reason::NotAttempted,
+            format!("not attempted: a re-check could not reach the engine ({why})"),
+        )),
+    )
 }
 
 /// The outcome of an object whose turn came after the stop signal.

@@ -221,6 +221,48 @@ async fn vanished_objects_and_server_errors_are_reported_as_such() {
 }
 
 #[tokio::test]
+async fn after_a_recheck_fails_nothing_more_is_asked_of_the_engine() {
+    // Twenty containers, one at a time, then the node's images, volumes
+    // and networks; the engine answers three re-checks, then no more
+    // (killed or hung: every call would wait its timeout).
+    let mut engine = MemoryEngine::new(node_of_containers(20));
+    engine.rechecks_answered = Some(3);
+    let mut p = policy();
+    p.safety.concurrency = crate::policy::Concurrency(1);
+    let planned = plan(&engine.inventory().await.unwrap(), &p, Utc::now());
+    let outcomes = execute(&engine, &planned, &p, &AtomicBool::new(false), |_, _, _| {}).await;
+    let later_kinds = planned.deletion_count() - 20;
+    assert!(later_kinds > 0);
+    assert_eq!(outcomes.len(), 20 + later_kinds);
+    let count = |reason: Option<Reason>| outcomes.iter().filter(|o| o.reason == reason).count();
+    assert_eq!(count(None), 3, "the three re-checked are deleted");
+    assert_eq!(
+        count(Some(Reason::EngineError)),
+        1,
+        "the fourth failed its re-check"
+    );
+    // The other 16 containers, and every object of the later kinds.
+    assert_eq!(count(Some(Reason::NotAttempted)), 16 + later_kinds);
+    let skipped = outcomes
+        .iter()
+        .find(|o| o.reason == Some(Reason::NotAttempted))
+        .unwrap();
+    assert_eq!(
+        skipped.error.as_deref(),
+        Some(
+            "not attempted: a re-check could not reach the engine (memory re-check failed: no answer within 120s)"
+        )
+    );
+    assert_eq!(
+        engine.rechecks.lock().unwrap().len(),
+        4,
+        "no re-check after the failed one"
+    );
+    // Nothing to settle on an engine that stopped answering.
+    assert!(engine.settled.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
 async fn concurrency_is_bounded_by_the_policy() {
     let mut engine = MemoryEngine::new(node_of_containers(20));
     engine.removal_delay = Duration::from_millis(20);

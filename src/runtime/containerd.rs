@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use containerd_client::services::v1::{Container as NativeContainer, Image as ImageRecord};
 use containerd_client::tonic::Status;
-use containerd_client::tonic::transport::Channel;
+use containerd_client::tonic::transport::{Channel, Endpoint};
 use containerd_client::types::v1::Process;
 use futures_util::future::{join_all, try_join_all};
 use futures_util::{StreamExt, stream};
@@ -59,11 +59,84 @@ const STATUS_CONCURRENCY: usize = 8;
 /// How many snapshots are measured at once: each is a walk of a directory.
 const USAGE_CONCURRENCY: usize = 4;
 
+/// An endpoint for containerd's unix socket at `socket`, every call on it
+/// failing after [`REQUEST_TIMEOUT`] without an answer. The `grpc-timeout`
+/// each request also carries binds only a server that honours it: a hung
+/// containerd would not.
+fn channel(socket: &std::path::Path) -> UnixEndpoint {
+    UnixEndpoint {
+        socket: socket.to_owned(),
+        deadline: Some(REQUEST_TIMEOUT),
+    }
+}
+
+/// A channel to `socket` with no deadline, connected on first use: for the
+/// event stream, which lives as long as the run.
+fn channel_without_deadline(socket: &std::path::Path) -> Channel {
+    UnixEndpoint {
+        socket: socket.to_owned(),
+        deadline: None,
+    }
+    .lazy()
+}
+
+/// How to reach containerd: its socket, and the deadline of each call.
+struct UnixEndpoint {
+    socket: std::path::PathBuf,
+    deadline: Option<Duration>,
+}
+
+impl UnixEndpoint {
+    fn endpoint(&self) -> Endpoint {
+        // tonic wants a URI; the connector below ignores it.
+        let endpoint = Endpoint::from_static("http://[::]").connect_timeout(CONNECT_TIMEOUT);
+        match self.deadline {
+            Some(deadline) => endpoint.timeout(deadline),
+            None => endpoint,
+        }
+    }
+
+    fn connector(
+        &self,
+    ) -> impl tower::Service<
+        containerd_client::tonic::transport::Uri,
+        Response = hyper_util::rt::TokioIo<tokio::net::UnixStream>,
+        Error = std::io::Error,
+        Future = impl Send,
+    > + Clone
+    + Send
+    + 'static {
+        let socket = self.socket.clone();
+        tower::service_fn(move |_| {
+            let socket = socket.clone();
+            async move {
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    tokio::net::UnixStream::connect(socket).await?,
+                ))
+            }
+        })
+    }
+
+    async fn connect(&self) -> Result<Channel, containerd_client::tonic::transport::Error> {
+        self.endpoint()
+            .connect_with_connector(self.connector())
+            .await
+    }
+
+    fn lazy(&self) -> Channel {
+        self.endpoint()
+            .connect_with_connector_lazy(self.connector())
+    }
+}
+
 /// A connection to one containerd, over its unix socket.
 pub struct ContainerdRuntime {
     /// One channel for both containerd's API and CRI: both serve the same
-    /// socket.
+    /// socket. Every call on it has a deadline of [`REQUEST_TIMEOUT`].
     channel: Channel,
+    /// For the event stream alone, which lives as long as the run: no
+    /// deadline. Connects when first used.
+    stream_channel: Channel,
     /// The namespaces to prune, in the order configured, without Docker's.
     namespaces: Vec<String>,
     /// The sandbox image CRI last named, for when it does not answer.
@@ -98,10 +171,11 @@ impl ContainerdRuntime {
                 source,
             };
         let socket = super::socket_path(RUNTIME, endpoint)?;
-        let channel = tokio::time::timeout(CONNECT_TIMEOUT, containerd_client::connect(&socket))
+        let channel = tokio::time::timeout(CONNECT_TIMEOUT, channel(&socket).connect())
             .await
             .map_err(|_| unreachable(format!("no answer within {CONNECT_TIMEOUT:?}").into()))?
             .map_err(|e| unreachable(e.into()))?;
+        let stream_channel = channel_without_deadline(&socket);
         // Any unix socket accepts a connection; only containerd answers this.
         let version = tokio::time::timeout(CONNECT_TIMEOUT, native::version(&channel))
             .await
@@ -122,6 +196,7 @@ impl ContainerdRuntime {
         }
         Ok(Self {
             channel,
+            stream_channel,
             namespaces,
             sandbox_image: Mutex::new(None),
             watch: Box::new(tokio::sync::Mutex::new(None)),
@@ -355,7 +430,7 @@ impl ContainerdRuntime {
         if self.namespaces.is_empty() {
             return None;
         }
-        match Watch::subscribe(&self.channel, &self.namespaces).await {
+        match Watch::subscribe(&self.stream_channel, &self.channel, &self.namespaces).await {
             Ok(watch) => Some(watch),
             Err(e) => {
                 tracing::warn!(

@@ -44,6 +44,8 @@ const UNREACHABLE_HINT: &str = "is dockerd running, and is the socket path right
 /// Per-request timeout, in seconds. `/system/df` on a node with large
 /// volumes is the slowest call we make.
 const REQUEST_TIMEOUT_SECS: u64 = 120;
+/// How long the engine has to answer its first calls (version, ping).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many inspects run at once: enough to hide latency, few enough not to
 /// load a busy dockerd.
 const INSPECT_CONCURRENCY: usize = 8;
@@ -87,13 +89,19 @@ impl DockerRuntime {
             REQUEST_TIMEOUT_SECS,
             API_DEFAULT_VERSION,
         )
-        .map_err(|e| unreachable(e.into()))?
-        // Talk the engine's own version: bollard's default (1.5x) is newer
-        // than what Debian's 20.10 speaks (1.41).
-        .negotiate_version()
-        .await
         .map_err(|e| unreachable(e.into()))?;
-        docker.ping().await.map_err(|e| unreachable(e.into()))?;
+        // Any unix socket accepts a connection: a socket whose server never
+        // answers must not hold the run for the whole request timeout.
+        let answered = tokio::time::timeout(CONNECT_TIMEOUT, async {
+            // Talk the engine's own version: bollard's default (1.5x) is
+            // newer than what Debian's 20.10 speaks (1.41).
+            let docker = docker.negotiate_version().await?;
+            docker.ping().await?;
+            Ok::<_, BollardError>(docker)
+        })
+        .await
+        .map_err(|_| unreachable(format!("no answer within {CONNECT_TIMEOUT:?}").into()))?;
+        let docker = answered.map_err(|e| unreachable(e.into()))?;
         let version = docker.client_version();
         tracing::debug!(endpoint, api_version = %version, "connected to docker");
         Ok(Self {
@@ -218,6 +226,11 @@ impl DockerRuntime {
             None => Update::Relist,
             Some(since) => match self.events(since, until).await {
                 Ok(events) => watch::update_from(&events),
+                // An engine that does not answer would not answer a list
+                // either.
+                Err(e @ BollardError::RequestTimeoutError) => {
+                    return Err(Self::call_error("read events")(e));
+                }
                 Err(e) => {
                     tracing::debug!(error = %e, "cannot read docker events; listing containers again");
                     Update::Relist
@@ -294,6 +307,9 @@ impl DockerRuntime {
     }
 
     /// The events dockerd still holds from `since` to `until`.
+    ///
+    /// bollard's request timeout does not bind a streamed answer: a hung
+    /// dockerd would hold the read forever without this one.
     async fn events(
         &self,
         since: SystemTime,
@@ -303,7 +319,10 @@ impl DockerRuntime {
             .since(&watch::api_time(since))
             .until(&watch::api_time(until))
             .build();
-        self.docker.events(Some(options)).try_collect().await
+        let read = self.docker.events(Some(options)).try_collect();
+        tokio::time::timeout(Duration::from_secs(REQUEST_TIMEOUT_SECS), read)
+            .await
+            .unwrap_or(Err(BollardError::RequestTimeoutError))
     }
 
     /// Every top-level image, dangling ones included.

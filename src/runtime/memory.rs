@@ -25,6 +25,9 @@ pub struct MemoryEngine {
     pub before_remove: Option<Hook>,
     /// Ids whose removal fails with a server error.
     pub failing: BTreeSet<String>,
+    /// After this many re-checks, every re-check fails: the engine went
+    /// away.
+    pub rechecks_answered: Option<usize>,
     /// How long each removal takes.
     pub removal_delay: Duration,
     pub removed: Mutex<Vec<(Kind, String)>>,
@@ -86,10 +89,16 @@ impl Engine for MemoryEngine {
     }
 
     async fn recheck(&self, _kind: Kind, ids: &[&str]) -> Result<Inventory, RuntimeError> {
-        self.rechecks
-            .lock()
-            .unwrap()
-            .push(ids.iter().map(|id| (*id).to_owned()).collect());
+        let mut rechecks = self.rechecks.lock().unwrap();
+        rechecks.push(ids.iter().map(|id| (*id).to_owned()).collect());
+        if self.rechecks_answered.is_some_and(|n| rechecks.len() > n) {
+            return Err(RuntimeError::Call {
+                runtime: "memory",
+                call: "re-check",
+                source: "no answer within 120s".into(),
+            });
+        }
+        drop(rechecks);
         let answered = tokio::time::Instant::now();
         let mut last = self.last_recheck.lock().unwrap();
         for id in ids {

@@ -101,6 +101,12 @@ impl PrivateContainerd {
         containerd
     }
 
+    /// Kills containerd, as a crash would; its root and state stay for
+    /// [`Self::restart`].
+    pub fn stop(&mut self) {
+        self.process.stop();
+    }
+
     /// Kills containerd, as a crash would, and starts it again on the same
     /// root, state and socket; with `cri: false` the CRI plugin is off, so
     /// CRI calls fail as on a node whose CRI plugin does not load. Every

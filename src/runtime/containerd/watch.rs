@@ -113,8 +113,11 @@ struct Dirty {
 impl Watch {
     /// Subscribes to the events of `namespaces` and waits until the
     /// subscription is live (its first barrier came back). Call before
-    /// listing, then [`Watch::fill`] with what the listing found.
+    /// listing, then [`Watch::fill`] with what the listing found. The
+    /// stream goes over `stream_channel`, which has no deadline; the
+    /// barriers over `channel`.
     pub(super) async fn subscribe(
+        stream_channel: &Channel,
         channel: &Channel,
         namespaces: &[String],
     ) -> Result<Self, Status> {
@@ -129,7 +132,7 @@ impl Watch {
         // No deadline: the stream lives as long as the run. Its start is
         // bounded below. Spawned, so that the request is on its way before
         // the first barrier is.
-        let mut client = EventsClient::new(channel.clone());
+        let mut client = EventsClient::new(stream_channel.clone());
         let mut subscribing = tokio::spawn(async move {
             client
                 .subscribe(Request::new(SubscribeRequest { filters }))

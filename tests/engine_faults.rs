@@ -1,0 +1,284 @@
+//! Engine faults (issue 11): a socket that accepts and never answers, or
+//! answers garbage, is exit 1 naming the endpoint, in bounded time and
+//! without a panic; a real engine killed in the middle of a run leaves a
+//! valid JSON report and audit log, exit 1 or 3, and the next run finishes
+//! the work; a report on a full file system is exit 1 naming the path and
+//! leaves no partial file.
+
+mod util;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use util::containerd::PrivateContainerd;
+use util::docker::PrivateDockerd;
+use util::node::{Cli, Runtime};
+
+/// A report on a full file system: exit 1 naming the path, and nothing
+/// left in its directory, neither a partial report nor a temporary file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_on_a_full_file_system_is_exit_1_and_leaves_no_partial_file() {
+    let engine = PrivateDockerd::start().await;
+    let image = engine.import_busybox_image("base:1", None).await;
+    engine.create_container("old", &image, &[], &["true"]).await;
+    let cli = Cli::new(
+        &Runtime::Docker(engine.endpoint()),
+        "containers: { min_age: \"0\" }\n",
+    );
+    let full = cli.path("full");
+    std::fs::create_dir(&full).unwrap();
+    let report = full.join("report.json");
+    let text = std::fs::read_to_string(cli.policy_path()).unwrap();
+    let text = text.replace(
+        &format!("json_path: {}", cli.path("report.json").display()),
+        &format!("json_path: {}", report.display()),
+    );
+    cli.write(&text);
+    let listing = cli.path("listing");
+    // A 64 KiB tmpfs over `full`, filled, in a mount namespace of the run's
+    // own; what is in it once safeprune is done is listed before it goes.
+    let script = r#"dir=$0 listing=$1; shift
+        mount -t tmpfs -o size=64k sp-full "$dir" || exit 99
+        dd if=/dev/zero of="$dir/fill" bs=4096 2>/dev/null
+        "$@"; rc=$?
+        ls -A "$dir" > "$listing"
+        exit $rc"#;
+    let out = Command::new("unshare")
+        .args([
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .arg(&full)
+        .arg(&listing)
+        .arg(env!("CARGO_BIN_EXE_safeprune"))
+        .arg("--config")
+        .arg(cli.policy_path())
+        .arg("run")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains(&report.display().to_string()), "{err}");
+    assert_eq!(std::fs::read_to_string(&listing).unwrap(), "fill\n");
+}
+
+/// A socket whose server accepts every connection, then says nothing
+/// (`garbage: false`) or answers each request with bytes that are neither
+/// HTTP nor HTTP/2. Serves until the test ends.
+fn fake_engine(dir: &Path, garbage: bool) -> String {
+    let path = dir.join(if garbage {
+        "garbage.sock"
+    } else {
+        "silent.sock"
+    });
+    let listener = UnixListener::bind(&path).unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            if garbage {
+                let mut buf = [0_u8; 4096];
+                let _ = stream.read(&mut buf);
+                let _ = stream.write_all(&[0xde, 0xad, 0xbe, 0xef].repeat(256));
+            }
+            held.push(stream);
+        }
+    });
+    path.display().to_string()
+}
+
+/// safeprune `args` on `cli`'s policy, ended after two minutes at most so
+/// that a hang fails the test instead of holding it.
+fn bounded(cli: &Cli, args: &[&str]) -> std::process::Child {
+    let mut command = Command::new("timeout");
+    command
+        .args(["-k", "5", "120"])
+        .arg(env!("CARGO_BIN_EXE_safeprune"))
+        .arg("--config")
+        .arg(cli.policy_path())
+        .args(args)
+        .env_remove("SAFEPRUNE_CONFIG")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    command.spawn().unwrap()
+}
+
+#[test]
+fn a_socket_that_never_answers_or_answers_garbage_is_exit_1_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let silent = fake_engine(dir.path(), false);
+    let garbage = fake_engine(dir.path(), true);
+    // All at once: a silent engine costs each its 10 s connect timeout.
+    let mut runs = Vec::new();
+    for endpoint in [&silent, &garbage] {
+        let runtimes = [
+            Runtime::Docker(endpoint),
+            Runtime::Containerd(endpoint, &[]),
+            Runtime::Auto {
+                docker: endpoint,
+                containerd: endpoint,
+                namespaces: &[],
+            },
+        ];
+        for runtime in &runtimes {
+            let cli = std::rc::Rc::new(Cli::new(runtime, ""));
+            for command in [&["plan"][..], &["run"], &["explain", "x"]] {
+                let child = bounded(&cli, command);
+                let what = format!("{endpoint} {command:?}");
+                runs.push((what, endpoint, std::rc::Rc::clone(&cli), child));
+            }
+        }
+    }
+    let started = Instant::now();
+    // The policy directories stay until every run has ended.
+    for (what, endpoint, _cli, child) in runs {
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let took = started.elapsed();
+        assert_eq!(out.status.code(), Some(1), "{what} after {took:?}: {err}");
+        assert!(!err.contains("panicked"), "{what}: {err}");
+        assert!(err.contains(endpoint.as_str()), "{what}: {err}");
+        if endpoint == &silent {
+            assert!(err.contains("no answer within 10s"), "{what}: {err}");
+        }
+    }
+}
+
+/// What the run wrote: its JSON report and each line of its audit log, all
+/// of which must parse.
+fn written(cli: &Cli) -> (Value, Vec<Value>) {
+    let report = std::fs::read(cli.path("report.json")).expect("the report is written");
+    let report: Value = serde_json::from_slice(&report).expect("the report is one JSON document");
+    let audit = std::fs::read_to_string(cli.path("audit.jsonl")).unwrap_or_default();
+    let lines = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("audit line {l:?}: {e}")))
+        .collect();
+    (report, lines)
+}
+
+/// Waits until the audit log of `cli` holds at least `n` lines.
+fn wait_for_audit_lines(cli: &Cli, n: usize) {
+    let started = Instant::now();
+    loop {
+        let lines =
+            std::fs::read_to_string(cli.path("audit.jsonl")).map_or(0, |t| t.lines().count());
+        if lines >= n {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the run did not get to {n} removals"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Checks a run cut short by its engine: exit 1 or 3, the report and the
+/// audit log valid, the report's outcomes and the log agreeing on what was
+/// deleted.
+fn assert_cut_short(cli: &Cli, out: &Output) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        matches!(out.status.code(), Some(1 | 3)),
+        "exit {:?}: {err}",
+        out.status.code()
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let (report, audit) = written(cli);
+    let deleted_in_audit = audit.iter().filter(|l| l["result"] == "deleted").count();
+    let outcomes = report["outcomes"].as_array().expect("outcomes");
+    let deleted_in_report = outcomes.iter().filter(|o| o["result"] == "deleted").count();
+    assert!(
+        deleted_in_audit >= 10,
+        "{deleted_in_audit} deleted before the kill"
+    );
+    assert_eq!(deleted_in_report, deleted_in_audit);
+    assert!(
+        outcomes.iter().any(|o| o["result"] != "deleted"),
+        "the kill came before the end"
+    );
+}
+
+const CONTAINERS: usize = 150;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_killed_mid_run_leaves_valid_reports_and_the_next_run_completes() {
+    let mut engine = PrivateDockerd::start().await;
+    let image = engine.import_busybox_image("base:1", None).await;
+    for i in 0..CONTAINERS {
+        engine
+            .create_container(&format!("c{i}"), &image, &[], &["true"])
+            .await;
+    }
+    let cli = Cli::new(
+        &Runtime::Docker(engine.endpoint()),
+        "containers: { min_age: \"0\" }\nimages: { enabled: false }\n\
+         networks: { enabled: false }\nbuild_cache: { enabled: false }\n\
+         safety: { concurrency: 1 }\n",
+    );
+    let child = cli.command(&["run"]).spawn().unwrap();
+    wait_for_audit_lines(&cli, 10);
+    engine.stop();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_cut_short(&cli, &out);
+    // Back up, the next run removes the rest.
+    engine.restart().await;
+    let again = cli.run(&["run"]);
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(0), "{err}");
+    let left = engine
+        .docker()
+        .list_containers(Some(
+            bollard::query_parameters::ListContainersOptionsBuilder::default()
+                .all(true)
+                .build(),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(left.len(), 0, "containers left: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_killed_mid_run_leaves_valid_reports_and_the_next_run_completes() {
+    let mut engine = PrivateContainerd::start().await;
+    let namespace = "faults";
+    let image = "docker.io/library/base:1";
+    engine.import_busybox_image(namespace, image);
+    for i in 0..CONTAINERS {
+        engine.create_native(namespace, &format!("c{i}"), image);
+    }
+    let cli = Cli::new(
+        &Runtime::Containerd(&engine.endpoint(), &[namespace]),
+        "containers: { min_age: \"0\" }\nimages: { enabled: false }\n\
+         safety: { concurrency: 1 }\n",
+    );
+    let child = cli.command(&["run"]).spawn().unwrap();
+    wait_for_audit_lines(&cli, 10);
+    engine.stop();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_cut_short(&cli, &out);
+    engine.restart(false).await;
+    let again = cli.run(&["run"]);
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(0), "{err}");
+    assert_eq!(engine.container_ids(namespace), Vec::<String>::new());
+}

@@ -212,6 +212,26 @@ fn assert_cut_short(cli: &Cli, out: &Output) {
     );
 }
 
+/// Runs `safeprune run` on `cli`, calls `kill` once ten removals are in
+/// the audit log, and checks what the run, cut short, left.
+async fn run_and_kill_after_ten_removals(cli: &Cli, kill: impl FnOnce()) {
+    let child = cli.command(&["run"]).spawn().unwrap();
+    wait_for_audit_lines(cli, 10);
+    kill();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_cut_short(cli, &out);
+}
+
+/// With the engine back, the next run finishes (exit 0).
+fn assert_next_run_completes(cli: &Cli) {
+    let again = cli.run(&["run"]);
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(0), "{err}");
+}
+
 const CONTAINERS: usize = 150;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -229,19 +249,10 @@ async fn docker_killed_mid_run_leaves_valid_reports_and_the_next_run_completes()
          networks: { enabled: false }\nbuild_cache: { enabled: false }\n\
          safety: { concurrency: 1 }\n",
     );
-    let child = cli.command(&["run"]).spawn().unwrap();
-    wait_for_audit_lines(&cli, 10);
-    engine.stop();
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_cut_short(&cli, &out);
+    run_and_kill_after_ten_removals(&cli, || engine.stop()).await;
     // Back up, the next run removes the rest.
     engine.restart().await;
-    let again = cli.run(&["run"]);
-    let err = String::from_utf8_lossy(&again.stderr);
-    assert_eq!(again.status.code(), Some(0), "{err}");
+    assert_next_run_completes(&cli);
     let left = engine
         .docker()
         .list_containers(Some(
@@ -268,17 +279,8 @@ async fn containerd_killed_mid_run_leaves_valid_reports_and_the_next_run_complet
         "containers: { min_age: \"0\" }\nimages: { enabled: false }\n\
          safety: { concurrency: 1 }\n",
     );
-    let child = cli.command(&["run"]).spawn().unwrap();
-    wait_for_audit_lines(&cli, 10);
-    engine.stop();
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_cut_short(&cli, &out);
+    run_and_kill_after_ten_removals(&cli, || engine.stop()).await;
     engine.restart(false).await;
-    let again = cli.run(&["run"]);
-    let err = String::from_utf8_lossy(&again.stderr);
-    assert_eq!(again.status.code(), Some(0), "{err}");
+    assert_next_run_completes(&cli);
     assert_eq!(engine.container_ids(namespace), Vec::<String>::new());
 }

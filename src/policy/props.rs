@@ -118,7 +118,11 @@ fn within_bounds(policy: &Policy) {
         );
     }
     assert!(
-        crate::schedule::next_scheduled(policy, chrono::Utc::now()).is_some(),
+        policy
+            .schedule
+            .cron()
+            .find_next_occurrence(&chrono::Utc::now(), false)
+            .is_ok(),
         "{}",
         policy.schedule.as_str()
     );

@@ -105,6 +105,8 @@ fn node(containers: usize) -> Inventory {
             last_tagged: None,
             size: Some(100 << 20),
             pinned: false,
+            unique_size: None,
+            recorded_use: None,
         });
     }
     // As the adapters give them: sorted by id (a volume's is its name).

@@ -133,6 +133,8 @@ mod tests {
                 last_tagged: None,
                 size: Some(187_000_000),
                 pinned: false,
+                unique_size: None,
+                recorded_use: None,
             }],
             ..Inventory::default()
         };

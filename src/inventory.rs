@@ -78,6 +78,8 @@ pub struct Inventory {
     pub build_cache: Vec<BuildCacheEntry>,
     /// Pod sandboxes as kubelet sees them, with their READY state.
     pub sandboxes: Vec<PodSandbox>,
+    /// The image store's file system, when the runtime could measure it.
+    pub image_fs: Option<FsUsage>,
 }
 
 /// The lifecycle state of a container, folded across runtimes.
@@ -235,6 +237,84 @@ pub struct Image {
     pub size: Option<u64>,
     /// Pinned by the runtime (containerd's pinned label, the sandbox image).
     pub pinned: bool,
+    /// What removing it alone frees: its bytes that no other image shares;
+    /// `None` when the runtime does not say (`size` stands in).
+    pub unique_size: Option<u64>,
+    /// Its latest use that safeprune recorded (the usage history): a
+    /// container created or started from it since, perhaps, deleted.
+    pub recorded_use: Option<Use>,
+}
+
+/// A use of an image, and what it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Use {
+    pub at: DateTime<Utc>,
+    pub source: UseSource,
+}
+
+/// What an image's last use was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UseSource {
+    /// The image was made (its creation time): nothing later is known.
+    Created,
+    /// Pulled, imported or tagged.
+    PullOrTag,
+    /// A container was created from it.
+    ContainerCreate,
+    /// A container made from it was started.
+    ContainerStart,
+    /// A container made from it exited.
+    ContainerExit,
+}
+
+impl UseSource {
+    /// As reports write it: `container start`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "image created",
+            Self::PullOrTag => "pull, import or tag",
+            Self::ContainerCreate => "container create",
+            Self::ContainerStart => "container start",
+            Self::ContainerExit => "container exit",
+        }
+    }
+}
+
+/// How full the file system holding the image store is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FsUsage {
+    /// The directory measured (Docker's root dir, containerd's root).
+    pub path: String,
+    /// Bytes in use.
+    pub used_bytes: u64,
+    /// Bytes still free for an unprivileged writer (as `df` counts them).
+    pub available_bytes: u64,
+}
+
+impl FsUsage {
+    /// Usage as `df` reports it: used over used plus available, in percent.
+    #[must_use]
+    pub fn percent(&self) -> f64 {
+        Self::percent_of(self.used_bytes, self.available_bytes)
+    }
+
+    /// The usage percent once `freed` more bytes are free.
+    #[must_use]
+    pub fn percent_after(&self, freed: u64) -> f64 {
+        let freed = freed.min(self.used_bytes);
+        Self::percent_of(self.used_bytes - freed, self.available_bytes + freed)
+    }
+
+    #[expect(clippy::cast_precision_loss, reason = "a percentage")]
+    fn percent_of(used: u64, available: u64) -> f64 {
+        let total = used.saturating_add(available);
+        if total == 0 {
+            return 100.0;
+        }
+        used as f64 * 100.0 / total as f64
+    }
 }
 
 impl Image {

@@ -28,7 +28,7 @@ pub const DEFAULT_POLICY_YAML: &str = include_str!("../config/policy.yaml");
 
 /// The keys whose value may be written as null, because docs/design.md says
 /// what null means there. Anywhere else, an empty or null value is refused.
-const NULLABLE: &[&str] = &[];
+const NULLABLE: &[&str] = &["images.disk"];
 
 /// The longest glob or label rule accepted: longer than any image
 /// reference (at most 255 characters for the name, 128 for the tag).
@@ -91,6 +91,10 @@ pub struct Policy {
     pub metrics: MetricsConfig,
     #[serde(default = "default_lock_file", deserialize_with = "absolute_path")]
     pub lock_file: PathBuf,
+    /// Where safeprune keeps what it must remember between runs: the
+    /// images' usage history.
+    #[serde(default = "default_state_dir", deserialize_with = "absolute_path")]
+    pub state_dir: PathBuf,
 }
 
 /// The policy format version; only `1` exists.
@@ -254,6 +258,53 @@ pub struct ImageRules {
     pub mode: ImageMode,
     pub min_age: Age,
     pub keep: Vec<Pattern>,
+    /// Keep the N most recently used images of each repository; 0: none.
+    pub keep_recent: u32,
+    /// Prune only under disk pressure, least recently used first; `None`:
+    /// by the age rules alone.
+    pub disk: Option<DiskWatermarks>,
+}
+
+/// When images are pruned by disk pressure: while the image store's file
+/// system is fuller than `high_percent`, until it is at `low_percent`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DiskWatermarks {
+    pub high_percent: u8,
+    pub low_percent: u8,
+}
+
+impl<'de> Deserialize<'de> for DiskWatermarks {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Written {
+            #[serde(default = "default_high_percent")]
+            high_percent: u64,
+            #[serde(default = "default_low_percent")]
+            low_percent: u64,
+        }
+        let w = Written::deserialize(de)?;
+        let percent = |v: u64| u8::try_from(v).ok().filter(|p| *p <= 100);
+        match (percent(w.high_percent), percent(w.low_percent)) {
+            (Some(high_percent), Some(low_percent)) if low_percent < high_percent => Ok(Self {
+                high_percent,
+                low_percent,
+            }),
+            _ => Err(serde::de::Error::custom(format!(
+                "disk watermarks high_percent {} and low_percent {} do not fit: write whole \
+                 percents from 0 to 100, low_percent under high_percent (e.g. 85 and 70)",
+                w.high_percent, w.low_percent
+            ))),
+        }
+    }
+}
+
+fn default_high_percent() -> u64 {
+    85
+}
+
+fn default_low_percent() -> u64 {
+    70
 }
 
 impl Default for ImageRules {
@@ -266,6 +317,8 @@ impl Default for ImageRules {
                 .into_iter()
                 .map(|p| Pattern::from_str(p).expect("the built-in patterns are valid"))
                 .collect(),
+            keep_recent: 0,
+            disk: None,
         }
     }
 }
@@ -536,6 +589,10 @@ fn endpoint<'de, D: Deserializer<'de>>(de: D) -> Result<String, D::Error> {
 
 fn default_schedule() -> Schedule {
     Schedule::from_str("0 5 * * 4").expect("the built-in schedule is valid")
+}
+
+fn default_state_dir() -> PathBuf {
+    PathBuf::from("/var/lib/safeprune")
 }
 
 fn default_lock_file() -> PathBuf {

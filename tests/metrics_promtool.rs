@@ -71,6 +71,8 @@ fn image(id: &str, tags: &[&str], size: u64) -> Image {
         last_tagged: Some(hours_ago(500)),
         size: Some(size),
         pinned: false,
+        unique_size: None,
+        recorded_use: None,
     }
 }
 
@@ -173,6 +175,7 @@ fn node() -> Inventory {
                 ready: false,
             },
         ],
+        image_fs: None,
     }
 }
 

@@ -44,6 +44,8 @@ fn node() -> Inventory {
                 last_tagged: None,
                 size: Some(100),
                 pinned: false,
+                unique_size: None,
+                recorded_use: None,
             })
             .collect(),
         volumes: ["vol-a", "vol-b"]
@@ -70,6 +72,7 @@ fn node() -> Inventory {
             pod_namespace: None,
             ready: false,
         }],
+        image_fs: None,
     }
 }
 

@@ -50,6 +50,9 @@ pub enum Rule {
     Tagged,
     NamedVolume,
     TooYoung,
+    KeepRecent,
+    DiskBelowThreshold,
+    LruNotNeeded,
     Eligible,
 }
 
@@ -70,6 +73,9 @@ impl Rule {
             Self::Tagged => "tagged",
             Self::NamedVolume => "named_volume",
             Self::TooYoung => "too_young",
+            Self::KeepRecent => "keep_recent",
+            Self::DiskBelowThreshold => "disk_below_threshold",
+            Self::LruNotNeeded => "lru_not_needed",
             Self::Eligible => "eligible",
         }
     }

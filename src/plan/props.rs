@@ -90,7 +90,8 @@ fn arb_inventory() -> impl Strategy<Value = Inventory> {
                 let tag = if pause {
                     "registry.k8s.io/pause:3.9".to_owned()
                 } else {
-                    format!("img{i}:1")
+                    // Two repositories, so that keep_recent ranks images.
+                    format!("img{}:{i}", i % 2)
                 };
                 let mut img = image(&format!("sha256:i{i}"), &[], age);
                 if tagged {
@@ -137,6 +138,7 @@ fn arb_inventory() -> impl Strategy<Value = Inventory> {
             networks,
             build_cache: vec![],
             sandboxes,
+            image_fs: None,
         },
     )
 }
@@ -253,5 +255,50 @@ proptest! {
             let again = later.decisions.iter().find(|x| x.kind == d.kind && x.id == d.id).unwrap();
             prop_assert_eq!(again.decision, Action::Delete);
         }
+    }
+
+    #[test]
+    fn disk_and_keep_recent_never_delete_what_the_plain_policy_keeps(
+        inv in arb_inventory(),
+        policy in arb_policy(),
+        used in 0u64..=1000,
+        high in 1u8..=100,
+        gap in 1u8..=100,
+        keep_recent in 0u32..4,
+        seed in any::<u64>(),
+    ) {
+        let plain = plan(&inv, &policy, now());
+        let mut inv = inv;
+        for (n, i) in inv.images.iter_mut().enumerate() {
+            i.unique_size = Some(40 * (n as u64 + 1));
+        }
+        inv.image_fs = Some(crate::inventory::FsUsage {
+            path: "/var/lib/docker".into(),
+            used_bytes: used,
+            available_bytes: 1000 - used,
+        });
+        let mut by_disk = policy.clone();
+        by_disk.images.keep_recent = keep_recent;
+        by_disk.images.disk = Some(crate::policy::DiskWatermarks {
+            high_percent: high,
+            low_percent: high.saturating_sub(gap),
+        });
+        let p = plan(&inv, &by_disk, now());
+        for (d, before) in p.decisions.iter().zip(&plain.decisions) {
+            prop_assert_eq!((d.kind, &d.id), (before.kind, &before.id));
+            if d.kind == Kind::Image {
+                prop_assert!(d.decision == Action::Keep || before.decision == Action::Delete,
+                    "{} deleted by disk rules, kept by {:?}", d.id, before.rule);
+            } else {
+                prop_assert_eq!(d, before);
+            }
+        }
+        // The rules over all images do not depend on listing order.
+        let mut shuffled = inv.clone();
+        let n = shuffled.images.len();
+        if n > 0 {
+            shuffled.images.rotate_left(usize::try_from(seed % n as u64).unwrap());
+        }
+        prop_assert_eq!(&p, &plan(&shuffled, &by_disk, now()));
     }
 }

@@ -12,8 +12,8 @@ use chrono::{DateTime, Utc};
 
 use super::{Decision, Plan, Rule, human_age};
 use crate::inventory::{
-    BuildCacheEntry, Container, Image, Inventory, Kind, Network, PodSandbox, Volume,
-    reference_forms, short_id,
+    BuildCacheEntry, Container, FsUsage, Image, Inventory, Kind, Network, PodSandbox, Use,
+    UseSource, Volume, reference_forms, short_id,
 };
 use crate::policy::{Age, ImageMode, Policy};
 
@@ -67,7 +67,25 @@ pub(super) fn decide_all(
     kinds.push(decisions.len());
     decisions.extend(inv.volumes.iter().map(|v| volume(v, &users, policy, now)));
     kinds.push(decisions.len());
-    decisions.extend(inv.images.iter().map(|i| image(i, &users, policy, now)));
+    let images_start = decisions.len();
+    let mut last_uses = Vec::with_capacity(inv.images.len());
+    decisions.extend(inv.images.iter().map(|i| {
+        let (decision, last_use) = image(i, &users, policy, now);
+        last_uses.push(last_use);
+        decision
+    }));
+    // Rules over all images at once: only when planning. A re-check sees
+    // the batch's images alone, and the executor watches the disk itself.
+    if use_rule == ContainerUse::Kept {
+        recency_and_disk(
+            &mut decisions[images_start..],
+            &inv.images,
+            &last_uses,
+            policy,
+            inv.image_fs.as_ref(),
+            now,
+        );
+    }
     kinds.push(decisions.len());
     decisions.extend(inv.build_cache.iter().map(|b| build_cache(b, policy, now)));
     kinds.push(decisions.len());
@@ -297,13 +315,51 @@ impl<'a> Users<'a> {
     }
 }
 
-fn image(i: &Image, users: &Users, policy: &Policy, now: DateTime<Utc>) -> Decision {
-    let d = |rule, detail: String| {
-        Decision::new(Kind::Image, &i.id, i.display_name(), rule, detail)
-            .with_refs(i.tags.iter().chain(&i.digests).cloned().collect())
-            .with_bytes(i.size)
-    };
+/// An image's decision by its own rules, and its last use.
+fn image(i: &Image, users: &Users, policy: &Policy, now: DateTime<Utc>) -> (Decision, Option<Use>) {
     let made_from = users.of_image(i);
+    let last_use = last_use(i, &made_from);
+    (image_rules(i, &made_from, last_use, policy, now), last_use)
+}
+
+/// The latest use of an image: the latest of its creation, its last pull
+/// or tag, the creation and exit of any container made from it (deleted
+/// ones too: they were use), and the use the history recorded.
+fn last_use(i: &Image, made_from: &[User]) -> Option<Use> {
+    let at = |at: Option<DateTime<Utc>>, source| at.map(|at| Use { at, source });
+    made_from
+        .iter()
+        .flat_map(|u| {
+            [
+                at(Some(u.container.created), UseSource::ContainerCreate),
+                at(u.container.finished, UseSource::ContainerExit),
+            ]
+        })
+        .chain([
+            at(i.created, UseSource::Created),
+            at(i.last_tagged, UseSource::PullOrTag),
+            i.recorded_use,
+        ])
+        .flatten()
+        .max_by_key(|u| (u.at, u.source))
+}
+
+/// "3d ago (container exit)", or "at an unknown time".
+fn used_ago(last_use: Option<Use>, now: DateTime<Utc>) -> String {
+    match last_use {
+        Some(u) => format!("{} ({})", ago(Some(u.at), now), u.source.as_str()),
+        None => ago(None, now),
+    }
+}
+
+fn image_rules(
+    i: &Image,
+    made_from: &[User],
+    last_use: Option<Use>,
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Decision {
+    let d = |rule, detail: String| image_decision(i, rule, detail);
     if let Some(user) = made_from.iter().find(|u| u.holds).map(|u| u.container) {
         return d(
             Rule::InUse,
@@ -334,29 +390,175 @@ fn image(i: &Image, users: &Users, policy: &Policy, now: DateTime<Utc>) -> Decis
     if rules.mode == ImageMode::Dangling && !i.is_dangling() {
         return d(Rule::Tagged, "tagged, and mode is dangling".to_owned());
     }
-    // Last use: the latest of its creation, its last tag or pull, and the
-    // creation and exit of any container made from it (deleted ones too:
-    // they were use).
-    let last_used = made_from
-        .iter()
-        .flat_map(|u| [Some(u.container.created), u.container.finished])
-        .chain([i.created, i.last_tagged])
-        .flatten()
-        .max();
-    if too_young(last_used, rules.min_age, now) {
+    if too_young(last_use.map(|u| u.at), rules.min_age, now) {
         return d(
             Rule::TooYoung,
             format!(
                 "last used {}, younger than min_age {}",
-                ago(last_used, now),
+                used_ago(last_use, now),
                 rules.min_age
             ),
         );
     }
     d(
         Rule::Eligible,
-        format!("unused, last used {}", ago(last_used, now)),
+        format!("unused, last used {}", used_ago(last_use, now)),
     )
+}
+
+fn image_decision(i: &Image, rule: Rule, detail: String) -> Decision {
+    Decision::new(Kind::Image, &i.id, i.display_name(), rule, detail)
+        .with_refs(i.tags.iter().chain(&i.digests).cloned().collect())
+        .with_bytes(i.size)
+}
+
+/// The image rules that weigh images against each other, in order, on the
+/// images their own rules left eligible: `keep_recent` (the N most
+/// recently used of each repository, among all its images), then
+/// `disk_below_threshold` and `lru_not_needed` (with `images.disk`: only
+/// under pressure, least recently used first, until the projection reaches
+/// `low_percent`). `decisions`, `images` and `last_uses` are parallel.
+fn recency_and_disk(
+    decisions: &mut [Decision],
+    images: &[Image],
+    last_uses: &[Option<Use>],
+    policy: &Policy,
+    image_fs: Option<&FsUsage>,
+    now: DateTime<Utc>,
+) {
+    let rules = &policy.images;
+    let eligible = |d: &Decision| d.rule == Rule::Eligible;
+    if rules.keep_recent > 0 {
+        let recent = most_recent_of_each_repository(images, last_uses, rules.keep_recent);
+        for (n, repository) in recent {
+            if eligible(&decisions[n]) {
+                let detail = format!(
+                    "one of the {} most recently used images of {repository} (last used {})",
+                    rules.keep_recent,
+                    used_ago(last_uses[n], now)
+                );
+                decisions[n] = image_decision(&images[n], Rule::KeepRecent, detail);
+            }
+        }
+    }
+    let Some(disk) = rules.disk else {
+        return;
+    };
+    let mut candidates: Vec<usize> = (0..images.len())
+        .filter(|&n| eligible(&decisions[n]))
+        .collect();
+    let Some(fs) = image_fs.filter(|fs| fs.percent() > f64::from(disk.high_percent)) else {
+        let why = image_fs.map_or_else(
+            || {
+                "the image file system's usage is unknown: nothing is pruned by disk pressure"
+                    .to_owned()
+            },
+            |fs| {
+                format!(
+                    "the image file system is {:.0}% full, at or under high_percent {}",
+                    fs.percent(),
+                    disk.high_percent
+                )
+            },
+        );
+        for n in candidates {
+            decisions[n] = image_decision(&images[n], Rule::DiskBelowThreshold, why.clone());
+        }
+        return;
+    };
+    // Least recently used first; a tie goes by id, so the plan does not
+    // depend on listing order.
+    candidates.sort_by(|&a, &b| {
+        let at = |n: usize| last_uses[n].map(|u| u.at);
+        at(a)
+            .cmp(&at(b))
+            .then_with(|| images[a].id.cmp(&images[b].id))
+    });
+    let low = f64::from(disk.low_percent);
+    let mut freed = 0_u64;
+    let mut needed = 0;
+    for &n in &candidates {
+        if fs.percent_after(freed) <= low {
+            break;
+        }
+        freed = freed.saturating_add(images[n].unique_size.or(images[n].size).unwrap_or(0));
+        needed += 1;
+    }
+    for &n in &candidates[needed..] {
+        let detail = format!(
+            "removing the {needed} less recently used images brings the image file system \
+             from {:.0}% to {:.0}%, at or under low_percent {} (last used {})",
+            fs.percent(),
+            fs.percent_after(freed),
+            disk.low_percent,
+            used_ago(last_uses[n], now)
+        );
+        decisions[n] = image_decision(&images[n], Rule::LruNotNeeded, detail);
+    }
+}
+
+/// The images among the `keep` most recently used of some repository they
+/// name, each with that repository; ties go by id. Dangling images name
+/// none.
+fn most_recent_of_each_repository(
+    images: &[Image],
+    last_uses: &[Option<Use>],
+    keep: u32,
+) -> Vec<(usize, String)> {
+    let mut by_repository: HashMap<String, Vec<usize>> = HashMap::new();
+    for (n, image) in images.iter().enumerate() {
+        let mut repositories: Vec<String> = image
+            .tags
+            .iter()
+            .chain(&image.digests)
+            .filter_map(|r| repository(r))
+            .collect();
+        repositories.sort();
+        repositories.dedup();
+        for r in repositories {
+            by_repository.entry(r).or_default().push(n);
+        }
+    }
+    // Each image once, with the first repository (in name order) keeping it.
+    let mut kept: Vec<Option<String>> = vec![None; images.len()];
+    let mut repositories: Vec<_> = by_repository.into_iter().collect();
+    repositories.sort();
+    for (repository, mut members) in repositories {
+        // Most recent first; unknown last use last; a tie by id.
+        members.sort_by(|&a, &b| {
+            let at = |n: usize| last_uses[n].map(|u| u.at);
+            at(b)
+                .cmp(&at(a))
+                .then_with(|| images[a].id.cmp(&images[b].id))
+        });
+        let keep = usize::try_from(keep).unwrap_or(usize::MAX);
+        for &n in members.iter().take(keep) {
+            kept[n].get_or_insert_with(|| repository.clone());
+        }
+    }
+    kept.into_iter()
+        .enumerate()
+        .filter_map(|(n, r)| Some((n, r?)))
+        .collect()
+}
+
+/// The repository a reference names, in its fullest spelling
+/// (`docker.io/library/app` for `app:1`); `None` for an id.
+fn repository(reference: &str) -> Option<String> {
+    let name = if let Some((name, _)) = reference.split_once('@') {
+        name
+    } else {
+        // A tag follows the last colon after the last slash.
+        let slash = reference.rfind('/').map_or(0, |i| i + 1);
+        match reference[slash..].rfind(':') {
+            Some(colon) => &reference[..slash + colon],
+            None => reference,
+        }
+    };
+    if name.is_empty() || name.starts_with("sha256:") {
+        return None;
+    }
+    reference_forms(name).into_iter().max_by_key(String::len)
 }
 
 fn volume(v: &Volume, users: &Users, policy: &Policy, now: DateTime<Utc>) -> Decision {

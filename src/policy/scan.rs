@@ -347,7 +347,15 @@ mod tests {
 
     #[test]
     fn a_normal_policy_passes() {
-        check(crate::policy::DEFAULT_POLICY_YAML).unwrap();
+        let default = crate::policy::DEFAULT_POLICY_YAML;
+        scan(default, crate::policy::NULLABLE).unwrap();
+        // Its `disk: null` is allowed only where the caller allows it.
+        assert!(
+            scan(default, &[])
+                .unwrap_err()
+                .message
+                .starts_with("images.disk has no value")
+        );
         check("").unwrap();
         check("# only a comment\n").unwrap();
         check("images:\n  keep: []\nprotect: {labels: [a=b]}\n").unwrap();

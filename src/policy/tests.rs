@@ -247,3 +247,58 @@ fn a_schedule_that_never_fires_is_refused_where_it_is_written() {
     // Rare is not never: 29 February comes every four years.
     parse("schedule: \"0 5 29 2 *\"").unwrap();
 }
+
+#[test]
+fn disk_watermarks_default_validate_and_may_be_null() {
+    assert_eq!(Policy::builtin().images.disk, None);
+    assert_eq!(parse("images: {disk: null}").unwrap().images.disk, None);
+    assert_eq!(
+        parse("images: {disk: {}}").unwrap().images.disk,
+        Some(DiskWatermarks {
+            high_percent: 85,
+            low_percent: 70
+        })
+    );
+    assert_eq!(
+        parse("images: {disk: {high_percent: 80, low_percent: 0}}")
+            .unwrap()
+            .images
+            .disk,
+        Some(DiskWatermarks {
+            high_percent: 80,
+            low_percent: 0
+        })
+    );
+    for bad in [
+        "{high_percent: 70, low_percent: 70}",
+        "{high_percent: 60, low_percent: 70}",
+        "{high_percent: 101, low_percent: 70}",
+    ] {
+        let e = err(&format!("images:\n  disk: {bad}\n"));
+        assert!(e.contains("images: disk watermarks"), "{bad}: {e}");
+        assert!(e.ends_with(" at line 2 column 3"), "{bad}: {e}");
+    }
+    assert!(err("images: {disk: {high: 80}}").contains("unknown field `high`"));
+    let e = err("images:\n  disk: {high_percent: 90, low_percent: -1}\n");
+    assert!(e.contains("images.disk.low_percent: invalid type"), "{e}");
+}
+
+#[test]
+fn keep_recent_and_state_dir_have_their_defaults() {
+    let p = Policy::builtin();
+    assert_eq!(p.images.keep_recent, 0);
+    assert_eq!(p.state_dir, PathBuf::from("/var/lib/safeprune"));
+    assert_eq!(
+        parse("images: {keep_recent: 2}")
+            .unwrap()
+            .images
+            .keep_recent,
+        2
+    );
+    let e = err("state_dir: var/lib/safeprune");
+    assert!(
+        e.contains("state_dir: path 'var/lib/safeprune' is not absolute"),
+        "{e}"
+    );
+    assert!(err("images: {keep_recent: -1}").contains("images.keep_recent"));
+}

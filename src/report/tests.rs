@@ -62,6 +62,8 @@ fn sample_report(outcomes: Vec<Outcome>) -> Report {
                 last_tagged: None,
                 size: Some(4_860_000),
                 pinned: false,
+                unique_size: None,
+                recorded_use: None,
             },
             Image {
                 id: "sha256:dead".into(),
@@ -71,6 +73,8 @@ fn sample_report(outcomes: Vec<Outcome>) -> Report {
                 last_tagged: None,
                 size: Some(187_000_000),
                 pinned: false,
+                unique_size: None,
+                recorded_use: None,
             },
         ],
         sandboxes: vec![PodSandbox {

@@ -644,6 +644,8 @@ impl Engine for DockerRuntime {
             networks,
             build_cache,
             sandboxes,
+            // Not measured yet (issue 12): `images.disk` keeps every image.
+            image_fs: None,
         })
     }
 

@@ -15,7 +15,7 @@ use super::*;
 use crate::execute::{Outcome, Reason};
 use crate::plan::{Decision, Plan};
 
-const RULES: [Rule; 13] = [
+const RULES: [Rule; 16] = [
     Rule::Running,
     Rule::PodSandbox,
     Rule::ProtectedLabel,
@@ -28,6 +28,9 @@ const RULES: [Rule; 13] = [
     Rule::Tagged,
     Rule::NamedVolume,
     Rule::TooYoung,
+    Rule::KeepRecent,
+    Rule::DiskBelowThreshold,
+    Rule::LruNotNeeded,
     Rule::Eligible,
 ];
 

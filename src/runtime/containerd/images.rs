@@ -108,6 +108,8 @@ fn image(
             .max(),
         size: content_size(digest, content),
         pinned,
+        unique_size: None,
+        recorded_use: None,
     }
 }
 

@@ -266,6 +266,8 @@ pub(super) fn image_from_inspect(inspect: ImageInspect) -> Option<Image> {
         // Docker pins nothing; the policy's `images.keep` covers the pause
         // image.
         pinned: false,
+        unique_size: None,
+        recorded_use: None,
     })
 }
 

@@ -420,6 +420,8 @@ mod tests {
             last_tagged: None,
             size: None,
             pinned: false,
+            unique_size: None,
+            recorded_use: None,
         };
         let mut w =
             Watch::new(Vec::new(), t, true).with_images([image("sha256:a"), image("sha256:c")]);

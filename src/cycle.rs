@@ -50,6 +50,11 @@ impl Node {
         } else {
             runtime.read_only()
         };
+        let runtime = if policy.images.disk.is_some() {
+            runtime.measuring_image_fs()
+        } else {
+            runtime
+        };
         let inventory = runtime.inventory().await?;
         tracing::info!(
             runtime = runtime.name(),

@@ -845,3 +845,40 @@ async fn rechecks_read_again_only_the_containers_an_event_named() {
         "the deleted task and the relabelled container, each once"
     );
 }
+
+#[tokio::test]
+async fn the_image_file_system_is_the_one_cri_names() {
+    let (containerd, runtime) = engine().await;
+    // Measured only when asked (`images.disk`).
+    assert_eq!(runtime.inventory().await.unwrap().image_fs, None);
+    let runtime = runtime.measuring_image_fs();
+    let fs = runtime
+        .inventory()
+        .await
+        .unwrap()
+        .image_fs
+        .expect("measured");
+    // CRI names its snapshotter's directory, under the engine's root.
+    let root = containerd.path("root");
+    assert!(
+        fs.path.starts_with(&root.display().to_string()),
+        "{} is not under {}",
+        fs.path,
+        root.display()
+    );
+    let df = std::process::Command::new("df")
+        .args(["-B1", "--output=used,avail"])
+        .arg(&fs.path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(df.stdout).unwrap();
+    let numbers: Vec<u64> = text
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    // The same file system: the same size (usage moves with the host).
+    assert_eq!(fs.used_bytes + fs.available_bytes, numbers[0] + numbers[1]);
+}

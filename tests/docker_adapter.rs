@@ -732,3 +732,58 @@ fn system_df_build_cache(endpoint: &str) -> Vec<(String, bool, Option<u64>)> {
     records.sort();
     records
 }
+
+/// `df`'s used and available bytes of the file system holding `path`.
+fn df(path: &std::path::Path) -> (u64, u64) {
+    let out = std::process::Command::new("df")
+        .args(["-B1", "--output=used,avail"])
+        .arg(path)
+        .output()
+        .expect("run df");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let numbers: Vec<u64> = text
+        .lines()
+        .nth(1)
+        .expect("df prints a line for the file system")
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    (numbers[0], numbers[1])
+}
+
+#[tokio::test]
+async fn the_image_file_system_is_measured_where_docker_keeps_its_data() {
+    let dockerd = PrivateDockerd::start_on_small_fs(256).await;
+    dockerd.import_busybox_image("base:1", None).await;
+    let root = dockerd.data_root();
+    let runtime = DockerRuntime::connect(dockerd.endpoint())
+        .await
+        .expect("connect to the private dockerd");
+    // Measured only when asked (`images.disk`): no engine call otherwise.
+    assert_eq!(runtime.inventory().await.unwrap().image_fs, None);
+    let runtime = runtime.measuring_image_fs();
+    let before = runtime
+        .inventory()
+        .await
+        .unwrap()
+        .image_fs
+        .expect("measured");
+    assert_eq!(before.path, root.display().to_string());
+    // The file system is the test's alone: df agrees to the byte.
+    assert_eq!((before.used_bytes, before.available_bytes), df(&root));
+    // 64 MiB more in the data root is 64 MiB more used.
+    let filler = root.join("filler");
+    std::fs::write(&filler, vec![1_u8; 64 << 20]).unwrap();
+    let after = runtime
+        .inventory()
+        .await
+        .unwrap()
+        .image_fs
+        .expect("measured");
+    assert!(
+        after.used_bytes >= before.used_bytes + (64 << 20),
+        "{before:?} then {after:?}"
+    );
+    assert!(after.percent() > before.percent());
+    std::fs::remove_file(filler).unwrap();
+}

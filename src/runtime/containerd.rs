@@ -151,6 +151,9 @@ pub struct ContainerdRuntime {
     /// Whether an inventory subscribes to containerd's events for the
     /// re-checks that follow: not for a command that removes nothing.
     follow_events: bool,
+    /// Whether the inventory measures the image file system (CRI's
+    /// `ImageFsInfo` names it; `images.disk`).
+    measure_image_fs: bool,
 }
 
 impl ContainerdRuntime {
@@ -202,6 +205,7 @@ impl ContainerdRuntime {
             watch: Box::new(tokio::sync::Mutex::new(None)),
             rechecked: Mutex::new(HashMap::new()),
             follow_events: true,
+            measure_image_fs: false,
         })
     }
 
@@ -218,6 +222,27 @@ impl ContainerdRuntime {
     pub fn read_only(mut self) -> Self {
         self.follow_events = false;
         self
+    }
+
+    /// This runtime, with inventories that measure the file system that
+    /// CRI's `ImageFsInfo` names as the image store.
+    #[must_use]
+    pub fn measuring_image_fs(mut self) -> Self {
+        self.measure_image_fs = true;
+        self
+    }
+
+    /// The image file system CRI names; `None` without CRI, or when it
+    /// cannot be measured from here.
+    async fn image_fs(&self) -> Option<crate::inventory::FsUsage> {
+        match cri::image_fs_mountpoint(&self.channel).await {
+            Ok(Some(mountpoint)) => super::fs_usage(std::path::Path::new(&mountpoint)),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "CRI does not say where images are stored");
+                None
+            }
+        }
     }
 
     /// Whether re-checks follow containerd's events (from an inventory on,
@@ -713,6 +738,9 @@ impl Engine for ContainerdRuntime {
         }
         inventory.containers.sort_by(|a, b| a.id.cmp(&b.id));
         inventory.images.sort_by(|a, b| a.id.cmp(&b.id));
+        if self.measure_image_fs {
+            inventory.image_fs = self.image_fs().await;
+        }
         tracing::debug!(
             namespaces = ?self.namespaces,
             containers = inventory.containers.len(),

@@ -13,7 +13,7 @@ mod disk_usage;
 mod watch;
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use bollard::errors::Error as BollardError;
@@ -63,6 +63,9 @@ pub struct DockerRuntime {
     /// Whether the inventory reads the build cache: on API 1.41 that is a
     /// full `/system/df`, which sizes every container, image and volume.
     read_build_cache: bool,
+    /// Whether the inventory measures the file system of `DockerRootDir`
+    /// (`images.disk`).
+    measure_image_fs: bool,
     /// The references of each image as its last re-check read them: what
     /// its removal untags.
     rechecked_refs: std::sync::Mutex<HashMap<String, Vec<String>>>,
@@ -109,8 +112,30 @@ impl DockerRuntime {
             socket,
             watch: Box::default(),
             read_build_cache: true,
+            measure_image_fs: false,
             rechecked_refs: std::sync::Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The same connection, with inventories that measure the file system
+    /// holding the engine's data (`DockerRootDir`).
+    #[must_use]
+    pub fn measuring_image_fs(mut self) -> Self {
+        self.measure_image_fs = true;
+        self
+    }
+
+    /// The file system of `DockerRootDir`, where images live; `None` when
+    /// it cannot be measured from here.
+    async fn image_fs(&self) -> Result<Option<crate::inventory::FsUsage>, RuntimeError> {
+        let info = self
+            .docker
+            .info()
+            .await
+            .map_err(Self::call_error("read engine info"))?;
+        Ok(info
+            .docker_root_dir
+            .and_then(|root| super::fs_usage(Path::new(&root))))
     }
 
     /// The same connection, with inventories that leave the build cache
@@ -623,6 +648,12 @@ impl Engine for DockerRuntime {
             self.build_cache(),
         );
         let (containers, images, volumes, networks) = listed?;
+        // After the lists: what they show is on the disk measured.
+        let image_fs = if self.measure_image_fs {
+            self.image_fs().await?
+        } else {
+            None
+        };
         let sandboxes = sandboxes_from_containers(&containers);
         *self.watch.lock().await = Watch::new(containers.clone(), taken, true)
             .with_volumes(volumes.clone())
@@ -644,8 +675,7 @@ impl Engine for DockerRuntime {
             networks,
             build_cache,
             sandboxes,
-            // Not measured yet (issue 12): `images.disk` keeps every image.
-            image_fs: None,
+            image_fs,
         })
     }
 

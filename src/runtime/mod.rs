@@ -195,7 +195,38 @@ impl Runtime {
     }
 }
 
+/// How full the file system holding `path` is, as `df` counts it; `None`
+/// when `path` cannot be measured from here (safeprune in a pod that does
+/// not mount the engine's directory).
+#[must_use]
+pub fn fs_usage(path: &std::path::Path) -> Option<crate::inventory::FsUsage> {
+    match nix::sys::statvfs::statvfs(path) {
+        Ok(s) => {
+            let block = s.fragment_size();
+            Some(crate::inventory::FsUsage {
+                path: path.display().to_string(),
+                used_bytes: (s.blocks() - s.blocks_free()).saturating_mul(block),
+                available_bytes: s.blocks_available().saturating_mul(block),
+            })
+        }
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot measure the image file system");
+            None
+        }
+    }
+}
+
 impl Runtime {
+    /// This runtime, with inventories that measure the image store's file
+    /// system (`images.disk`): one more call, and a `statvfs(2)`.
+    #[must_use]
+    pub fn measuring_image_fs(self) -> Self {
+        match self {
+            Self::Docker(d) => Self::Docker(d.measuring_image_fs()),
+            Self::Containerd(c) => Self::Containerd(c.measuring_image_fs()),
+        }
+    }
+
     /// This runtime, with inventories that leave the build cache unread:
     /// for a policy that does not prune it (on Docker's API 1.41 reading it
     /// sizes every object of the node).

@@ -171,6 +171,11 @@ impl PrivateContainerd {
         self.socket.to_string_lossy().into_owned()
     }
 
+    /// `name` in the engine's directory (`root` is its root).
+    pub fn path(&self, name: &str) -> std::path::PathBuf {
+        self.process.path(name)
+    }
+
     /// The value of `safeprune.test` on everything the fixtures create.
     pub fn scope(&self) -> &str {
         self.process.scope()

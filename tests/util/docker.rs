@@ -57,6 +57,26 @@ impl PrivateDockerd {
         }
     }
 
+    /// A private engine whose data root is a file system of its own of
+    /// `megabytes`, loop-mounted: a disk the test can fill.
+    pub async fn start_on_small_fs(megabytes: u64) -> Self {
+        let mut process = EngineProcess::new("dockerd", "sp-");
+        process.mount_small_fs("data", megabytes);
+        daemon::write_config(&process);
+        let endpoint = daemon::endpoint(&process);
+        let docker = daemon::launch(&mut process).await;
+        Self {
+            docker,
+            endpoint,
+            process,
+        }
+    }
+
+    /// The engine's data root, where its images are stored.
+    pub fn data_root(&self) -> std::path::PathBuf {
+        self.process.path("data")
+    }
+
     /// Kills the engine, as a crash or `systemctl stop docker` would; its
     /// data stays for [`Self::restart`].
     pub fn stop(&mut self) {

@@ -40,6 +40,9 @@ pub struct EngineProcess {
     unshare: Option<Child>,
     /// The engine, the init of its pid namespace, once it has answered.
     init_pid: Option<u32>,
+    /// File systems of the test's own mounted in the directory, unmounted
+    /// before it is removed.
+    mounts: Vec<PathBuf>,
 }
 
 impl EngineProcess {
@@ -62,7 +65,28 @@ impl EngineProcess {
             scope,
             unshare: None,
             init_pid: None,
+            mounts: Vec::new(),
         }
+    }
+
+    /// Mounts a fresh ext4 file system of `megabytes` (a loop-mounted file
+    /// beside it) at `name` in the directory, before the engine starts:
+    /// a disk the test can fill.
+    pub fn mount_small_fs(&mut self, name: &str, megabytes: u64) {
+        let image = self.path(&format!("{name}.ext4"));
+        let mountpoint = self.path(name);
+        fs::File::create(&image)
+            .and_then(|f| f.set_len(megabytes << 20))
+            .expect("make the file system's file");
+        fs::create_dir_all(&mountpoint).expect("make the mount point");
+        super::run_ok(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image));
+        super::run_ok(
+            Command::new("mount")
+                .args(["-o", "loop"])
+                .arg(&image)
+                .arg(&mountpoint),
+        );
+        self.mounts.push(mountpoint);
     }
 
     /// The engine's directory: data, state, socket and log.
@@ -219,6 +243,9 @@ impl EngineProcess {
 impl Drop for EngineProcess {
     fn drop(&mut self) {
         self.stop();
+        for mountpoint in &self.mounts {
+            let _ = Command::new("umount").arg("-l").arg(mountpoint).status();
+        }
         remove_cgroups(&self.scope);
         if let Err(e) = retry(|| fs::remove_dir_all(&self.dir)) {
             eprintln!("cannot remove {}: {e}", self.dir.display());

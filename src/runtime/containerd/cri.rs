@@ -10,15 +10,30 @@ use std::collections::HashMap;
 use containerd_client::tonic::transport::Channel;
 use containerd_client::tonic::{Code, Request, Status};
 use futures_util::{StreamExt, TryStreamExt, stream};
+use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::{
     Container, ContainerState as CriState, ContainerStatus, ContainerStatusRequest,
-    ListContainersRequest, ListPodSandboxRequest, PodSandbox, PodSandboxStatusRequest,
-    RemoveContainerRequest, StatusRequest,
+    ImageFsInfoRequest, ListContainersRequest, ListPodSandboxRequest, PodSandbox,
+    PodSandboxStatusRequest, RemoveContainerRequest, StatusRequest,
 };
 
 use super::convert::{CriView, sandbox_image_of};
 use super::{MAX_MESSAGE_BYTES, REQUEST_TIMEOUT, STATUS_CONCURRENCY};
+
+/// Where CRI stores images: the mount point of its first image file system
+/// (`ImageFsInfo`); `None` when it names none.
+pub(super) async fn image_fs_mountpoint(channel: &Channel) -> Result<Option<String>, Status> {
+    let answer = ImageServiceClient::new(channel.clone())
+        .image_fs_info(request(ImageFsInfoRequest {}))
+        .await?
+        .into_inner();
+    Ok(answer
+        .image_filesystems
+        .into_iter()
+        .filter_map(|fs| fs.fs_id.map(|id| id.mountpoint))
+        .find(|mountpoint| !mountpoint.is_empty()))
+}
 
 /// A CRI runtime client on containerd's channel.
 pub(super) fn client(channel: Channel) -> RuntimeServiceClient<Channel> {

@@ -159,7 +159,8 @@ pub async fn execute<E: Engine>(
     // engine would fail every later call too, each after its timeout.
     let mut engine_down: Option<String> = None;
     for kind in Kind::REMOVAL_ORDER {
-        let targets: Vec<&Decision> = plan.deletions().filter(|d| d.kind == kind).collect();
+        let (targets, limit, disk_target) = removals_of(plan, policy, kind);
+        let mut target_reached: Option<String> = None;
         let mut done_here = Vec::with_capacity(targets.len());
         let mut report = |outcome: Outcome| {
             on_outcome(&outcome, outcomes.len() + done_here.len() + 1, total);
@@ -172,7 +173,6 @@ pub async fn execute<E: Engine>(
             outcomes.extend(done_here);
             continue;
         }
-        let limit = policy.safety.concurrency.0;
         // Objects not yet re-checked, in order; re-checked ones waiting for
         // a free slot, with when their re-check answered.
         let mut pending: VecDeque<&Decision> = targets.iter().copied().collect();
@@ -186,8 +186,15 @@ pub async fn execute<E: Engine>(
                 let Some((d, at)) = ready.pop_front() else {
                     break;
                 };
+                if target_reached.is_none()
+                    && let Some((path, low)) = &disk_target
+                {
+                    target_reached = reached(path, *low);
+                }
                 if stop.load(Ordering::SeqCst) {
                     report(not_attempted(d));
+                } else if let Some(why) = &target_reached {
+                    report(not_needed(d, why));
                 } else if at.elapsed() > FRESH_FOR {
                     let stale: Vec<&Decision> = std::iter::once(d)
                         .chain(ready.drain(..).map(|(d, _)| d))
@@ -201,6 +208,11 @@ pub async fn execute<E: Engine>(
             }
             // Re-check the next batch while removals go on, so that a slot
             // that frees finds an object ready.
+            if let Some(why) = &target_reached {
+                for d in pending.drain(..).chain(ready.drain(..).map(|(d, _)| d)) {
+                    report(not_needed(d, why));
+                }
+            }
             if let Some(why) = &engine_down {
                 for d in pending.drain(..).chain(ready.drain(..).map(|(d, _)| d)) {
                     report(engine_stopped(d, why));
@@ -304,6 +316,53 @@ async fn recheck<'a, E: Engine>(
         })
         .collect();
     (checked, None)
+}
+
+/// The deletions of `kind` in the order they go, how many may be in flight
+/// at once, and the disk to watch. Under `images.disk`, images go least
+/// recently used first and one at a time, so that each removal is measured
+/// before the next starts, and none once the file system is down to
+/// `low_percent`.
+fn removals_of<'a>(
+    plan: &'a Plan,
+    policy: &Policy,
+    kind: Kind,
+) -> (Vec<&'a Decision>, usize, Option<(std::path::PathBuf, u8)>) {
+    let mut targets: Vec<&Decision> = plan.deletions().filter(|d| d.kind == kind).collect();
+    let disk = (kind == Kind::Image)
+        .then(|| disk_target(plan, policy))
+        .flatten();
+    if disk.is_none() {
+        return (targets, policy.safety.concurrency.0, None);
+    }
+    targets.sort_by(|a, b| a.last_used.cmp(&b.last_used).then_with(|| a.id.cmp(&b.id)));
+    (targets, 1, disk)
+}
+
+/// The image file system to watch and its `low_percent`, when the plan
+/// weighed images by disk pressure.
+fn disk_target(plan: &Plan, policy: &Policy) -> Option<(std::path::PathBuf, u8)> {
+    let disk = policy.images.disk?;
+    let fs = plan.image_fs.as_ref()?;
+    Some((std::path::PathBuf::from(&fs.path), disk.low_percent))
+}
+
+/// Why no more images need to go, if the file system at `path` is at or
+/// under `low` percent full now. Shared layers make the plan's projection
+/// wrong either way, so the executor measures before each removal.
+fn reached(path: &std::path::Path, low: u8) -> Option<String> {
+    let now = crate::runtime::fs_usage(path)?;
+    (now.percent() <= f64::from(low)).then(|| {
+        format!(
+            "not attempted: the image file system is {:.0}% full, at or under low_percent {low}",
+            now.percent()
+        )
+    })
+}
+
+/// The outcome of an image whose turn came once the disk target was met.
+fn not_needed(d: &Decision, why: &str) -> Outcome {
+    Outcome::of(d, Some((Reason::NotAttempted, why.to_owned())))
 }
 
 /// The outcome of an object whose turn came after a re-check could not

@@ -387,3 +387,90 @@ async fn each_kind_settles_once_after_its_removals_and_only_if_one_removed_somet
     assert_eq!(*engine.settled.lock().unwrap(), expected);
     assert_eq!(expected.len(), 3, "containers, networks, volumes");
 }
+
+/// Images only, `n` of them, `img-00` used longest ago; the plan weighs
+/// them by the disk of the temporary directory.
+fn images_by_disk(n: usize, low_percent: u8) -> (MemoryEngine, Plan, Policy) {
+    let base = Utc::now() - chrono::Duration::days(30);
+    let images = (0..n)
+        .map(|i| Image {
+            // Ids run against the order of use, so that id order is wrong.
+            id: format!("sha256:{:02}", n - i),
+            tags: vec![],
+            digests: vec![],
+            created: Some(base + chrono::Duration::hours(i64::try_from(i).unwrap())),
+            last_tagged: None,
+            size: Some(100),
+            pinned: false,
+            unique_size: None,
+            recorded_use: None,
+        })
+        .collect();
+    let dir = std::env::temp_dir();
+    let inv = Inventory {
+        runtime: "memory".into(),
+        images,
+        image_fs: crate::runtime::fs_usage(&dir),
+        ..Inventory::default()
+    };
+    let mut p = policy();
+    p.images.disk = Some(crate::policy::DiskWatermarks {
+        high_percent: 100,
+        low_percent,
+    });
+    p.safety.concurrency = crate::policy::Concurrency(1);
+    let engine = MemoryEngine::new(inv.clone());
+    // The planner would keep them all (the temporary directory's disk is
+    // not over 100%): plan them as the disk rules would under pressure.
+    let mut planned = plan(&inv, &Policy::builtin(), Utc::now());
+    planned.image_fs = inv.image_fs.clone();
+    (engine, planned, p)
+}
+
+#[tokio::test]
+async fn under_images_disk_the_least_recently_used_go_first() {
+    // low_percent 0: never reached, every image goes, oldest use first.
+    let (engine, planned, p) = images_by_disk(5, 0);
+    let outcomes = execute(&engine, &planned, &p, &AtomicBool::new(false), |_, _, _| {}).await;
+    assert!(outcomes.iter().all(|o| o.reason.is_none()), "{outcomes:?}");
+    let removed: Vec<String> = engine
+        .removed
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, id)| id.clone())
+        .collect();
+    assert_eq!(
+        removed,
+        [
+            "sha256:05",
+            "sha256:04",
+            "sha256:03",
+            "sha256:02",
+            "sha256:01"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn under_images_disk_nothing_more_goes_once_low_percent_is_reached() {
+    // low_percent 100: reached before the first removal.
+    let (engine, planned, p) = images_by_disk(5, 100);
+    let outcomes = execute(&engine, &planned, &p, &AtomicBool::new(false), |_, _, _| {}).await;
+    assert_eq!(outcomes.len(), 5);
+    for o in &outcomes {
+        assert_eq!(o.reason, Some(Reason::NotAttempted));
+        let why = o.error.as_deref().unwrap();
+        assert!(
+            why.starts_with("not attempted: the image file system is "),
+            "{why}"
+        );
+        assert!(
+            why.ends_with("% full, at or under low_percent 100"),
+            "{why}"
+        );
+    }
+    assert!(engine.removed.lock().unwrap().is_empty());
+    // Nothing more was re-checked either, past the first batch.
+    assert!(engine.rechecks.lock().unwrap().len() <= 1);
+}

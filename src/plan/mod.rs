@@ -110,6 +110,11 @@ pub struct Decision {
     pub detail: String,
     /// Bytes freed by deleting it; `None` when the runtime does not say.
     pub bytes: Option<u64>,
+    /// Images: when the image was last used, and what that use was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_used: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_used_source: Option<crate::inventory::UseSource>,
     /// The facts behind the decision, for `explain`: (what, value).
     #[serde(skip)]
     pub facts: Vec<(&'static str, String)>,
@@ -126,6 +131,8 @@ impl Decision {
             rule,
             detail,
             bytes: None,
+            last_used: None,
+            last_used_source: None,
             facts: Vec::new(),
         }
     }
@@ -140,6 +147,12 @@ impl Decision {
         self
     }
 
+    fn with_last_use(mut self, last_use: Option<crate::inventory::Use>) -> Self {
+        self.last_used = last_use.map(|u| u.at);
+        self.last_used_source = last_use.map(|u| u.source);
+        self
+    }
+
     fn with_fact(mut self, what: &'static str, value: impl Into<String>) -> Self {
         self.facts.push((what, value.into()));
         self
@@ -150,6 +163,10 @@ impl Decision {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Plan {
     pub decisions: Vec<Decision>,
+    /// The image store's file system as the inventory measured it, when
+    /// `images.disk` asked for it.
+    #[serde(skip)]
+    pub image_fs: Option<crate::inventory::FsUsage>,
 }
 
 impl Plan {

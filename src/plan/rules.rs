@@ -101,7 +101,10 @@ pub(super) fn decide_all(
         }
         start = end;
     }
-    Plan { decisions }
+    Plan {
+        decisions,
+        image_fs: inv.image_fs.clone(),
+    }
 }
 
 /// Whether `at` is less than `min_age` before `now`. An unknown time is young:
@@ -319,7 +322,8 @@ impl<'a> Users<'a> {
 fn image(i: &Image, users: &Users, policy: &Policy, now: DateTime<Utc>) -> (Decision, Option<Use>) {
     let made_from = users.of_image(i);
     let last_use = last_use(i, &made_from);
-    (image_rules(i, &made_from, last_use, policy, now), last_use)
+    let decision = image_rules(i, &made_from, last_use, policy, now).with_last_use(last_use);
+    (decision, last_use)
 }
 
 /// The latest use of an image: the latest of its creation, its last pull
@@ -437,7 +441,8 @@ fn recency_and_disk(
                     rules.keep_recent,
                     used_ago(last_uses[n], now)
                 );
-                decisions[n] = image_decision(&images[n], Rule::KeepRecent, detail);
+                decisions[n] = image_decision(&images[n], Rule::KeepRecent, detail)
+                    .with_last_use(last_uses[n]);
             }
         }
     }
@@ -462,7 +467,8 @@ fn recency_and_disk(
             },
         );
         for n in candidates {
-            decisions[n] = image_decision(&images[n], Rule::DiskBelowThreshold, why.clone());
+            decisions[n] = image_decision(&images[n], Rule::DiskBelowThreshold, why.clone())
+                .with_last_use(last_uses[n]);
         }
         return;
     };
@@ -493,7 +499,8 @@ fn recency_and_disk(
             disk.low_percent,
             used_ago(last_uses[n], now)
         );
-        decisions[n] = image_decision(&images[n], Rule::LruNotNeeded, detail);
+        decisions[n] =
+            image_decision(&images[n], Rule::LruNotNeeded, detail).with_last_use(last_uses[n]);
     }
 }
 

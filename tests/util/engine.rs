@@ -196,7 +196,7 @@ impl EngineProcess {
     /// the directory; the directory stays, for a restart on the same data.
     pub fn stop(&mut self) {
         self.kill();
-        unmount_under(&self.dir);
+        unmount_under(&self.dir, &self.mounts);
     }
 
     /// How the launched process ended, if it has.
@@ -274,7 +274,7 @@ fn log_tail(path: &Path) -> String {
 
 /// Unmounts anything mounted under `dir`, deepest first. With private
 /// namespaces there should be nothing; this is the guard if there is.
-fn unmount_under(dir: &Path) {
+fn unmount_under(dir: &Path, keep: &[PathBuf]) {
     let Ok(mountinfo) = fs::read_to_string("/proc/self/mountinfo") else {
         return;
     };
@@ -282,6 +282,7 @@ fn unmount_under(dir: &Path) {
         .lines()
         .filter_map(|line| line.split(' ').nth(4))
         .filter(|point| Path::new(point).starts_with(dir))
+        .filter(|point| !keep.iter().any(|k| k == Path::new(point)))
         .collect();
     points.sort_by_key(|p| std::cmp::Reverse(p.len()));
     for point in points {

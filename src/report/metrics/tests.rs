@@ -44,6 +44,8 @@ fn decision(kind: Kind, id: &str, rule: Rule, bytes: Option<u64>) -> Decision {
         rule,
         detail: String::new(),
         bytes,
+        last_used: None,
+        last_used_source: None,
         facts: vec![],
     }
 }
@@ -116,6 +118,7 @@ fn sample_run() -> Report {
             decision(Kind::Image, "sha256:busy", Rule::Eligible, Some(4_860_000)),
             decision(Kind::BuildCache, "bc1", Rule::Eligible, None),
         ],
+        ..Plan::default()
     };
     let outcomes = vec![
         outcome(Kind::Container, "c-old", None, Some(40_000)),
@@ -143,6 +146,7 @@ fn run_metrics_snapshot() {
 fn a_dry_run_says_so_and_still_writes_every_alerting_series() {
     let plan = Plan {
         decisions: vec![decision(Kind::Image, "sha256:x", Rule::Eligible, Some(7))],
+        ..Plan::default()
     };
     let report = Report::new("docker", "node1", started_at(), true, &plan, vec![]);
     let series = parse(&render_metrics(&report, Duration::ZERO, true)).unwrap();
@@ -401,7 +405,10 @@ fn arb_report() -> impl Strategy<Value = (Report, u64, bool)> {
                 .zip(&results)
                 .filter_map(|(d, r)| r.map(|r| outcome(d.kind, &d.id, ENDINGS[r], d.bytes)))
                 .collect();
-            let plan = Plan { decisions };
+            let plan = Plan {
+                decisions,
+                ..Plan::default()
+            };
             let report = Report::new("docker", "n", started_at(), dry_run, &plan, outcomes);
             (report, millis, success)
         })

@@ -14,6 +14,7 @@ use chrono::Utc;
 
 use crate::error::AppError;
 use crate::execute::{Outcome, execute};
+use crate::history::{self, Found, History};
 use crate::inventory::Inventory;
 use crate::output::{Chain, eprint_lossy};
 use crate::plan::{Plan, plan};
@@ -55,7 +56,10 @@ impl Node {
         } else {
             runtime
         };
-        let inventory = runtime.inventory().await?;
+        let mut inventory = runtime.inventory().await?;
+        if policy.images.disk.is_some() || policy.images.keep_recent > 0 {
+            record_image_uses(&runtime, &mut inventory, &policy.state_dir).await;
+        }
         tracing::info!(
             runtime = runtime.name(),
             reason = %reason,
@@ -299,4 +303,38 @@ fn lock(path: &Path) -> Result<File, AppError> {
 /// A non-empty report path from the policy.
 fn configured(path: &str) -> Option<&Path> {
     (!path.is_empty()).then(|| Path::new(path))
+}
+
+/// Brings the usage history in `state_dir` up to date with the image uses
+/// the engine still remembers, and gives the inventory's images the uses
+/// recorded (`images.disk` and `images.keep_recent` order images by last
+/// use). A history that cannot be read or written costs precision, never
+/// the run: it is logged.
+async fn record_image_uses(runtime: &Runtime, inventory: &mut Inventory, state_dir: &Path) {
+    let now = Utc::now();
+    let (mut history, found) = History::load(state_dir);
+    match &found {
+        Found::Read => {}
+        // Said once per node, at its first run: warn, so that it is seen.
+        Found::Missing => tracing::warn!(
+            dir = %state_dir.display(),
+            "no image usage history yet: images are ordered by what the engine reports (pulls, tags, the containers and events it still has)"
+        ),
+        Found::Rebuilt(why) => tracing::warn!(
+            path = %state_dir.join(history::FILE).display(),
+            why,
+            "the image usage history cannot be used: it is rebuilt"
+        ),
+    }
+    for (reference, used) in runtime.image_uses(history.events_until).await {
+        if let Some(id) = history::image_id_of(inventory, &reference) {
+            history.record(id, used, now);
+        }
+    }
+    history.events_until = Some(now);
+    history.prune(inventory, now);
+    history.apply(inventory);
+    if let Err(e) = history.save(state_dir) {
+        tracing::warn!(dir = %state_dir.display(), error = %e, "cannot write the image usage history");
+    }
 }

@@ -253,7 +253,9 @@ pub struct Use {
 }
 
 /// What an image's last use was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum UseSource {
     /// The image was made (its creation time): nothing later is known.

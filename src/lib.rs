@@ -21,6 +21,7 @@ pub mod error;
 pub mod execute;
 pub mod exit_codes;
 pub mod explain;
+pub mod history;
 pub mod inventory;
 pub mod output;
 pub mod plan;

@@ -866,19 +866,7 @@ async fn the_image_file_system_is_the_one_cri_names() {
         fs.path,
         root.display()
     );
-    let df = std::process::Command::new("df")
-        .args(["-B1", "--output=used,avail"])
-        .arg(&fs.path)
-        .output()
-        .unwrap();
-    let text = String::from_utf8(df.stdout).unwrap();
-    let numbers: Vec<u64> = text
-        .lines()
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .map(|n| n.parse().unwrap())
-        .collect();
+    let (used, available) = util::df(std::path::Path::new(&fs.path));
     // The same file system: the same size (usage moves with the host).
-    assert_eq!(fs.used_bytes + fs.available_bytes, numbers[0] + numbers[1]);
+    assert_eq!(fs.used_bytes + fs.available_bytes, used + available);
 }

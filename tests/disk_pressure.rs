@@ -12,26 +12,9 @@ mod util;
 use std::collections::HashMap;
 use std::path::Path;
 
+use util::df;
 use util::docker::PrivateDockerd;
 use util::node::{Cli, Runtime, decision};
-
-/// `df`'s used and available bytes of the file system holding `path`.
-fn df(path: &Path) -> (u64, u64) {
-    let out = std::process::Command::new("df")
-        .args(["-B1", "--output=used,avail"])
-        .arg(path)
-        .output()
-        .expect("run df");
-    let text = String::from_utf8(out.stdout).unwrap();
-    let n: Vec<u64> = text
-        .lines()
-        .nth(1)
-        .expect("a line for the file system")
-        .split_whitespace()
-        .map(|n| n.parse().unwrap())
-        .collect();
-    (n[0], n[1])
-}
 
 #[expect(clippy::cast_precision_loss, reason = "a percentage")]
 fn percent(path: &Path) -> f64 {
@@ -180,4 +163,57 @@ async fn under_pressure_the_least_recently_used_go_until_low_percent() {
             "{why}"
         );
     }
+}
+
+/// The usage history (`state_dir`) keeps the uses of images whose
+/// containers are gone, across runs, and a corrupt file is rebuilt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_usage_history_remembers_uses_whose_containers_are_gone() {
+    let engine = PrivateDockerd::start().await;
+    let older = engine.import_busybox_image("app:1", Some("1")).await;
+    let newer = engine.import_busybox_image("app:2", Some("2")).await;
+    // app:1 is used after app:2 was imported, by a container since removed:
+    // only the engine's events say so.
+    let used = engine.run_to_exit("used-then-removed", "app:1", &[]).await;
+    engine.docker().remove_container(&used, None).await.unwrap();
+    let runtime = Runtime::Docker(engine.endpoint());
+    let cli = Cli::new(&runtime, "");
+    let state = cli.path("state");
+    cli.rewrite(
+        &runtime,
+        &format!(
+            "images: {{ min_age: \"0\", keep_recent: 1 }}\nstate_dir: {}\n",
+            state.display()
+        ),
+    );
+    let plan_now = |expect_stderr: &str| {
+        let out = cli.run(&["plan", "--output", "json"]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(err.contains(expect_stderr), "{err}");
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report
+    };
+    let check = |report: &serde_json::Value| {
+        let kept = decision(report, &older);
+        assert_eq!(kept["rule"], "keep_recent", "{kept}");
+        assert_eq!(kept["last_used_source"], "container_start", "{kept}");
+        assert_eq!(decision(report, &newer)["rule"], "eligible");
+    };
+    check(&plan_now("no image usage history yet"));
+    let file = state.join("image-usage.json");
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(saved["version"], 1);
+    assert_eq!(saved["images"][&older]["source"], "container_start");
+    // The next run reads the engine's events only from where the last one
+    // stopped: the use of app:1 comes from the file.
+    check(&plan_now(""));
+    // A corrupt file is rebuilt, with a warning, from what the engine
+    // still remembers.
+    std::fs::write(&file, "{ not json").unwrap();
+    check(&plan_now(
+        "the image usage history cannot be used: it is rebuilt",
+    ));
+    let again: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(again["images"][&older]["source"], "container_start");
 }

@@ -11,6 +11,7 @@ use chrono::Utc;
 use safeprune::inventory::{ContainerState, Kind};
 use safeprune::runtime::docker::DockerRuntime;
 use safeprune::runtime::{Engine, Removal, RuntimeError};
+use util::df;
 use util::docker::PrivateDockerd;
 use util::node::{container, ready_sandbox_ids};
 use util::pod::Pod;
@@ -731,24 +732,6 @@ fn system_df_build_cache(endpoint: &str) -> Vec<(String, bool, Option<u64>)> {
         .collect();
     records.sort();
     records
-}
-
-/// `df`'s used and available bytes of the file system holding `path`.
-fn df(path: &std::path::Path) -> (u64, u64) {
-    let out = std::process::Command::new("df")
-        .args(["-B1", "--output=used,avail"])
-        .arg(path)
-        .output()
-        .expect("run df");
-    let text = String::from_utf8(out.stdout).unwrap();
-    let numbers: Vec<u64> = text
-        .lines()
-        .nth(1)
-        .expect("df prints a line for the file system")
-        .split_whitespace()
-        .map(|n| n.parse().unwrap())
-        .collect();
-    (numbers[0], numbers[1])
 }
 
 #[tokio::test]

@@ -745,6 +745,52 @@ impl Engine for DockerRuntime {
         Ok(fresh)
     }
 
+    /// Containers created and started, from dockerd's event history (it
+    /// holds its last 256 events or so): each with the image it was made
+    /// from, as the creator named it.
+    async fn image_uses(
+        &self,
+        since: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Vec<(String, crate::inventory::Use)> {
+        let filters = HashMap::from([
+            ("type", vec!["container"]),
+            ("event", vec!["create", "start"]),
+        ]);
+        let since = since.map_or(SystemTime::UNIX_EPOCH, SystemTime::from);
+        let options = EventsOptionsBuilder::default()
+            .since(&watch::api_time(since))
+            .until(&watch::api_time(SystemTime::now()))
+            .filters(&filters)
+            .build();
+        let read = self.docker.events(Some(options)).try_collect::<Vec<_>>();
+        let events = match tokio::time::timeout(Duration::from_secs(REQUEST_TIMEOUT_SECS), read)
+            .await
+        {
+            Ok(Ok(events)) => events,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot read docker's events: no image use recorded from them");
+                return Vec::new();
+            }
+            Err(_) => {
+                tracing::warn!("docker's events did not come within the request timeout");
+                return Vec::new();
+            }
+        };
+        events
+            .into_iter()
+            .filter_map(|e| {
+                let source = match e.action.as_deref()? {
+                    "create" => crate::inventory::UseSource::ContainerCreate,
+                    "start" => crate::inventory::UseSource::ContainerStart,
+                    _ => return None,
+                };
+                let image = e.actor?.attributes?.remove("image")?;
+                let at = chrono::DateTime::from_timestamp_nanos(e.time_nano?);
+                Some((image, crate::inventory::Use { at, source }))
+            })
+            .collect()
+    }
+
     async fn remove(&self, kind: Kind, id: &str) -> Removal {
         let result = match kind {
             Kind::Container => {

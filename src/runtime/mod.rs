@@ -121,6 +121,17 @@ pub trait Engine: Sync {
     /// removal at a cost that grows with the node (containerd's garbage
     /// collection of what the removals freed) is done here, once.
     async fn settle(&self, _kind: Kind) {}
+
+    /// The uses of images the engine still remembers from `since` on (all
+    /// it holds when `None`): each as the image reference or id a
+    /// container was made from, with when and how. Empty where the engine
+    /// keeps no such history.
+    async fn image_uses(
+        &self,
+        _since: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Vec<(String, crate::inventory::Use)> {
+        Vec::new()
+    }
 }
 
 /// The runtime chosen by the policy: one enum, so the app stays generic-free.
@@ -291,6 +302,16 @@ impl Engine for Runtime {
         match self {
             Self::Docker(d) => d.settle(kind).await,
             Self::Containerd(c) => c.settle(kind).await,
+        }
+    }
+
+    async fn image_uses(
+        &self,
+        since: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Vec<(String, crate::inventory::Use)> {
+        match self {
+            Self::Docker(d) => d.image_uses(since).await,
+            Self::Containerd(c) => c.image_uses(since).await,
         }
     }
 }

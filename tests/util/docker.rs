@@ -46,7 +46,10 @@ impl PrivateDockerd {
     /// When dockerd cannot be started or does not answer within 30 s; the
     /// message holds the tail of its log.
     pub async fn start() -> Self {
-        let mut process = EngineProcess::new("dockerd", "sp-");
+        Self::start_in(EngineProcess::new("dockerd", "sp-")).await
+    }
+
+    async fn start_in(mut process: EngineProcess) -> Self {
         daemon::write_config(&process);
         let endpoint = daemon::endpoint(&process);
         let docker = daemon::launch(&mut process).await;
@@ -62,14 +65,7 @@ impl PrivateDockerd {
     pub async fn start_on_small_fs(megabytes: u64) -> Self {
         let mut process = EngineProcess::new("dockerd", "sp-");
         process.mount_small_fs("data", megabytes);
-        daemon::write_config(&process);
-        let endpoint = daemon::endpoint(&process);
-        let docker = daemon::launch(&mut process).await;
-        Self {
-            docker,
-            endpoint,
-            process,
-        }
+        Self::start_in(process).await
     }
 
     /// The engine's data root, where its images are stored.

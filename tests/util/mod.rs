@@ -110,3 +110,21 @@ pub(crate) fn busybox_rootfs(extra_file: Option<&str>) -> Vec<u8> {
     }
     tar.into_inner().expect("finish the tar")
 }
+
+/// `df`'s used and available bytes of the file system holding `path`.
+pub fn df(path: &std::path::Path) -> (u64, u64) {
+    let out = Command::new("df")
+        .args(["-B1", "--output=used,avail"])
+        .arg(path)
+        .output()
+        .expect("run df");
+    let text = String::from_utf8(out.stdout).expect("df prints text");
+    let numbers: Vec<u64> = text
+        .lines()
+        .nth(1)
+        .expect("df prints a line for the file system")
+        .split_whitespace()
+        .map(|n| n.parse().expect("df prints numbers"))
+        .collect();
+    (numbers[0], numbers[1])
+}

@@ -1,0 +1,317 @@
+//! The images' usage history (issue 12): the last use safeprune has seen of
+//! each image, kept in `state_dir` between runs, because the engines keep
+//! none (Docker records no last use at all; its event history is short;
+//! kubelet forgets on every restart).
+//!
+//! The file is JSON, versioned and bounded: an image not seen on the node
+//! for [`FORGET_AFTER`] is dropped, and at most [`MAX_ENTRIES`] are kept. A
+//! file that is missing, unreadable, corrupt or of another version is
+//! rebuilt with a warning, never a failure: the history only ever makes an
+//! image look more recently used, so losing it costs precision, not
+//! safety.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::inventory::{Inventory, Use, UseSource};
+
+/// The file's name in `state_dir`.
+pub const FILE: &str = "image-usage.json";
+/// The file format this safeprune writes and reads.
+pub const VERSION: u32 = 1;
+/// Entries far beyond any node's images.
+pub const MAX_ENTRIES: usize = 100_000;
+/// An image not seen on the node for this long is forgotten.
+pub const FORGET_AFTER: Duration = Duration::days(30);
+/// The largest file read: far over `MAX_ENTRIES` entries.
+const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// Every image's last recorded use.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct History {
+    pub version: u32,
+    /// The engine's events have been read up to this time.
+    pub events_until: Option<DateTime<Utc>>,
+    /// By image id.
+    pub images: BTreeMap<String, Entry>,
+}
+
+/// One image's last recorded use, and when it was last seen on the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    pub at: DateTime<Utc>,
+    pub source: UseSource,
+    pub seen: DateTime<Utc>,
+}
+
+/// How the history was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    Read,
+    /// No file yet: the first run on this node.
+    Missing,
+    /// The file could not be used, and why: it is rebuilt.
+    Rebuilt(String),
+}
+
+impl History {
+    fn empty() -> Self {
+        Self {
+            version: VERSION,
+            ..Self::default()
+        }
+    }
+
+    /// The history in `dir`, or an empty one, and how it was found.
+    #[must_use]
+    pub fn load(dir: &Path) -> (Self, Found) {
+        let path = dir.join(FILE);
+        let bytes = match read_bounded(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return (Self::empty(), Found::Missing);
+            }
+            Err(e) => {
+                return (
+                    Self::empty(),
+                    Found::Rebuilt(format!("cannot read it: {e}")),
+                );
+            }
+        };
+        match serde_json::from_slice::<Self>(&bytes) {
+            Ok(history) if history.version == VERSION => (history, Found::Read),
+            Ok(history) => (
+                Self::empty(),
+                Found::Rebuilt(format!(
+                    "it is version {}, this safeprune reads version {VERSION}",
+                    history.version
+                )),
+            ),
+            Err(e) => (
+                Self::empty(),
+                Found::Rebuilt(format!("it is not valid: {e}")),
+            ),
+        }
+    }
+
+    /// Records a use of `image`, if later than what is recorded.
+    pub fn record(&mut self, image: &str, used: Use, now: DateTime<Utc>) {
+        let entry = self.images.entry(image.to_owned()).or_insert(Entry {
+            at: used.at,
+            source: used.source,
+            seen: now,
+        });
+        if used.at > entry.at {
+            entry.at = used.at;
+            entry.source = used.source;
+        }
+    }
+
+    /// Marks the images of `inventory` as seen `now`, forgets those gone
+    /// for [`FORGET_AFTER`], and keeps at most [`MAX_ENTRIES`] (the most
+    /// recently seen).
+    pub fn prune(&mut self, inventory: &Inventory, now: DateTime<Utc>) {
+        let present: HashSet<&str> = inventory.images.iter().map(|i| i.id.as_str()).collect();
+        for (id, entry) in &mut self.images {
+            if present.contains(id.as_str()) {
+                entry.seen = now;
+            }
+        }
+        self.images.retain(|_, e| now - e.seen < FORGET_AFTER);
+        if self.images.len() > MAX_ENTRIES {
+            let mut seen: Vec<DateTime<Utc>> = self.images.values().map(|e| e.seen).collect();
+            seen.sort_unstable_by(|a, b| b.cmp(a));
+            let cutoff = seen[MAX_ENTRIES - 1];
+            self.images.retain(|_, e| e.seen >= cutoff);
+            while self.images.len() > MAX_ENTRIES {
+                let oldest = self
+                    .images
+                    .iter()
+                    .min_by_key(|(_, e)| e.seen)
+                    .map(|(id, _)| id.clone());
+                if let Some(id) = oldest {
+                    self.images.remove(&id);
+                }
+            }
+        }
+    }
+
+    /// Gives each image of `inventory` the use this history recorded.
+    pub fn apply(&self, inventory: &mut Inventory) {
+        for image in &mut inventory.images {
+            if let Some(e) = self.images.get(&image.id) {
+                let recorded = Use {
+                    at: e.at,
+                    source: e.source,
+                };
+                if image.recorded_use.is_none_or(|u| u.at < recorded.at) {
+                    image.recorded_use = Some(recorded);
+                }
+            }
+        }
+    }
+
+    /// Writes the history to `dir` atomically (the directory is made if
+    /// missing).
+    ///
+    /// # Errors
+    /// The directory cannot be made or written.
+    pub fn save(&self, dir: &Path) -> std::io::Result<PathBuf> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(FILE);
+        let text = serde_json::to_vec(self).map_err(std::io::Error::other)?;
+        crate::report::write_atomically(&path, &text)?;
+        Ok(path)
+    }
+}
+
+/// The id of the image of `inventory` that `reference` names: its id (or
+/// an id prefix of at least 12 digits), or a tag or digest reference in any
+/// spelling.
+#[must_use]
+pub fn image_id_of<'a>(inventory: &'a Inventory, reference: &str) -> Option<&'a str> {
+    let hex = reference.strip_prefix("sha256:").unwrap_or(reference);
+    let forms = crate::inventory::reference_forms(reference);
+    inventory
+        .images
+        .iter()
+        .find(|i| {
+            let id = i.id.strip_prefix("sha256:").unwrap_or(&i.id);
+            (hex.len() >= 12 && id.starts_with(hex))
+                || i.tags
+                    .iter()
+                    .chain(&i.digests)
+                    .any(|r| forms.iter().any(|f| f == r))
+        })
+        .map(|i| i.id.as_str())
+}
+
+fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "it is larger than {MAX_FILE_BYTES} bytes"
+        )));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+    use crate::inventory::Image;
+
+    fn t(h: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 20, h, 0, 0).unwrap()
+    }
+
+    fn used(h: u32, source: UseSource) -> Use {
+        Use { at: t(h), source }
+    }
+
+    fn node(ids: &[&str]) -> Inventory {
+        Inventory {
+            images: ids
+                .iter()
+                .map(|id| Image {
+                    id: (*id).to_owned(),
+                    tags: vec![],
+                    digests: vec![],
+                    created: None,
+                    last_tagged: None,
+                    size: None,
+                    pinned: false,
+                    unique_size: None,
+                    recorded_use: None,
+                })
+                .collect(),
+            ..Inventory::default()
+        }
+    }
+
+    #[test]
+    fn the_latest_use_wins_and_reaches_the_inventory() {
+        let mut h = History::empty();
+        h.record("a", used(3, UseSource::ContainerStart), t(10));
+        h.record("a", used(2, UseSource::ContainerCreate), t(10));
+        h.record("b", used(1, UseSource::ContainerCreate), t(10));
+        let mut inv = node(&["a", "c"]);
+        h.apply(&mut inv);
+        assert_eq!(
+            inv.images[0].recorded_use,
+            Some(used(3, UseSource::ContainerStart))
+        );
+        assert_eq!(inv.images[1].recorded_use, None);
+    }
+
+    #[test]
+    fn it_survives_a_round_trip_and_rebuilds_what_it_cannot_read() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            History::load(dir.path()),
+            (History::empty(), Found::Missing)
+        );
+        let mut h = History::empty();
+        h.events_until = Some(t(9));
+        h.record("a", used(3, UseSource::ContainerStart), t(10));
+        let path = h.save(dir.path()).unwrap();
+        assert_eq!(History::load(dir.path()), (h.clone(), Found::Read));
+        for (text, why) in [
+            (&b"{not json"[..], "it is not valid"),
+            (
+                br#"{"version": 2, "events_until": null, "images": {}}"#,
+                "it is version 2",
+            ),
+            (b"\xff\xfe", "it is not valid"),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let (loaded, found) = History::load(dir.path());
+            assert_eq!(loaded, History::empty());
+            assert!(
+                matches!(&found, Found::Rebuilt(w) if w.starts_with(why)),
+                "{found:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_reference_finds_its_image_in_any_spelling_or_by_id() {
+        let mut inv = node(&["sha256:0123456789abcdef0123"]);
+        inv.images[0].tags = vec!["docker.io/library/app:1".into()];
+        let id = Some("sha256:0123456789abcdef0123");
+        for reference in [
+            "app:1",
+            "library/app:1",
+            "docker.io/library/app:1",
+            "0123456789ab",
+            "sha256:0123456789abcdef",
+        ] {
+            assert_eq!(image_id_of(&inv, reference), id, "{reference}");
+        }
+        for reference in ["app:2", "0123", "other/app:1"] {
+            assert_eq!(image_id_of(&inv, reference), None, "{reference}");
+        }
+    }
+
+    #[test]
+    fn images_gone_for_a_while_are_forgotten() {
+        let mut h = History::empty();
+        h.record("here", used(1, UseSource::ContainerStart), t(1));
+        h.record("gone", used(1, UseSource::ContainerStart), t(1));
+        let inv = node(&["here"]);
+        h.prune(&inv, t(1) + FORGET_AFTER - Duration::hours(1));
+        assert_eq!(h.images.len(), 2, "not yet");
+        h.prune(&inv, t(1) + FORGET_AFTER);
+        assert_eq!(h.images.keys().collect::<Vec<_>>(), ["here"]);
+    }
+}

@@ -259,7 +259,16 @@ async fn locked_cycle(
         }
         outcomes
     };
-    let report = node.report(&plan, options.dry_run, outcomes);
+    let after = if options.dry_run {
+        None
+    } else {
+        plan.image_fs
+            .as_ref()
+            .and_then(|fs| crate::runtime::fs_usage(Path::new(&fs.path)))
+    };
+    let report = node
+        .report(&plan, options.dry_run, outcomes)
+        .with_image_fs_after(after.as_ref());
     tracing::info!(
         deleted = report.deleted_count(),
         skipped = report.summary.skipped,

@@ -104,6 +104,21 @@ async fn under_pressure_the_least_recently_used_go_until_low_percent() {
         end <= f64::from(low),
         "{start:.1}% to {end:.1}%, low_percent {low}"
     );
+    // The report and the metrics say so too.
+    let fs = &report["image_fs"];
+    assert_eq!(fs["path"], root.display().to_string());
+    let before = fs["before_percent"].as_f64().unwrap();
+    let after = fs["after_percent"].as_f64().unwrap();
+    assert!((before - start).abs() < 1.0, "{before} against {start:.2}");
+    assert!(
+        (after - end).abs() < 1.0 && after <= f64::from(low),
+        "{after} against {end:.2}"
+    );
+    let metrics = std::fs::read_to_string(cli.path("safeprune.prom")).unwrap();
+    for when in ["before", "after"] {
+        let series = format!("safeprune_last_run_image_fs_used_ratio{{when=\"{when}\"}} 0.");
+        assert!(metrics.contains(&series), "{metrics}");
+    }
 
     // Least recently used first: app:3 and app:4 (imported, never run),
     // then app:2, tool:1, tool:3 (in the order they ran). app:1 is app's

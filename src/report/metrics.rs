@@ -116,6 +116,16 @@ pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> Str
                 })
         }),
     );
+    if let Some(fs) = &report.image_fs {
+        out.gauge(
+            "safeprune_last_run_image_fs_used_ratio",
+            "How full the image store's file system was before and after the last run (images.disk).",
+            [Some(("before", fs.before_percent)), fs.after_percent.map(|p| ("after", p))]
+                .into_iter()
+                .flatten()
+                .map(|(when, percent)| (vec![("when", when)], (percent / 100.0).to_string())),
+        );
+    }
     removal_families(&mut out, &kinds, &report.outcomes);
     out.gauge(
         "safeprune_last_run_reclaimed_bytes",

@@ -101,10 +101,25 @@ pub struct Report {
     pub decisions: Vec<Decision>,
     pub outcomes: Vec<Outcome>,
     pub summary: Summary,
+    /// The image file system's usage before and after the run, when
+    /// `images.disk` had it measured; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_fs: Option<ImageFs>,
     /// Set when this is the plan of a run refused for deleting too much:
     /// the table says so. The exit code (5) tells scripts.
     #[serde(skip)]
     pub refused: Option<Refusal>,
+}
+
+/// How full the image store's file system was, in percent as `df` says.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ImageFs {
+    pub path: String,
+    /// When the inventory was taken.
+    pub before_percent: f64,
+    /// After the removals; `None` for a dry run, or when it could not be
+    /// measured again.
+    pub after_percent: Option<f64>,
 }
 
 /// Why a run was refused: its plan deletes more than the limit.
@@ -112,6 +127,11 @@ pub struct Report {
 pub struct Refusal {
     pub planned: usize,
     pub limit: u64,
+}
+
+/// A percentage to two decimals: what `df` users read, stable in JSON.
+fn round_percent(p: f64) -> f64 {
+    (p * 100.0).round() / 100.0
 }
 
 fn rfc3339<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
@@ -162,8 +182,22 @@ impl Report {
             decisions: plan.decisions.clone(),
             outcomes,
             summary,
+            image_fs: plan.image_fs.as_ref().map(|fs| ImageFs {
+                path: fs.path.clone(),
+                before_percent: round_percent(fs.percent()),
+                after_percent: None,
+            }),
             refused: None,
         }
+    }
+
+    /// Records the image file system's usage after the removals.
+    #[must_use]
+    pub fn with_image_fs_after(mut self, after: Option<&crate::inventory::FsUsage>) -> Self {
+        if let (Some(fs), Some(after)) = (self.image_fs.as_mut(), after) {
+            fs.after_percent = Some(round_percent(after.percent()));
+        }
+        self
     }
 
     /// How many objects the run deleted.

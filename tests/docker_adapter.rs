@@ -770,3 +770,34 @@ async fn the_image_file_system_is_measured_where_docker_keeps_its_data() {
     assert!(after.percent() > before.percent());
     std::fs::remove_file(filler).unwrap();
 }
+
+#[tokio::test]
+async fn with_the_disk_measured_images_have_their_unique_sizes() {
+    let dockerd = PrivateDockerd::start().await;
+    let base = dockerd.import_busybox_image("base:1", Some("base")).await;
+    let other = dockerd.import_busybox_image("other:1", Some("other")).await;
+    // An image made on top of base: it shares base's layer.
+    let writer = dockerd
+        .create_container("writer", "base:1", &[], &["sh", "-c", "echo derived > /d"])
+        .await;
+    dockerd.start_container(&writer).await;
+    assert_eq!(dockerd.wait_container(&writer).await, 0);
+    util::run_ok(dockerd.cli().args(["commit", &writer, "derived:1"]));
+    let runtime = DockerRuntime::connect(dockerd.endpoint())
+        .await
+        .expect("connect to the private dockerd")
+        .measuring_image_fs();
+    let inventory = runtime.inventory().await.unwrap();
+    let image = |id: &str| inventory.images.iter().find(|i| i.id == id).unwrap();
+    let derived = inventory
+        .images
+        .iter()
+        .find(|i| i.tags.contains(&"derived:1".to_owned()))
+        .unwrap();
+    // Removing base alone frees nothing: derived holds its layer.
+    assert_eq!(image(&base).unique_size, Some(0));
+    // derived frees its own layer only; other shares nothing.
+    let (base_size, derived_size) = (image(&base).size.unwrap(), derived.size.unwrap());
+    assert_eq!(derived.unique_size, Some(derived_size - base_size));
+    assert_eq!(image(&other).unique_size, image(&other).size);
+}

@@ -445,6 +445,24 @@ impl DockerRuntime {
         }
     }
 
+    /// Gives each image what removing it alone frees, where `/system/df`
+    /// says: the disk rules project with it (`images.disk`). Without it,
+    /// an image's full size stands in.
+    async fn with_unique_sizes(&self, images: &mut [Image]) {
+        let version = self.docker.client_version().to_string();
+        let timeout = Duration::from_secs(REQUEST_TIMEOUT_SECS);
+        match disk_usage::image_unique_sizes(&self.socket, &version, timeout).await {
+            Ok(sizes) => {
+                for image in images {
+                    image.unique_size = sizes.get(&image.id).copied();
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the images' unique sizes: their sizes stand in");
+            }
+        }
+    }
+
     /// The build cache records: from `/system/df?type=build-cache` on API
     /// 1.42 and later; before that `/system/df` sizes everything, so from
     /// dockerd's `BuildKit` (`buildkit`), and from `/system/df` only when
@@ -647,9 +665,10 @@ impl Engine for DockerRuntime {
             },
             self.build_cache(),
         );
-        let (containers, images, volumes, networks) = listed?;
+        let (containers, mut images, volumes, networks) = listed?;
         // After the lists: what they show is on the disk measured.
         let image_fs = if self.measure_image_fs {
+            self.with_unique_sizes(&mut images).await;
             self.image_fs().await?
         } else {
             None

@@ -155,24 +155,19 @@ pub async fn execute<E: Engine>(
 ) -> Vec<Outcome> {
     let total = plan.deletion_count();
     let mut outcomes = Vec::with_capacity(total);
-    // Set when a re-check could not reach the engine: a dead or hung
-    // engine would fail every later call too, each after its timeout.
+    // Why nothing more is asked of the engine in this run, once a re-check
+    // could not reach it: a dead or hung engine would fail every later
+    // call too, each after its timeout.
     let mut engine_down: Option<String> = None;
     for kind in Kind::REMOVAL_ORDER {
         let (targets, limit, disk_target) = removals_of(plan, policy, kind);
+        // Why no more of this kind goes: the disk is down to low_percent.
         let mut target_reached: Option<String> = None;
         let mut done_here = Vec::with_capacity(targets.len());
         let mut report = |outcome: Outcome| {
             on_outcome(&outcome, outcomes.len() + done_here.len() + 1, total);
             done_here.push(outcome);
         };
-        if let Some(why) = &engine_down {
-            for d in targets {
-                report(engine_stopped(d, why));
-            }
-            outcomes.extend(done_here);
-            continue;
-        }
         // Objects not yet re-checked, in order; re-checked ones waiting for
         // a free slot, with when their re-check answered.
         let mut pending: VecDeque<&Decision> = targets.iter().copied().collect();
@@ -192,9 +187,9 @@ pub async fn execute<E: Engine>(
                     target_reached = reached(path, *low);
                 }
                 if stop.load(Ordering::SeqCst) {
-                    report(not_attempted(d));
-                } else if let Some(why) = &target_reached {
-                    report(not_needed(d, why));
+                    report(not_attempted(d, ASKED_TO_STOP));
+                } else if let Some(why) = engine_down.as_ref().or(target_reached.as_ref()) {
+                    report(not_attempted(d, why));
                 } else if at.elapsed() > FRESH_FOR {
                     let stale: Vec<&Decision> = std::iter::once(d)
                         .chain(ready.drain(..).map(|(d, _)| d))
@@ -208,14 +203,9 @@ pub async fn execute<E: Engine>(
             }
             // Re-check the next batch while removals go on, so that a slot
             // that frees finds an object ready.
-            if let Some(why) = &target_reached {
+            if let Some(why) = engine_down.as_ref().or(target_reached.as_ref()) {
                 for d in pending.drain(..).chain(ready.drain(..).map(|(d, _)| d)) {
-                    report(not_needed(d, why));
-                }
-            }
-            if let Some(why) = &engine_down {
-                for d in pending.drain(..).chain(ready.drain(..).map(|(d, _)| d)) {
-                    report(engine_stopped(d, why));
+                    report(not_attempted(d, why));
                 }
             }
             if checking.is_empty() && ready.is_empty() && !pending.is_empty() {
@@ -230,8 +220,10 @@ pub async fn execute<E: Engine>(
             }
             tokio::select! {
                 Some((checked, failed, at)) = checking.next(), if !checking.is_empty() => {
-                    if failed.is_some() {
-                        engine_down = failed;
+                    if let Some(cause) = failed {
+                        engine_down = Some(format!(
+                            "not attempted: a re-check could not reach the engine ({cause})"
+                        ));
                     }
                     for checked in checked {
                         match checked {
@@ -276,7 +268,10 @@ async fn recheck<'a, E: Engine>(
     let not_deleted = |d: &Decision, reason, why: String| Outcome::of(d, Some((reason, why)));
     if stop.load(Ordering::SeqCst) {
         return (
-            batch.iter().map(|d| known(not_attempted(d))).collect(),
+            batch
+                .iter()
+                .map(|d| known(not_attempted(d, ASKED_TO_STOP)))
+                .collect(),
             None,
         );
     }
@@ -360,32 +355,12 @@ fn reached(path: &std::path::Path, low: u8) -> Option<String> {
     })
 }
 
-/// The outcome of an image whose turn came once the disk target was met.
-fn not_needed(d: &Decision, why: &str) -> Outcome {
+const ASKED_TO_STOP: &str = "not attempted: safeprune was asked to stop";
+
+/// The outcome of an object whose turn did not come, and why: a stop
+/// signal, an engine that stopped answering, a disk target met.
+fn not_attempted(d: &Decision, why: &str) -> Outcome {
     Outcome::of(d, Some((Reason::NotAttempted, why.to_owned())))
-}
-
-/// The outcome of an object whose turn came after a re-check could not
-/// reach the engine.
-fn engine_stopped(d: &Decision, why: &str) -> Outcome {
-    Outcome::of(
-        d,
-        Some((
-            Reason::NotAttempted,
-            format!("not attempted: a re-check could not reach the engine ({why})"),
-        )),
-    )
-}
-
-/// The outcome of an object whose turn came after the stop signal.
-fn not_attempted(d: &Decision) -> Outcome {
-    Outcome::of(
-        d,
-        Some((
-            Reason::NotAttempted,
-            "not attempted: safeprune was asked to stop".to_owned(),
-        )),
-    )
 }
 
 async fn remove<E: Engine>(engine: &E, d: &Decision) -> Outcome {

@@ -124,20 +124,12 @@ impl History {
         }
         self.images.retain(|_, e| now - e.seen < FORGET_AFTER);
         if self.images.len() > MAX_ENTRIES {
-            let mut seen: Vec<DateTime<Utc>> = self.images.values().map(|e| e.seen).collect();
-            seen.sort_unstable_by(|a, b| b.cmp(a));
-            let cutoff = seen[MAX_ENTRIES - 1];
-            self.images.retain(|_, e| e.seen >= cutoff);
-            while self.images.len() > MAX_ENTRIES {
-                let oldest = self
-                    .images
-                    .iter()
-                    .min_by_key(|(_, e)| e.seen)
-                    .map(|(id, _)| id.clone());
-                if let Some(id) = oldest {
-                    self.images.remove(&id);
-                }
-            }
+            // The most recently seen stay; a tie by id.
+            let mut by_seen: Vec<(String, Entry)> =
+                std::mem::take(&mut self.images).into_iter().collect();
+            by_seen.sort_by(|a, b| b.1.seen.cmp(&a.1.seen).then_with(|| a.0.cmp(&b.0)));
+            by_seen.truncate(MAX_ENTRIES);
+            self.images = by_seen.into_iter().collect();
         }
     }
 
@@ -225,14 +217,7 @@ mod tests {
                 .iter()
                 .map(|id| Image {
                     id: (*id).to_owned(),
-                    tags: vec![],
-                    digests: vec![],
-                    created: None,
-                    last_tagged: None,
-                    size: None,
-                    pinned: false,
-                    unique_size: None,
-                    recorded_use: None,
+                    ..Image::default()
                 })
                 .collect(),
             ..Inventory::default()

@@ -221,7 +221,7 @@ impl Container {
 }
 
 /// One image, with every reference that points at it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Image {
     /// Full id (`sha256:...`; containerd: `<namespace>/<target digest>`).
     pub id: String,

@@ -396,14 +396,9 @@ fn images_by_disk(n: usize, low_percent: u8) -> (MemoryEngine, Plan, Policy) {
         .map(|i| Image {
             // Ids run against the order of use, so that id order is wrong.
             id: format!("sha256:{:02}", n - i),
-            tags: vec![],
-            digests: vec![],
             created: Some(base + chrono::Duration::hours(i64::try_from(i).unwrap())),
-            last_tagged: None,
             size: Some(100),
-            pinned: false,
-            unique_size: None,
-            recorded_use: None,
+            ..Image::default()
         })
         .collect();
     let dir = std::env::temp_dir();

@@ -416,6 +416,13 @@ fn image_decision(i: &Image, rule: Rule, detail: String) -> Decision {
         .with_bytes(i.size)
 }
 
+/// Decides `d` again by a later rule; the rest of it stands.
+fn rule_again(d: &mut Decision, rule: Rule, detail: String) {
+    d.rule = rule;
+    d.decision = rule.action();
+    d.detail = detail;
+}
+
 /// The image rules that weigh images against each other, in order, on the
 /// images their own rules left eligible: `keep_recent` (the N most
 /// recently used of each repository, among all its images), then
@@ -441,8 +448,7 @@ fn recency_and_disk(
                     rules.keep_recent,
                     used_ago(last_uses[n], now)
                 );
-                decisions[n] = image_decision(&images[n], Rule::KeepRecent, detail)
-                    .with_last_use(last_uses[n]);
+                rule_again(&mut decisions[n], Rule::KeepRecent, detail);
             }
         }
     }
@@ -467,8 +473,7 @@ fn recency_and_disk(
             },
         );
         for n in candidates {
-            decisions[n] = image_decision(&images[n], Rule::DiskBelowThreshold, why.clone())
-                .with_last_use(last_uses[n]);
+            rule_again(&mut decisions[n], Rule::DiskBelowThreshold, why.clone());
         }
         return;
     };
@@ -499,8 +504,7 @@ fn recency_and_disk(
             disk.low_percent,
             used_ago(last_uses[n], now)
         );
-        decisions[n] =
-            image_decision(&images[n], Rule::LruNotNeeded, detail).with_last_use(last_uses[n]);
+        rule_again(&mut decisions[n], Rule::LruNotNeeded, detail);
     }
 }
 

@@ -76,31 +76,21 @@ fn fault(meta: &Metadata, cannot_be_written: bool) -> Option<String> {
 }
 
 /// Every directory the lookup of `path` reads an entry from, with that
-/// entry's name, following symlinks as the kernel does.
+/// entry's name, following symlinks as the kernel does. A relative path is
+/// looked up from the current directory, whose own ancestors count too.
 fn lookup_steps(path: &Path) -> Result<Vec<(PathBuf, String)>, String> {
-    let start = if path.is_absolute() {
-        PathBuf::from("/")
+    let full = if path.is_absolute() {
+        path.to_owned()
     } else {
         std::env::current_dir()
             .and_then(std::fs::canonicalize)
             .map_err(|e| format!("cannot resolve the current directory: {e}"))?
+            .join(path)
     };
-    // The current directory's own ancestors count as well.
+    // Names still to look up, the next last.
+    let mut queue: Vec<String> = names(&full).rev().collect();
     let mut steps = Vec::new();
     let mut dir = PathBuf::from("/");
-    for name in start.components().filter_map(normal) {
-        steps.push((dir.clone(), name.clone()));
-        dir.push(name);
-    }
-    let mut queue: Vec<String> = path
-        .components()
-        .rev()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
-            Component::ParentDir => Some("..".to_owned()),
-            _ => None,
-        })
-        .collect();
     let mut followed = 0;
     while let Some(name) = queue.pop() {
         if name == ".." {
@@ -124,13 +114,7 @@ fn lookup_steps(path: &Path) -> Result<Vec<(PathBuf, String)>, String> {
             if target.is_absolute() {
                 dir = PathBuf::from("/");
             }
-            for c in target.components().rev() {
-                match c {
-                    Component::Normal(n) => queue.push(n.to_string_lossy().into_owned()),
-                    Component::ParentDir => queue.push("..".to_owned()),
-                    _ => {}
-                }
-            }
+            queue.extend(names(&target).rev());
         } else if !queue.is_empty() {
             dir = next;
         }
@@ -138,11 +122,13 @@ fn lookup_steps(path: &Path) -> Result<Vec<(PathBuf, String)>, String> {
     Ok(steps)
 }
 
-fn normal(c: Component<'_>) -> Option<String> {
-    match c {
+/// The names a lookup of `path` steps through: each component, `..` too.
+fn names(path: &Path) -> impl DoubleEndedIterator<Item = String> + '_ {
+    path.components().filter_map(|c| match c {
         Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
+        Component::ParentDir => Some("..".to_owned()),
         _ => None,
-    }
+    })
 }
 
 #[cfg(test)]

@@ -249,7 +249,7 @@ impl DockerRuntime {
         let until = SystemTime::now();
         let update = match watch.since() {
             None => Update::Relist,
-            Some(since) => match self.events(since, until).await {
+            Some(since) => match self.events(since, until, &HashMap::new()).await {
                 Ok(events) => watch::update_from(&events),
                 // An engine that does not answer would not answer a list
                 // either.
@@ -339,10 +339,12 @@ impl DockerRuntime {
         &self,
         since: SystemTime,
         until: SystemTime,
+        filters: &HashMap<&str, Vec<&str>>,
     ) -> Result<Vec<EventMessage>, BollardError> {
         let options = EventsOptionsBuilder::default()
             .since(&watch::api_time(since))
             .until(&watch::api_time(until))
+            .filters(filters)
             .build();
         let read = self.docker.events(Some(options)).try_collect();
         tokio::time::timeout(Duration::from_secs(REQUEST_TIMEOUT_SECS), read)
@@ -776,22 +778,10 @@ impl Engine for DockerRuntime {
             ("event", vec!["create", "start"]),
         ]);
         let since = since.map_or(SystemTime::UNIX_EPOCH, SystemTime::from);
-        let options = EventsOptionsBuilder::default()
-            .since(&watch::api_time(since))
-            .until(&watch::api_time(SystemTime::now()))
-            .filters(&filters)
-            .build();
-        let read = self.docker.events(Some(options)).try_collect::<Vec<_>>();
-        let events = match tokio::time::timeout(Duration::from_secs(REQUEST_TIMEOUT_SECS), read)
-            .await
-        {
-            Ok(Ok(events)) => events,
-            Ok(Err(e)) => {
+        let events = match self.events(since, SystemTime::now(), &filters).await {
+            Ok(events) => events,
+            Err(e) => {
                 tracing::warn!(error = %e, "cannot read docker's events: no image use recorded from them");
-                return Vec::new();
-            }
-            Err(_) => {
-                tracing::warn!("docker's events did not come within the request timeout");
                 return Vec::new();
             }
         };

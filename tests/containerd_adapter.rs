@@ -257,6 +257,14 @@ async fn inventory_folds_every_name_of_an_image_and_pins_the_sandbox_image() {
     assert_eq!(tool.tags, [TOOL]);
     assert_eq!(tool.size, Some(node.tool.content_bytes));
     assert_eq!(inventory.images.len(), 4);
+
+    // The fixtures share one busybox layer, in both namespaces: removing
+    // one image alone frees its manifest and config, a few hundred bytes.
+    assert_eq!(node.busybox.layer_digest, node.tool.layer_digest);
+    for i in [busybox, unused, tool] {
+        let (size, unique) = (i.size.unwrap(), i.unique_size.unwrap());
+        assert!(unique > 0 && unique < 4096 && unique < size, "{i:?}");
+    }
 }
 
 #[tokio::test]

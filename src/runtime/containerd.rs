@@ -738,6 +738,7 @@ impl Engine for ContainerdRuntime {
         }
         inventory.containers.sort_by(|a, b| a.id.cmp(&b.id));
         inventory.images.sort_by(|a, b| a.id.cmp(&b.id));
+        images::with_unique_sizes(&mut inventory.images, &data);
         if self.measure_image_fs {
             inventory.image_fs = self.image_fs().await;
         }

@@ -130,19 +130,24 @@ fn repository(name: &str) -> &str {
 /// itself is not in the store.
 pub(super) fn content_size(target: &str, content: &HashMap<String, Info>) -> Option<u64> {
     content.get(target)?;
-    let mut seen = BTreeSet::new();
+    Some(reachable(target, content).into_values().sum())
+}
+
+/// Each blob of the store reachable from `target` (itself included), with
+/// its size, once.
+fn reachable<'a>(target: &'a str, content: &'a HashMap<String, Info>) -> BTreeMap<&'a str, u64> {
+    let mut seen = BTreeMap::new();
     let mut pending = vec![target];
-    let mut total: u64 = 0;
     while let Some(digest) = pending.pop() {
-        if !seen.insert(digest) {
-            continue;
-        }
         // A child missing from the store (another platform's manifest)
         // takes no space here.
         let Some(info) = content.get(digest) else {
             continue;
         };
-        total = total.saturating_add(u64::try_from(info.size).unwrap_or(0));
+        if seen.contains_key(digest) {
+            continue;
+        }
+        seen.insert(digest, u64::try_from(info.size).unwrap_or(0));
         pending.extend(
             info.labels
                 .iter()
@@ -150,7 +155,48 @@ pub(super) fn content_size(target: &str, content: &HashMap<String, Info>) -> Opt
                 .map(|(_, child)| child.as_str()),
         );
     }
-    Some(total)
+    seen
+}
+
+/// What removing each image of `images` alone frees of the content store:
+/// the bytes of its blobs that no other of `images` reaches (a base layer
+/// two images share frees nothing while either stays). Unpacked snapshots
+/// come on top: they are not counted. Each image's `unique_size` is set
+/// where its target is in its namespace's store.
+pub(super) fn with_unique_sizes(images: &mut [Image], data: &[NamespaceData]) {
+    let contents: HashMap<&str, &HashMap<String, Info>> = data
+        .iter()
+        .map(|d| (d.namespace.as_str(), &d.content))
+        .collect();
+    // Blobs by digest alone: namespaces share a blob on disk, and it stays
+    // while any of them references it. An image whose namespace is not in
+    // `data` reaches nothing.
+    let reached: Vec<Option<BTreeMap<&str, u64>>> = images
+        .iter()
+        .map(|image| {
+            let (namespace, target) = image.id.split_once('/')?;
+            let content: &HashMap<String, Info> = contents.get(namespace)?;
+            let (target, _) = content.get_key_value(target)?;
+            Some(reachable(target, content))
+        })
+        .collect();
+    let mut holders: HashMap<&str, usize> = HashMap::new();
+    for blobs in reached.iter().flatten() {
+        for digest in blobs.keys() {
+            *holders.entry(digest).or_default() += 1;
+        }
+    }
+    for (image, reached) in images.iter_mut().zip(&reached) {
+        if let Some(blobs) = reached {
+            image.unique_size = Some(
+                blobs
+                    .iter()
+                    .filter(|(digest, _)| holders.get(**digest) == Some(&1))
+                    .map(|(_, size)| size)
+                    .sum(),
+            );
+        }
+    }
 }
 
 #[cfg(test)]

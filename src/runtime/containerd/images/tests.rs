@@ -191,3 +191,58 @@ fn content_is_counted_once_and_missing_children_cost_nothing() {
     negative.insert(CONFIG.to_owned(), blob(CONFIG, -1, &[]).1);
     assert_eq!(content_size(TARGET, &negative), Some(1_000_400));
 }
+
+#[test]
+fn unique_sizes_leave_out_what_other_images_reach() {
+    // Two images on one shared layer, each with its own manifest and
+    // config; a third in another namespace shares the layer too; a fourth
+    // whose target is not in the store.
+    let (m1, m2, c1, c2, shared) = ("sha256:m1", "sha256:m2", "sha256:c1", "sha256:c2", LAYER);
+    let mut content = HashMap::from([
+        blob(m1, 100, &[("config", c1), ("l.0", shared)]),
+        blob(c1, 10, &[]),
+        blob(
+            m2,
+            200,
+            &[("config", c2), ("l.0", shared), ("l.1", "sha256:own")],
+        ),
+        blob(c2, 20, &[]),
+        blob("sha256:own", 5000, &[]),
+    ]);
+    content.extend(store());
+    let k8s = NamespaceData {
+        namespace: "k8s.io".to_owned(),
+        content: content.clone(),
+        ..NamespaceData::default()
+    };
+    let other = NamespaceData {
+        namespace: "default".to_owned(),
+        content: store(),
+        ..NamespaceData::default()
+    };
+    let image = |id: &str| Image {
+        id: id.to_owned(),
+        ..Image::default()
+    };
+    let mut images = vec![
+        image("k8s.io/sha256:m1"),
+        image("k8s.io/sha256:m2"),
+        image(&format!("default/{TARGET}")),
+        image("k8s.io/sha256:absent"),
+        image("elsewhere/sha256:m1"),
+    ];
+    with_unique_sizes(&mut images, &[k8s, other]);
+    let unique: Vec<Option<u64>> = images.iter().map(|i| i.unique_size).collect();
+    // The shared layer frees nothing; each keeps its manifest and config
+    // (and m2 its own layer); TARGET's config is CONFIG, its own.
+    assert_eq!(unique, [Some(110), Some(5220), Some(650), None, None]);
+    // Alone, an image frees all its content.
+    let mut alone = vec![image("k8s.io/sha256:m1")];
+    let k8s = NamespaceData {
+        namespace: "k8s.io".to_owned(),
+        content: content.clone(),
+        ..NamespaceData::default()
+    };
+    with_unique_sizes(&mut alone, &[k8s]);
+    assert_eq!(alone[0].unique_size, content_size(m1, &content));
+}

@@ -320,7 +320,16 @@ fn configured(path: &str) -> Option<&Path> {
 /// use). A history that cannot be read or written costs precision, never
 /// the run: it is logged.
 async fn record_image_uses(runtime: &Runtime, inventory: &mut Inventory, state_dir: &Path) {
+    // What the engine still remembers since the last record (read before
+    // the lock: the engine may take its time).
+    let (history, _) = History::load(state_dir);
+    let read_from = Utc::now();
+    let uses = runtime.image_uses(history.events_until).await;
     let now = Utc::now();
+    let lock = history::lock(state_dir);
+    if let Err(e) = &lock {
+        tracing::warn!(dir = %state_dir.display(), error = %e, "cannot lock the image usage history");
+    }
     let (mut history, found) = History::load(state_dir);
     match &found {
         Found::Read => {}
@@ -335,12 +344,14 @@ async fn record_image_uses(runtime: &Runtime, inventory: &mut Inventory, state_d
             "the image usage history cannot be used: it is rebuilt"
         ),
     }
-    for (reference, used) in runtime.image_uses(history.events_until).await {
+    for (reference, used) in uses {
         if let Some(id) = history::image_id_of(inventory, &reference) {
             history.record(id, used, now);
         }
     }
-    history.events_until = Some(now);
+    // From where this read began: what came during it is read again,
+    // which records nothing twice.
+    history.events_until = Some(read_from);
     history.prune(inventory, now);
     history.apply(inventory);
     if let Err(e) = history.save(state_dir) {

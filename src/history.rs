@@ -20,6 +20,8 @@ use crate::inventory::{Inventory, Use, UseSource};
 
 /// The file's name in `state_dir`.
 pub const FILE: &str = "image-usage.json";
+/// The lock every writer takes around its read and write of [`FILE`].
+pub const LOCK_FILE: &str = "image-usage.lock";
 /// The file format this safeprune writes and reads.
 pub const VERSION: u32 = 1;
 /// Entries far beyond any node's images.
@@ -160,6 +162,42 @@ impl History {
         crate::report::write_atomically(&path, &text)?;
         Ok(path)
     }
+}
+
+/// Holds the history's lock in `dir` (made if missing) until dropped: the
+/// daemon's follower, its cycles and a `run` beside them each read, change
+/// and write the file under it, so none loses what another recorded.
+/// Waits while another holds it (for a read and a write: milliseconds).
+///
+/// # Errors
+/// The directory or the lock file cannot be made, or the lock not taken.
+pub fn lock(dir: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::create_dir_all(dir)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(LOCK_FILE))?;
+    file.lock()?;
+    Ok(file)
+}
+
+/// Records `uses` (by image id) in the history in `dir`, under its lock:
+/// what the daemon follows between its cycles. A file that cannot be used
+/// is rebuilt, with a warning.
+///
+/// # Errors
+/// The history cannot be locked or written.
+pub fn record_uses(dir: &Path, uses: &[(String, Use)], now: DateTime<Utc>) -> std::io::Result<()> {
+    let _lock = lock(dir)?;
+    let (mut history, found) = History::load(dir);
+    if let Found::Rebuilt(why) = found {
+        tracing::warn!(path = %dir.join(FILE).display(), why, "the image usage history cannot be used: it is rebuilt");
+    }
+    for (image, used) in uses {
+        history.record(image, *used, now);
+    }
+    history.save(dir).map(|_| ())
 }
 
 /// The id of the image of `inventory` that `reference` names: its id (or

@@ -123,7 +123,7 @@ impl<'de> Deserialize<'de> for Version {
 }
 
 /// Which runtime to talk to, and where.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RuntimeConfig {
     pub kind: RuntimeKind,
@@ -161,7 +161,7 @@ impl RuntimeKind {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DockerConfig {
     #[serde(deserialize_with = "endpoint")]
@@ -176,7 +176,7 @@ impl Default for DockerConfig {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ContainerdConfig {
     #[serde(deserialize_with = "endpoint")]

@@ -12,6 +12,7 @@ mod util;
 use std::collections::HashMap;
 use std::path::Path;
 
+use util::daemon::Daemon;
 use util::df;
 use util::docker::PrivateDockerd;
 use util::node::{Cli, Runtime, decision};
@@ -82,19 +83,91 @@ fn watermarks(root: &Path, start: f64) -> (u8, u8) {
     (high, low)
 }
 
+/// The policy of these tests: `images` with `keep_recent: 1`, then `disk`,
+/// a schedule that does not come during the test, the history in `state`.
+fn policy(state: &Path, disk: &str) -> String {
+    format!(
+        "schedule: \"0 0 1 1 *\"\nstate_dir: {}\n\
+         containers: {{ min_age: \"0\" }}\n\
+         images: {{ min_age: \"0\", keep_recent: 1{disk} }}\n\
+         networks: {{ enabled: false }}\nbuild_cache: {{ enabled: false }}\n",
+        state.display()
+    )
+}
+
+/// The history's entries, by image id: (source, when), once it holds at
+/// least `n` (the daemon writes them within seconds).
+async fn recorded(state: &Path, n: usize) -> HashMap<String, (String, String)> {
+    let file = state.join("image-usage.json");
+    let begun = std::time::Instant::now();
+    loop {
+        let entries: HashMap<String, (String, String)> = std::fs::read(&file)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["images"].as_object().cloned())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(id, e)| {
+                let s = |k: &str| e[k].as_str().unwrap_or_default().to_owned();
+                (id, (s("source"), s("at")))
+            })
+            .collect();
+        if entries.len() >= n {
+            return entries;
+        }
+        assert!(
+            begun.elapsed() < std::time::Duration::from_secs(30),
+            "{} entries, not {n}: {entries:?}",
+            entries.len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// [`lay_out`] while `safeprune daemon` watches: it records each use in
+/// `state` as it comes, in the order they came.
+async fn lay_out_watched(
+    engine: &PrivateDockerd,
+    cli: &Cli,
+    state: &Path,
+) -> HashMap<&'static str, String> {
+    let daemon = Daemon::start(cli);
+    daemon
+        .wait_for("following docker's events: image uses are recorded", 1)
+        .await;
+    let ids = lay_out(engine).await;
+    let ran = ["app:2", "tool:1", "app:1", "tool:3"];
+    let entries = recorded(state, ran.len() + 1).await;
+    let (code, _) = daemon.terminate();
+    assert_eq!(code, Some(0));
+    let mut times = Vec::new();
+    for name in ran {
+        let (source, at) = &entries[&ids[name]];
+        assert_eq!(source, "container_exit", "{name}: {entries:?}");
+        times.push(chrono::DateTime::parse_from_rfc3339(at).unwrap());
+    }
+    assert!(times.is_sorted(), "not in the order they ran: {times:?}");
+    assert_eq!(entries[&ids["tool:2"]].0, "container_start", "{entries:?}");
+    ids
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_pressure_the_least_recently_used_go_until_low_percent() {
     let engine = PrivateDockerd::start_on_small_fs(256).await;
     let root = engine.data_root();
-    let ids = lay_out(&engine).await;
+    let runtime = Runtime::Docker(engine.endpoint());
+    let cli = Cli::new(&runtime, "");
+    let state = cli.path("state");
+    cli.rewrite(&runtime, &policy(&state, ""));
+    let ids = lay_out_watched(&engine, &cli, &state).await;
+
     let start = percent(&root);
     let (high, low) = watermarks(&root, start);
-    let cli = Cli::new(
-        &Runtime::Docker(engine.endpoint()),
-        &format!(
-            "containers: {{ min_age: \"0\" }}\n\
-             images: {{ min_age: \"0\", keep_recent: 1, disk: {{ high_percent: {high}, low_percent: {low} }} }}\n\
-             networks: {{ enabled: false }}\nbuild_cache: {{ enabled: false }}\n"
+    cli.rewrite(
+        &runtime,
+        &policy(
+            &state,
+            &format!(", disk: {{ high_percent: {high}, low_percent: {low} }}"),
         ),
     );
     let (code, report) = cli.json(&["run", "--output", "json"]);

@@ -16,6 +16,7 @@
 //! `CLOCK_REALTIME` timerfd that costs nothing between cycles, is in
 //! `wall_timer.rs`.
 
+mod follow;
 mod http;
 mod wall_timer;
 
@@ -37,6 +38,7 @@ use crate::output::Chain;
 use crate::policy::{Policy, PolicySource};
 use crate::report::Report;
 use crate::schedule::{self, Slot};
+use follow::Follower;
 use http::{Exposition, Phase};
 use wall_timer::WallTimer;
 
@@ -55,16 +57,20 @@ pub async fn run(source: PolicySource, policy: Policy) -> Result<(), AppError> {
         Some(addr) => Some(listen(addr, &policy).await?),
         None => None,
     };
+    // Between cycles, the engine's events feed the image usage history.
+    let follower = Follower::start(&policy);
     let inputs = Inputs {
         clock: SystemClock,
         timer: WallTimer,
         events,
         cycles: EngineCycles {
             exposition: exposition.clone(),
+            follower: &follower,
         },
         random: schedule::random_u64,
     };
     let result = run_with(source, policy, inputs).await;
+    follower.stop().await;
     if let Some(exposition) = exposition {
         exposition.set_phase(Phase::Stopped);
     }
@@ -123,6 +129,9 @@ pub(crate) enum Event {
 pub(crate) trait Cycles {
     /// Once `stop` is set, no new removal starts.
     async fn cycle(&self, policy: &Policy, stop: &AtomicBool) -> Result<Report, AppError>;
+
+    /// A reload put `policy` in force (what runs between cycles follows it).
+    fn policy_in_force(&self, _policy: &Policy) {}
 }
 
 /// Everything the loop waits on or asks for, besides the policy.
@@ -243,6 +252,7 @@ where
                     );
                 }
                 self.policy = policy;
+                self.runner.policy_in_force(&self.policy);
                 tracing::info!(source = ?self.source, "policy reloaded");
             }
             Err(e) => {
@@ -384,11 +394,16 @@ impl Clock for SystemClock {
 
 /// The real cycle: the same as `safeprune run`; with a listener, it also
 /// tells `/healthz` that a cycle runs and `/metrics` what it found.
-struct EngineCycles {
+struct EngineCycles<'a> {
     exposition: Option<Arc<Exposition>>,
+    follower: &'a Follower,
 }
 
-impl Cycles for EngineCycles {
+impl Cycles for EngineCycles<'_> {
+    fn policy_in_force(&self, policy: &Policy) {
+        self.follower.policy_in_force(policy);
+    }
+
     async fn cycle(&self, policy: &Policy, stop: &AtomicBool) -> Result<Report, AppError> {
         let options = CycleOptions::default();
         let Some(exposition) = &self.exposition else {

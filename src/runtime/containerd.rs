@@ -16,6 +16,7 @@ mod cri;
 mod images;
 mod native;
 mod remove;
+mod uses;
 mod watch;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -678,6 +679,15 @@ impl Engine for ContainerdRuntime {
 
     fn not_applicable(&self) -> &'static [Kind] {
         &[Kind::Volume, Kind::Network, Kind::BuildCache]
+    }
+
+    async fn follow_image_uses(
+        &self,
+        uses: &tokio::sync::mpsc::Sender<(String, crate::inventory::Use)>,
+    ) -> Result<(), RuntimeError> {
+        uses::follow(&self.stream_channel, &self.channel, &self.namespaces, uses)
+            .await
+            .map_err(Self::call_error("follow events"))
     }
 
     async fn inventory(&self) -> Result<Inventory, RuntimeError> {

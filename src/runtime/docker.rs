@@ -10,6 +10,7 @@
 mod buildkit;
 mod convert;
 mod disk_usage;
+mod uses;
 mod watch;
 
 use std::collections::{HashMap, HashSet};
@@ -766,19 +767,18 @@ impl Engine for DockerRuntime {
         Ok(fresh)
     }
 
-    /// Containers created and started, from dockerd's event history (it
-    /// holds its last 256 events or so): each with the image it was made
-    /// from, as the creator named it.
+    /// Containers created, started and exited, from dockerd's event
+    /// history (it holds its last 256 events or so): each with the image it
+    /// was made from, as the creator named it.
     async fn image_uses(
         &self,
         since: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Vec<(String, crate::inventory::Use)> {
-        let filters = HashMap::from([
-            ("type", vec!["container"]),
-            ("event", vec!["create", "start"]),
-        ]);
         let since = since.map_or(SystemTime::UNIX_EPOCH, SystemTime::from);
-        let events = match self.events(since, SystemTime::now(), &filters).await {
+        let events = match self
+            .events(since, SystemTime::now(), &uses::filters())
+            .await
+        {
             Ok(events) => events,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read docker's events: no image use recorded from them");
@@ -787,17 +787,18 @@ impl Engine for DockerRuntime {
         };
         events
             .into_iter()
-            .filter_map(|e| {
-                let source = match e.action.as_deref()? {
-                    "create" => crate::inventory::UseSource::ContainerCreate,
-                    "start" => crate::inventory::UseSource::ContainerStart,
-                    _ => return None,
-                };
-                let image = e.actor?.attributes?.remove("image")?;
-                let at = chrono::DateTime::from_timestamp_nanos(e.time_nano?);
-                Some((image, crate::inventory::Use { at, source }))
-            })
+            .filter_map(uses::parse)
+            .map(|e| (e.image, e.used))
             .collect()
+    }
+
+    async fn follow_image_uses(
+        &self,
+        uses: &tokio::sync::mpsc::Sender<(String, crate::inventory::Use)>,
+    ) -> Result<(), RuntimeError> {
+        uses::follow(&self.docker, uses)
+            .await
+            .map_err(Self::call_error("follow events"))
     }
 
     async fn remove(&self, kind: Kind, id: &str) -> Removal {

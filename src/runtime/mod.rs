@@ -132,6 +132,20 @@ pub trait Engine: Sync {
     ) -> Vec<(String, crate::inventory::Use)> {
         Vec::new()
     }
+
+    /// Follows the engine's events from now on, sending each image use as
+    /// it happens: the image's id as the inventory names it, and the use.
+    /// Returns when the stream ends or `uses` is closed; never, where the
+    /// engine has no events to follow.
+    ///
+    /// # Errors
+    /// The stream cannot be opened, or breaks (the engine stopped).
+    async fn follow_image_uses(
+        &self,
+        _uses: &tokio::sync::mpsc::Sender<(String, crate::inventory::Use)>,
+    ) -> Result<(), RuntimeError> {
+        std::future::pending().await
+    }
 }
 
 /// The runtime chosen by the policy: one enum, so the app stays generic-free.
@@ -312,6 +326,16 @@ impl Engine for Runtime {
         match self {
             Self::Docker(d) => d.image_uses(since).await,
             Self::Containerd(c) => c.image_uses(since).await,
+        }
+    }
+
+    async fn follow_image_uses(
+        &self,
+        uses: &tokio::sync::mpsc::Sender<(String, crate::inventory::Use)>,
+    ) -> Result<(), RuntimeError> {
+        match self {
+            Self::Docker(d) => d.follow_image_uses(uses).await,
+            Self::Containerd(c) => c.follow_image_uses(uses).await,
         }
     }
 }

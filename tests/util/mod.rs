@@ -15,6 +15,8 @@
 //! - [`node`] (`node.rs`): a policy for an engine, the `safeprune` binary
 //!   run on it, its JSON report read back, and the assertions on what a
 //!   scenario's run was to remove.
+//! - [`daemon`] (`daemon.rs`): `safeprune daemon` run, its log watched,
+//!   and stopped.
 //! - [`image`] (`image.rs`): the container image `scripts/image.sh` builds
 //!   from the binary under test, and its archives read back.
 //!
@@ -27,6 +29,7 @@
 )]
 
 pub mod containerd;
+pub mod daemon;
 pub mod docker;
 mod engine;
 pub mod image;

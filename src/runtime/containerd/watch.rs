@@ -129,40 +129,15 @@ impl Watch {
             .iter()
             .map(|n| format!("namespace=={n}"))
             .collect();
-        // No deadline: the stream lives as long as the run. Its start is
-        // bounded below. Spawned, so that the request is on its way before
-        // the first barrier is.
-        let mut client = EventsClient::new(stream_channel.clone());
-        let mut subscribing = tokio::spawn(async move {
-            client
-                .subscribe(Request::new(SubscribeRequest { filters }))
-                .await
-        });
         let token_prefix = format!("{}-{}", std::process::id(), unique_nanos());
-        let mut published = 0_u64;
-        let deadline = tokio::time::Instant::now() + BARRIER_TIMEOUT;
-        // containerd sends the stream's headers with its first event: the
-        // subscription answers once a barrier published after it was
-        // registered comes back.
-        let events = loop {
-            let token = format!("{token_prefix}-s{published}");
-            if let Err(e) = publish(channel, &barrier_namespace, &token).await {
-                subscribing.abort();
-                return Err(e);
-            }
-            published += 1;
-            match tokio::time::timeout(SUBSCRIBE_RETRY, &mut subscribing).await {
-                Ok(Ok(answer)) => break answer?.into_inner(),
-                Ok(Err(e)) => return Err(Status::internal(format!("subscribing failed: {e}"))),
-                Err(_) if tokio::time::Instant::now() < deadline => {}
-                Err(_) => {
-                    subscribing.abort();
-                    return Err(Status::deadline_exceeded(
-                        "containerd's event subscription did not start",
-                    ));
-                }
-            }
-        };
+        let events = subscribe_live(
+            stream_channel,
+            channel,
+            filters,
+            &barrier_namespace,
+            &token_prefix,
+        )
+        .await?;
         Ok(Self {
             events,
             barrier_namespace,
@@ -449,6 +424,51 @@ fn watched(namespace: &str, native: &NativeContainer) -> Watched {
     }
 }
 
+/// Subscribes with `filters`, which must let the barrier events of
+/// `barrier_namespace` through, and returns once the subscription is live:
+/// its first barrier came back (containerd sends the stream's headers with
+/// its first event, and an event published before the subscription was
+/// registered is never delivered). The stream goes over `stream_channel`,
+/// which has no deadline; the barriers over `channel`.
+pub(super) async fn subscribe_live(
+    stream_channel: &Channel,
+    channel: &Channel,
+    filters: Vec<String>,
+    barrier_namespace: &str,
+    token_prefix: &str,
+) -> Result<Streaming<Envelope>, Status> {
+    // No deadline: the stream lives as long as its reader. Its start is
+    // bounded below. Spawned, so that the request is on its way before
+    // the first barrier is.
+    let mut client = EventsClient::new(stream_channel.clone());
+    let mut subscribing = tokio::spawn(async move {
+        client
+            .subscribe(Request::new(SubscribeRequest { filters }))
+            .await
+    });
+    let mut published = 0_u64;
+    let deadline = tokio::time::Instant::now() + BARRIER_TIMEOUT;
+    loop {
+        let token = format!("{token_prefix}-s{published}");
+        if let Err(e) = publish(channel, barrier_namespace, &token).await {
+            subscribing.abort();
+            return Err(e);
+        }
+        published += 1;
+        match tokio::time::timeout(SUBSCRIBE_RETRY, &mut subscribing).await {
+            Ok(Ok(answer)) => return Ok(answer?.into_inner()),
+            Ok(Err(e)) => return Err(Status::internal(format!("subscribing failed: {e}"))),
+            Err(_) if tokio::time::Instant::now() < deadline => {}
+            Err(_) => {
+                subscribing.abort();
+                return Err(Status::deadline_exceeded(
+                    "containerd's event subscription did not start",
+                ));
+            }
+        }
+    }
+}
+
 async fn publish(channel: &Channel, namespace: &str, token: &str) -> Result<(), Status> {
     let request = native::request(
         namespace,
@@ -466,7 +486,7 @@ async fn publish(channel: &Channel, namespace: &str, token: &str) -> Result<(), 
         .map(|_| ())
 }
 
-fn unique_nanos() -> u128 {
+pub(super) fn unique_nanos() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos())

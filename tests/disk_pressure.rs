@@ -12,10 +12,12 @@ mod util;
 use std::collections::HashMap;
 use std::path::Path;
 
+use util::containerd::{CRI_NAMESPACE, PrivateContainerd};
 use util::daemon::Daemon;
 use util::df;
 use util::docker::PrivateDockerd;
 use util::node::{Cli, Runtime, decision};
+use util::pod::Pod;
 
 #[expect(clippy::cast_precision_loss, reason = "a percentage")]
 fn percent(path: &Path) -> f64 {
@@ -285,14 +287,14 @@ async fn the_usage_history_remembers_uses_whose_containers_are_gone() {
     let check = |report: &serde_json::Value| {
         let kept = decision(report, &older);
         assert_eq!(kept["rule"], "keep_recent", "{kept}");
-        assert_eq!(kept["last_used_source"], "container_start", "{kept}");
+        assert_eq!(kept["last_used_source"], "container_exit", "{kept}");
         assert_eq!(decision(report, &newer)["rule"], "eligible");
     };
     check(&plan_now("no image usage history yet"));
     let file = state.join("image-usage.json");
     let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(saved["version"], 1);
-    assert_eq!(saved["images"][&older]["source"], "container_start");
+    assert_eq!(saved["images"][&older]["source"], "container_exit");
     // The next run reads the engine's events only from where the last one
     // stopped: the use of app:1 comes from the file.
     check(&plan_now(""));
@@ -303,5 +305,115 @@ async fn the_usage_history_remembers_uses_whose_containers_are_gone() {
         "the image usage history cannot be used: it is rebuilt",
     ));
     let again: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
-    assert_eq!(again["images"][&older]["source"], "container_start");
+    assert_eq!(again["images"][&older]["source"], "container_exit");
+}
+
+/// The same on a private containerd whose root is a small ext4, its
+/// images used by pods through CRI while the daemon watches: the pods are
+/// gone before the run, so only the usage history the daemon wrote knows
+/// the order they ran in. The disk is measured where CRI's `ImageFsInfo`
+/// says, and each image's content is freed before the next measure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_containerd_the_daemon_records_cri_uses_and_run_frees_by_them() {
+    let engine = PrivateContainerd::start_on_small_fs(256).await;
+    let image_fs = engine.image_fs();
+    let endpoint = engine.endpoint();
+    let runtime = Runtime::Containerd(&endpoint, &[CRI_NAMESPACE]);
+    let cli = Cli::new(&runtime, "");
+    let state = cli.path("state");
+    cli.rewrite(&runtime, &policy(&state, ""));
+
+    let before = percent(&image_fs);
+    let names = [
+        "app:1", "app:2", "app:3", "app:4", "tool:1", "tool:2", "tool:3",
+    ];
+    // Each image is stored twice: its layer in the content store, and
+    // unpacked.
+    let extra = "x".repeat(8 << 20);
+    let mut ids = HashMap::new();
+    for name in names {
+        let full = format!("docker.io/library/{name}");
+        let imported = engine.import_image_with_extra(CRI_NAMESPACE, &full, &extra);
+        ids.insert(name, format!("{CRI_NAMESPACE}/{}", imported.digest));
+    }
+    #[expect(clippy::cast_precision_loss, reason = "a count of seven")]
+    let per_image = (percent(&image_fs) - before) / names.len() as f64;
+
+    // Used in this order while the daemon watches, by pods since gone.
+    let daemon = Daemon::start(&cli);
+    daemon
+        .wait_for("following containerd's events: image uses are recorded", 1)
+        .await;
+    let ran = ["app:2", "tool:1", "app:1", "tool:3"];
+    for name in ran {
+        let pod = Pod::new(&format!("ran-{}", name.replace(':', "-")), "default");
+        let image = format!("docker.io/library/{name}");
+        let (sandbox, _) = engine.run_stopped_pod(&pod, "main", &image).await;
+        engine.remove_pod_sandbox(&sandbox).await;
+    }
+    let pod = Pod::new("running-tool-2", "default");
+    let sandbox = engine.run_pod_sandbox(&pod).await;
+    engine
+        .run_pod_container(&pod, &sandbox, "main", "docker.io/library/tool:2", &[])
+        .await;
+    let entries = recorded(&state, ran.len() + 2).await;
+    let (code, _) = daemon.terminate();
+    assert_eq!(code, Some(0));
+    let mut times = Vec::new();
+    for name in ran {
+        let (source, at) = &entries[&ids[name]];
+        assert_eq!(source, "container_exit", "{name}: {entries:?}");
+        times.push(chrono::DateTime::parse_from_rfc3339(at).unwrap());
+    }
+    assert!(times.is_sorted(), "not in the order they ran: {times:?}");
+
+    // Two and a half images over the target: three go.
+    let start = percent(&image_fs);
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "percents of a small file system"
+    )]
+    let (high, low) = ((start - 2.0) as u8, (start - 2.5 * per_image) as u8);
+    cli.rewrite(
+        &runtime,
+        &policy(
+            &state,
+            &format!(", disk: {{ high_percent: {high}, low_percent: {low} }}"),
+        ),
+    );
+    let (code, report) = cli.json(&["run", "--output", "json"]);
+    assert_eq!(code, Some(0), "{report}");
+    let end = percent(&image_fs);
+    eprintln!("{start:.1}% to {end:.1}% (high {high}, low {low}, {per_image:.1}% per image)");
+    assert!(end <= f64::from(low), "{start:.1}% to {end:.1}%, low {low}");
+    assert_eq!(report["image_fs"]["path"], image_fs.display().to_string());
+
+    let lru = ["app:3", "app:4", "app:2", "tool:1", "tool:3"];
+    let removed: Vec<&str> = lru
+        .iter()
+        .copied()
+        .filter(|name| outcome_of(&report, &ids[name]) == Some("deleted"))
+        .collect();
+    assert_eq!(removed, lru[..3], "{report}");
+    for kept in &lru[3..] {
+        assert_eq!(decision(&report, &ids[kept])["rule"], "eligible");
+        assert_eq!(outcome_of(&report, &ids[kept]), Some("not_attempted"));
+    }
+    assert_eq!(decision(&report, &ids["app:1"])["rule"], "keep_recent");
+    assert_eq!(decision(&report, &ids["tool:2"])["rule"], "in_use");
+    let left = engine.image_names(CRI_NAMESPACE);
+    for name in ["app:1", "tool:1", "tool:2", "tool:3"] {
+        let full = format!("docker.io/library/{name}");
+        assert!(left.contains(&full), "{full} is gone: {left:?}");
+    }
+}
+
+/// The result of `id`'s outcome in `report`, or its skip reason.
+fn outcome_of<'a>(report: &'a serde_json::Value, id: &str) -> Option<&'a str> {
+    let o = report["outcomes"]
+        .as_array()?
+        .iter()
+        .find(|o| o["id"] == id)?;
+    o["reason"].as_str().or_else(|| o["result"].as_str())
 }

@@ -78,6 +78,21 @@ pub struct PrivateContainerd {
 }
 
 impl PrivateContainerd {
+    /// [`Self::start`], with its root (image store and snapshots) on a
+    /// fresh ext4 file system of `megabytes`: a disk the test can fill.
+    pub async fn start_on_small_fs(megabytes: u64) -> Self {
+        let mut process = EngineProcess::new("containerd", "spc-");
+        process.mount_small_fs("root", megabytes);
+        Self::start_in(process).await
+    }
+
+    /// Where the CRI plugin stores unpacked images: its image file system.
+    pub fn image_fs(&self) -> PathBuf {
+        self.process
+            .path("root")
+            .join("io.containerd.snapshotter.v1.overlayfs")
+    }
+
     /// Starts a private containerd, waits until both its own API and CRI
     /// answer, and imports the sandbox image into `k8s.io`.
     ///
@@ -85,7 +100,10 @@ impl PrivateContainerd {
     /// When containerd cannot be started or does not answer within 30 s; the
     /// message holds the tail of its log.
     pub async fn start() -> Self {
-        let mut process = EngineProcess::new("containerd", "spc-");
+        Self::start_in(EngineProcess::new("containerd", "spc-")).await
+    }
+
+    async fn start_in(mut process: EngineProcess) -> Self {
         let socket = process.path(daemon::SOCKET);
         let channel = daemon::launch(&mut process, "config.toml", true).await;
         let containerd = Self {
@@ -241,7 +259,28 @@ impl PrivateContainerd {
         names: &[&str],
         entrypoint: &[&str],
     ) -> Vec<Imported> {
-        let (archive, imported) = images_archive(names, entrypoint);
+        self.import_archive(namespace, names, images_archive(names, entrypoint, None))
+    }
+
+    /// Imports a busybox image named `name` into `namespace` whose layer is
+    /// its own, holding a file of `extra`'s bytes (and the name's): an
+    /// image of a known size, that shares no layer.
+    pub fn import_image_with_extra(&self, namespace: &str, name: &str, extra: &str) -> Imported {
+        self.import_archive(
+            namespace,
+            &[name],
+            images_archive(&[name], &["sh"], Some(extra)),
+        )
+        .pop()
+        .expect("one image imported")
+    }
+
+    fn import_archive(
+        &self,
+        namespace: &str,
+        names: &[&str],
+        (archive, imported): (Vec<u8>, Vec<Imported>),
+    ) -> Vec<Imported> {
         let mut child = self
             .ctr(namespace)
             .args(["images", "import", "-"])
@@ -250,16 +289,11 @@ impl PrivateContainerd {
             .stderr(Stdio::piped())
             .spawn()
             .expect("run ctr images import");
-        child
-            .stdin
-            .take()
-            .expect("ctr stdin")
-            .write_all(&archive)
-            .expect("write the image archive to ctr");
+        let written = child.stdin.take().expect("ctr stdin").write_all(&archive);
         let output = child.wait_with_output().expect("wait for ctr");
         assert!(
-            output.status.success(),
-            "import {names:?} into {namespace}: {}",
+            output.status.success() && written.is_ok(),
+            "import {names:?} into {namespace}: {written:?} {}",
             String::from_utf8_lossy(&output.stderr)
         );
         imported

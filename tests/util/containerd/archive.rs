@@ -21,14 +21,25 @@ fn digest(data: &[u8]) -> String {
 /// creation time and their place in `names`), so each is distinct, like a
 /// `docker import`. A name travels in the annotation containerd's importer
 /// reads for a full reference, `io.containerd.image.name`.
-pub(super) fn images_archive(names: &[&str], entrypoint: &[&str]) -> (Vec<u8>, Vec<Imported>) {
-    let layer = busybox_rootfs(None);
-    let layer_digest = digest(&layer);
+///
+/// With `extra`, each image has a layer of its own instead, which holds a
+/// file of the image's name followed by `extra`: images of known sizes.
+pub(super) fn images_archive(
+    names: &[&str],
+    entrypoint: &[&str],
+    extra: Option<&str>,
+) -> (Vec<u8>, Vec<Imported>) {
+    let shared = busybox_rootfs(None);
     let created = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
     let mut blobs: Vec<(String, Vec<u8>)> = Vec::new();
     let mut manifests = Vec::new();
     let mut imported = Vec::new();
     for (n, name) in names.iter().enumerate() {
+        let layer = match extra {
+            Some(extra) => busybox_rootfs(Some(&format!("{name}{extra}"))),
+            None => shared.clone(),
+        };
+        let layer_digest = digest(&layer);
         let config = serde_json::json!({
             "architecture": "amd64",
             "os": "linux",
@@ -75,8 +86,10 @@ pub(super) fn images_archive(names: &[&str], entrypoint: &[&str]) -> (Vec<u8>, V
         });
         blobs.push((config_digest, config));
         blobs.push((manifest_digest, manifest));
+        if extra.is_some() || n == 0 {
+            blobs.push((layer_digest, layer));
+        }
     }
-    blobs.push((layer_digest, layer));
     let index = serde_json::json!({ "schemaVersion": 2, "manifests": manifests })
         .to_string()
         .into_bytes();

@@ -82,6 +82,29 @@ pub fn render(d: &Decision, inventory: &Inventory, query: &str) -> String {
     if let Some(bytes) = d.bytes {
         rows.push(("size".into(), human_bytes(bytes)));
     }
+    if d.kind == Kind::Image {
+        if let Some(unique) = inventory
+            .images
+            .iter()
+            .find(|i| i.id == d.id)
+            .and_then(|i| i.unique_size)
+        {
+            rows.push((
+                "frees".into(),
+                format!("{} (shared with no other image)", human_bytes(unique)),
+            ));
+        }
+        if let (Some(at), Some(source)) = (d.last_used, d.last_used_source) {
+            rows.push((
+                "last used".into(),
+                format!(
+                    "{} ({})",
+                    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    source.as_str()
+                ),
+            ));
+        }
+    }
     if d.kind == Kind::Container {
         let own = inventory.containers.iter().find(|c| c.id == d.id);
         rows.extend(
@@ -172,5 +195,25 @@ mod tests {
         assert!(text.contains("in_use"), "{text}");
         assert!(text.contains("used by:"), "{text}");
         assert!(text.contains("abcdef0123456789"), "{text}");
+        // Its last use, and what it was: the running container's creation.
+        let created = inv.containers[0]
+            .created
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        assert!(
+            text.contains(&format!("last used:  {created} (container create)")),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn render_shows_what_removing_an_image_alone_frees() {
+        let (mut inv, _) = node();
+        inv.images[0].unique_size = Some(12_000_000);
+        let p = plan(&inv, &Policy::builtin(), Utc::now());
+        let text = render(find(&p, &inv, "nginx:1.25")[0], &inv, "nginx:1.25");
+        assert!(
+            text.contains("frees:      12.0MB (shared with no other image)"),
+            "{text}"
+        );
     }
 }

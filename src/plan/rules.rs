@@ -444,7 +444,7 @@ fn recency_and_disk(
         for (n, repository) in recent {
             if eligible(&decisions[n]) {
                 let detail = format!(
-                    "one of the {} most recently used images of {repository} (last used {})",
+                    "one of the {} most recently used images of {repository}; last used {}",
                     rules.keep_recent,
                     used_ago(last_uses[n], now)
                 );
@@ -496,9 +496,14 @@ fn recency_and_disk(
         needed += 1;
     }
     for &n in &candidates[needed..] {
+        let removing = if needed == 1 {
+            "the less recently used image".to_owned()
+        } else {
+            format!("the {needed} less recently used images")
+        };
         let detail = format!(
-            "removing the {needed} less recently used images brings the image file system \
-             from {:.0}% to {:.0}%, at or under low_percent {} (last used {})",
+            "removing {removing} brings the image file system \
+             from {:.0}% to {:.0}%, at or under low_percent {}; last used {}",
             fs.percent(),
             fs.percent_after(freed),
             disk.low_percent,

@@ -138,10 +138,11 @@ async fn lay_out_watched(
         .wait_for("following docker's events: image uses are recorded", 1)
         .await;
     let ids = lay_out(engine).await;
-    let ran = ["app:2", "tool:1", "app:1", "tool:3"];
-    let entries = recorded(state, ran.len() + 1).await;
+    // Stopped at once: what it had not written yet is written as it stops.
     let (code, _) = daemon.terminate();
     assert_eq!(code, Some(0));
+    let ran = ["app:2", "tool:1", "app:1", "tool:3"];
+    let entries = recorded(state, ran.len()).await;
     let mut times = Vec::new();
     for name in ran {
         let (source, at) = &entries[&ids[name]];
@@ -149,7 +150,6 @@ async fn lay_out_watched(
         times.push(chrono::DateTime::parse_from_rfc3339(at).unwrap());
     }
     assert!(times.is_sorted(), "not in the order they ran: {times:?}");
-    assert_eq!(entries[&ids["tool:2"]].0, "container_start", "{entries:?}");
     ids
 }
 

@@ -401,3 +401,74 @@ fn a_listen_address_in_use_is_exit_1_naming_it() {
         "{stderr}"
     );
 }
+
+/// The last use the usage history in `state` records of `image`, once it
+/// is later than `after` (the daemon writes within seconds).
+async fn recorded_use(state: &std::path::Path, image: &str, after: &str) -> (String, String) {
+    let begun = Instant::now();
+    loop {
+        let entry = std::fs::read(state.join("image-usage.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .map(|v| v["images"][image].clone())
+            .filter(|e| e["at"].is_string());
+        if let Some(e) = entry {
+            let at = e["at"].as_str().unwrap().to_owned();
+            let source = e["source"].as_str().unwrap().to_owned();
+            if after.is_empty()
+                || chrono::DateTime::parse_from_rfc3339(&at).unwrap()
+                    > chrono::DateTime::parse_from_rfc3339(after).unwrap()
+            {
+                return (source, at);
+            }
+        }
+        assert!(
+            begun.elapsed() < Duration::from_secs(30),
+            "no use of {image} after '{after}' recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Between cycles the daemon follows the engine's events only while the
+/// policy orders images by last use: a reload that asks for it starts
+/// following, and an engine that restarts is followed again.
+#[tokio::test(flavor = "multi_thread")]
+async fn image_uses_are_followed_while_the_policy_asks_and_after_an_engine_restart() {
+    const FOLLOWING: &str = "following docker's events";
+    let mut engine = PrivateDockerd::start().await;
+    let base = engine.import_busybox_image("base:1", None).await;
+    let runtime = Runtime::Docker(engine.endpoint());
+    let cli = Cli::new(&runtime, "schedule: \"0 0 1 1 *\"\n");
+    let state = cli.path("state");
+    let daemon = Daemon::start(&cli);
+    daemon.wait_for("next cycle scheduled", 1).await;
+    engine.run_to_exit("unfollowed", &base, &[]).await;
+    assert_eq!(daemon.count(FOLLOWING), 0, "the policy does not ask");
+    assert!(!state.exists(), "nothing recorded");
+
+    cli.rewrite(
+        &runtime,
+        &format!(
+            "schedule: \"0 0 1 1 *\"\nstate_dir: {}\nimages: {{ keep_recent: 2 }}\n",
+            state.display()
+        ),
+    );
+    daemon.signal("HUP");
+    daemon.wait_for(FOLLOWING, 1).await;
+    engine.run_to_exit("followed", &base, &[]).await;
+    let (source, first) = recorded_use(&state, &base, "").await;
+    assert_eq!(source, "container_exit");
+
+    engine.stop();
+    daemon
+        .wait_for("cannot follow the engine's events", 1)
+        .await;
+    engine.restart().await;
+    daemon.wait_for(FOLLOWING, 2).await;
+    engine.run_to_exit("followed-again", &base, &[]).await;
+    let (source, _) = recorded_use(&state, &base, &first).await;
+    assert_eq!(source, "container_exit");
+    let (code, _) = daemon.terminate();
+    assert_eq!(code, Some(0));
+}

@@ -143,6 +143,17 @@ async fn lay_out_watched(
     assert_eq!(code, Some(0));
     let ran = ["app:2", "tool:1", "app:1", "tool:3"];
     let entries = recorded(state, ran.len()).await;
+    assert_ran_in_order(&entries, &ids, &ran);
+    ids
+}
+
+/// The history records the images of `ran` as used by containers that
+/// exited, in that order.
+fn assert_ran_in_order(
+    entries: &HashMap<String, (String, String)>,
+    ids: &HashMap<&str, String>,
+    ran: &[&str],
+) {
     let mut times = Vec::new();
     for name in ran {
         let (source, at) = &entries[&ids[name]];
@@ -150,7 +161,20 @@ async fn lay_out_watched(
         times.push(chrono::DateTime::parse_from_rfc3339(at).unwrap());
     }
     assert!(times.is_sorted(), "not in the order they ran: {times:?}");
-    ids
+}
+
+/// `run` with the watermarks `high` and `low`: its JSON report.
+fn run_at(cli: &Cli, runtime: &Runtime, state: &Path, (high, low): (u8, u8)) -> serde_json::Value {
+    cli.rewrite(
+        runtime,
+        &policy(
+            state,
+            &format!(", disk: {{ high_percent: {high}, low_percent: {low} }}"),
+        ),
+    );
+    let (code, report) = cli.json(&["run", "--output", "json"]);
+    assert_eq!(code, Some(0), "{report}");
+    report
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,15 +189,7 @@ async fn under_pressure_the_least_recently_used_go_until_low_percent() {
 
     let start = percent(&root);
     let (high, low) = watermarks(&root, start);
-    cli.rewrite(
-        &runtime,
-        &policy(
-            &state,
-            &format!(", disk: {{ high_percent: {high}, low_percent: {low} }}"),
-        ),
-    );
-    let (code, report) = cli.json(&["run", "--output", "json"]);
-    assert_eq!(code, Some(0), "{report}");
+    let report = run_at(&cli, &runtime, &state, (high, low));
     let end = percent(&root);
     assert!(
         end <= f64::from(low),
@@ -359,13 +375,7 @@ async fn on_containerd_the_daemon_records_cri_uses_and_run_frees_by_them() {
     let entries = recorded(&state, ran.len() + 2).await;
     let (code, _) = daemon.terminate();
     assert_eq!(code, Some(0));
-    let mut times = Vec::new();
-    for name in ran {
-        let (source, at) = &entries[&ids[name]];
-        assert_eq!(source, "container_exit", "{name}: {entries:?}");
-        times.push(chrono::DateTime::parse_from_rfc3339(at).unwrap());
-    }
-    assert!(times.is_sorted(), "not in the order they ran: {times:?}");
+    assert_ran_in_order(&entries, &ids, &ran);
 
     // Two and a half images over the target: three go.
     let start = percent(&image_fs);
@@ -375,15 +385,7 @@ async fn on_containerd_the_daemon_records_cri_uses_and_run_frees_by_them() {
         reason = "percents of a small file system"
     )]
     let (high, low) = ((start - 2.0) as u8, (start - 2.5 * per_image) as u8);
-    cli.rewrite(
-        &runtime,
-        &policy(
-            &state,
-            &format!(", disk: {{ high_percent: {high}, low_percent: {low} }}"),
-        ),
-    );
-    let (code, report) = cli.json(&["run", "--output", "json"]);
-    assert_eq!(code, Some(0), "{report}");
+    let report = run_at(&cli, &runtime, &state, (high, low));
     let end = percent(&image_fs);
     eprintln!("{start:.1}% to {end:.1}% (high {high}, low {low}, {per_image:.1}% per image)");
     assert!(end <= f64::from(low), "{start:.1}% to {end:.1}%, low {low}");

@@ -3,17 +3,34 @@
 # minute while it waits for its next cycle (a schedule far in the future,
 # so no cycle runs; the engine is not contacted while idle).
 #
-# Run: benches/daemon_idle.sh [seconds]   (default 60)
+# With `following` (as root), the policy sets `images.keep_recent`, so the
+# daemon follows the events of a private dockerd between cycles (issue 12):
+# what holding that stream costs.
+#
+# Run: benches/daemon_idle.sh [seconds [following]]   (default 60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
+mode="${2:-}"
 cargo build --release --quiet
 dir=$(mktemp -d)
-trap 'kill "$pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
+pid=""
+# shellcheck source=benches/private_dockerd.sh
+. benches/private_dockerd.sh
+trap 'kill "$pid" 2>/dev/null || true; stop_private_dockerd; rm -rf "$dir"' EXIT
+endpoint="unix://$dir/none.sock"
+images=""
+if [ "$mode" = following ]; then
+  start_private_dockerd "$dir"
+  endpoint="unix://$engine_sock"
+  images="images: { keep_recent: 2 }"
+fi
 cat > "$dir/policy.yaml" <<YAML
-runtime: { kind: docker, docker: { endpoint: unix://$dir/none.sock } }
+runtime: { kind: docker, docker: { endpoint: "$endpoint" } }
 schedule: "0 5 1 1 *"
 lock_file: $dir/lock
+state_dir: $dir/state
+$images
 YAML
 target/release/safeprune --config "$dir/policy.yaml" -q daemon &
 pid=$!
@@ -27,6 +44,6 @@ sleep "$seconds"
 cpu1=$(cpu); wake1=$(wakeups)
 printf 'idle for %ss\n' "$seconds"
 printf '  resident memory:   %s KiB (%.1f MiB)\n' "$(rss)" "$(echo "$(rss) / 1024" | bc -l)"
-printf '  threads:           %s\n' "$(ls /proc/$pid/task | wc -l)"
+printf '  threads:           %s\n' "$(find "/proc/$pid/task" -mindepth 1 -maxdepth 1 | wc -l)"
 printf '  cpu time:          %s ms\n' "$(( (cpu1 - cpu0) * 1000 / ticks ))"
 printf '  voluntary wakeups: %s\n' "$((wake1 - wake0))"

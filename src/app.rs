@@ -13,7 +13,8 @@ use crate::error::AppError;
 use crate::explain;
 use crate::output::{eprintln_lossy, print_lossy};
 use crate::policy::{Policy, PolicySource};
-use crate::report::{Report, render_table};
+use crate::report::{Report, render_table, write_atomically};
+use crate::reviewed::SavedPlan;
 use crate::runtime::Engine;
 
 /// Runs the command `cli` names.
@@ -38,8 +39,25 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
         }
         Command::Plan(args) => {
             let node = Node::connect(&policy, false).await?;
-            let report = node.report(&node.plan(&policy), true, vec![]);
-            emit(&report, args.output, cli.quiet);
+            let plan = node.plan(&policy);
+            if let Some(path) = &args.save {
+                let saved = SavedPlan::new(
+                    &plan,
+                    &node.name,
+                    node.runtime.name(),
+                    &policy,
+                    node.started_at,
+                );
+                write_atomically(path, saved.to_json().as_bytes()).map_err(|source| {
+                    AppError::File {
+                        path: path.clone(),
+                        source,
+                    }
+                })?;
+                tracing::info!(path = %path.display(), deletions = plan.deletion_count(), "plan saved: review it, then `safeprune run --plan` it");
+            }
+            let report = node.report(&plan, true, vec![]);
+            emit(&report, args.output.output, cli.quiet);
             Ok(())
         }
         Command::Run(args) => run_once(&policy, args, cli.quiet).await,
@@ -77,10 +95,22 @@ fn emit(report: &Report, output: Output, quiet: bool) {
 async fn run_once(policy: &Policy, args: &RunArgs, quiet: bool) -> Result<(), AppError> {
     let stop = Arc::new(AtomicBool::new(false));
     let signals = tokio::spawn(watch_signals(Arc::clone(&stop)));
+    // A plan that cannot be read is refused before anything is contacted.
+    let reviewed = match &args.plan {
+        Some(path) => Some(
+            SavedPlan::read(path)
+                .map(|saved| (path.clone(), saved))
+                .map_err(|why| {
+                    AppError::Usage(format!("cannot use the plan {}: {why}", path.display()))
+                })?,
+        ),
+        None => None,
+    };
     let options = CycleOptions {
         dry_run: args.dry_run,
         max_deletions: args.max_deletions,
         progress: std::io::stderr().is_terminal() && !quiet,
+        reviewed,
     };
     let result = cycle(policy, &options, &stop).await;
     signals.abort();

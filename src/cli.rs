@@ -36,7 +36,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Dry-run: decide and report, delete nothing
-    Plan(OutputArgs),
+    Plan(PlanArgs),
     /// One cycle: decide, delete, report
     Run(RunArgs),
     /// Cycle on the policy's schedule until SIGTERM/SIGINT
@@ -59,9 +59,29 @@ pub struct OutputArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    #[arg(
+        long,
+        value_name = "FILE",
+        help = "Also write the plan to FILE, for `run --plan FILE` once it is reviewed"
+    )]
+    pub save: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub output: OutputArgs,
+
+    #[arg(
+        long,
+        value_name = "FILE",
+        help = "Delete only what the plan saved in FILE deletes and the rules still find eligible now"
+    )]
+    pub plan: Option<PathBuf>,
 
     /// Decide and report, but delete nothing
     #[arg(long)]

@@ -20,6 +20,7 @@ use crate::output::{Chain, eprint_lossy};
 use crate::plan::{Plan, plan};
 use crate::policy::Policy;
 use crate::report::{AuditLog, Refusal, Report, render_metrics, write_atomically};
+use crate::reviewed::SavedPlan;
 use crate::runtime::{Chosen, Engine, Runtime};
 
 /// A connected runtime and its snapshot, taken once per command or cycle.
@@ -123,6 +124,8 @@ pub struct CycleOptions {
     pub max_deletions: Option<u64>,
     /// Show removal progress on stderr.
     pub progress: bool,
+    /// `run --plan`: the reviewed plan, and its file.
+    pub reviewed: Option<(std::path::PathBuf, SavedPlan)>,
 }
 
 /// Runs one cycle and returns its report; removal failures are in the
@@ -224,7 +227,23 @@ async fn locked_cycle(
         _ => None,
     };
     let node = Node::connect(policy, !options.dry_run).await?;
-    let plan = node.plan(policy);
+    // `run --plan`: only what the reviewed plan deletes, if it is this
+    // node's, under this policy, and recent enough.
+    let (plan, mut skipped) = match &options.reviewed {
+        None => (node.plan(policy), Vec::new()),
+        Some((path, saved)) => {
+            if let Some(why) = saved.refusal(&node.name, node.runtime.name(), policy, Utc::now()) {
+                return Err(AppError::Usage(format!(
+                    "refusing the plan {}: {why}; nothing removed",
+                    path.display()
+                )));
+            }
+            let plan =
+                crate::plan::plan_within(&node.inventory, policy, node.started_at, &saved.within());
+            let skipped = saved.skipped(&plan);
+            (plan, skipped)
+        }
+    };
     let limit = options.max_deletions.unwrap_or(policy.safety.max_deletions);
     let planned = plan.deletion_count();
     if !options.dry_run && u64::try_from(planned).unwrap_or(u64::MAX) > limit {
@@ -240,7 +259,7 @@ async fn locked_cycle(
     let outcomes = if options.dry_run {
         Vec::new()
     } else {
-        let outcomes = execute(&node.runtime, &plan, policy, stop, |o, done, total| {
+        let mut outcomes = execute(&node.runtime, &plan, policy, stop, |o, done, total| {
             if let Some(log) = audit.as_mut()
                 && let Err(e) = log.record(&node.name, node.runtime.name(), o)
             {
@@ -257,6 +276,7 @@ async fn locked_cycle(
                 "stopped by a signal: removals in flight finished, the rest not attempted"
             );
         }
+        outcomes.append(&mut skipped);
         outcomes
     };
     let after = if options.dry_run {

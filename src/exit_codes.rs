@@ -31,7 +31,7 @@ macro_rules! exit_codes {
 exit_codes! {
     OK = 0: "Done, also when there was nothing to do, and when a stop signal cut a run short.",
     RUNTIME = 1: "The runtime is unreachable or failed, a file (`lock_file`, a report, the audit log, the metrics textfile) could not be opened or written, or the daemon could not set up its signals, its timer or its `metrics.listen` listener.",
-    USAGE = 2: "Usage or policy error: nothing was contacted or removed.",
+    USAGE = 2: "Usage or policy error: nothing was contacted or removed. Also `run --plan` refusing its plan (another node, runtime, endpoint or policy, or too old): nothing removed.",
     REMOVALS_FAILED = 3: "The run finished, but some removals failed.",
     LOCKED = 4: "Another run holds the lock: nothing done.",
     OVER_LIMIT = 5: "The plan deletes more than `safety.max_deletions` (or `--max-deletions`): nothing removed; the refused plan is printed.",

@@ -15,7 +15,9 @@ use serde::Serialize;
 pub use refs::reference_forms;
 
 /// The kinds of object safeprune decides over, in removal order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     Container,

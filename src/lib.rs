@@ -27,5 +27,6 @@ pub mod output;
 pub mod plan;
 pub mod policy;
 pub mod report;
+pub mod reviewed;
 pub mod runtime;
 pub mod schedule;

@@ -382,6 +382,8 @@ pub struct Safety {
     pub max_deletions: u64,
     /// Removals in flight at once.
     pub concurrency: Concurrency,
+    /// `run --plan` refuses a plan older than this.
+    pub max_plan_age: Age,
 }
 
 impl Default for Safety {
@@ -389,6 +391,7 @@ impl Default for Safety {
         Self {
             max_deletions: 1000,
             concurrency: Concurrency(4),
+            max_plan_age: Age::hours(24),
         }
     }
 }

@@ -17,7 +17,9 @@ use crate::inventory::{Inventory, Kind};
 use crate::policy::Policy;
 
 /// Delete or keep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
     Delete,
@@ -35,7 +37,9 @@ impl Action {
 }
 
 /// The rule that decided an object. The codes are a contract (docs/design.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Rule {
     Running,
@@ -53,6 +57,8 @@ pub enum Rule {
     KeepRecent,
     DiskBelowThreshold,
     LruNotNeeded,
+    /// `run --plan`: eligible now, but the reviewed plan did not delete it.
+    NotInPlan,
     Eligible,
 }
 
@@ -76,6 +82,7 @@ impl Rule {
             Self::KeepRecent => "keep_recent",
             Self::DiskBelowThreshold => "disk_below_threshold",
             Self::LruNotNeeded => "lru_not_needed",
+            Self::NotInPlan => "not_in_plan",
             Self::Eligible => "eligible",
         }
     }
@@ -121,6 +128,22 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// An object a saved plan deleted, as it listed it: what a report says
+    /// of it once it is gone.
+    #[must_use]
+    pub fn saved(
+        kind: Kind,
+        id: &str,
+        name: &str,
+        refs: Option<Vec<String>>,
+        bytes: Option<u64>,
+    ) -> Self {
+        let mut d = Self::new(kind, id, name.to_owned(), Rule::Eligible, String::new());
+        d.refs = refs;
+        d.bytes = bytes;
+        d
+    }
+
     fn new(kind: Kind, id: &str, name: String, rule: Rule, detail: String) -> Self {
         Self {
             kind,
@@ -203,7 +226,29 @@ impl Plan {
 /// Decides every object of `inventory` under `policy` as of `now`.
 #[must_use]
 pub fn plan(inventory: &Inventory, policy: &Policy, now: DateTime<Utc>) -> Plan {
-    rules::decide_all(inventory, policy, now, rules::ContainerUse::Kept)
+    rules::decide_all(inventory, policy, now, rules::ContainerUse::Kept, None)
+}
+
+/// The objects a reviewed plan deletes, by kind and id.
+pub type Within = std::collections::HashSet<(Kind, String)>;
+
+/// [`plan`], deleting only objects of `within` (`run --plan`): an object
+/// the rules find eligible but `within` does not hold is kept
+/// (`not_in_plan`), and so is what it uses.
+#[must_use]
+pub fn plan_within(
+    inventory: &Inventory,
+    policy: &Policy,
+    now: DateTime<Utc>,
+    within: &Within,
+) -> Plan {
+    rules::decide_all(
+        inventory,
+        policy,
+        now,
+        rules::ContainerUse::Kept,
+        Some(within),
+    )
 }
 
 /// Decides a batch of objects of one kind again on fresh data, just before
@@ -228,7 +273,7 @@ pub fn recheck(
         rules::ContainerUse::All
     };
     let mut decided: std::collections::HashMap<String, Decision> =
-        rules::decide_all(fresh, policy, now, use_rule)
+        rules::decide_all(fresh, policy, now, use_rule, None)
             .decisions
             .into_iter()
             .filter(|d| d.kind == kind)

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use super::{Decision, Plan, Rule, human_age};
+use super::{Decision, Plan, Rule, Within, human_age};
 use crate::inventory::{
     BuildCacheEntry, Container, FsUsage, Image, Inventory, Kind, Network, PodSandbox, Use,
     UseSource, Volume, reference_forms, short_id,
@@ -34,7 +34,24 @@ pub(super) fn decide_all(
     policy: &Policy,
     now: DateTime<Utc>,
     use_rule: ContainerUse,
+    within: Option<&Within>,
 ) -> Plan {
+    // `run --plan`: what the reviewed plan does not delete is kept, before
+    // what it uses is decided (a container kept holds its image).
+    let restrict = |d: &mut [Decision]| {
+        if let Some(within) = within {
+            for d in d.iter_mut().filter(|d| d.decision == super::Action::Delete) {
+                if !within.contains(&(d.kind, d.id.clone())) {
+                    d.decision = super::Action::Keep;
+                    d.rule = Rule::NotInPlan;
+                    d.detail = format!(
+                        "eligible now, but the reviewed plan does not delete it ({})",
+                        d.detail
+                    );
+                }
+            }
+        }
+    };
     // Sorted so that the sandbox or container named in a detail does not
     // depend on the order the runtime listed them in.
     let mut ready: Vec<&PodSandbox> = inv.sandboxes.iter().filter(|s| s.ready).collect();
@@ -51,6 +68,7 @@ pub(super) fn decide_all(
             .iter()
             .map(|c| container(c, &ready, policy, now)),
     );
+    restrict(&mut decisions);
     let mut users: Vec<User> = inv
         .containers
         .iter()
@@ -67,6 +85,7 @@ pub(super) fn decide_all(
     kinds.push(decisions.len());
     decisions.extend(inv.volumes.iter().map(|v| volume(v, &users, policy, now)));
     kinds.push(decisions.len());
+    restrict(&mut decisions[inv.containers.len()..]);
     let images_start = decisions.len();
     let mut last_uses = Vec::with_capacity(inv.images.len());
     decisions.extend(inv.images.iter().map(|i| {
@@ -74,6 +93,7 @@ pub(super) fn decide_all(
         last_uses.push(last_use);
         decision
     }));
+    restrict(&mut decisions[images_start..]);
     // Rules over all images at once: only when planning. A re-check sees
     // the batch's images alone, and the executor watches the disk itself.
     if use_rule == ContainerUse::Kept {
@@ -87,7 +107,9 @@ pub(super) fn decide_all(
         );
     }
     kinds.push(decisions.len());
+    let build_cache_start = decisions.len();
     decisions.extend(inv.build_cache.iter().map(|b| build_cache(b, policy, now)));
+    restrict(&mut decisions[build_cache_start..]);
     kinds.push(decisions.len());
     // Stable order: removal order of kinds (the order they were decided
     // in), then id. Adapters list by id, so a kind is usually in order

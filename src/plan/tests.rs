@@ -707,3 +707,36 @@ fn the_last_use_names_where_it_comes_from() {
         "last used 2h ago (pull, import or tag), younger than min_age 24h"
     );
 }
+
+#[test]
+fn within_a_reviewed_plan_what_it_does_not_delete_is_kept_and_holds_its_image() {
+    // Both containers and the image they were made from are eligible; the
+    // reviewed plan deletes one container and the image. The other
+    // container is kept, and so, now, is its image.
+    let inv = Inventory {
+        containers: vec![exited("a", 48), exited("b", 48)],
+        images: vec![image("sha256:app", &["app:1"], 72)],
+        ..Inventory::default()
+    };
+    let all = decide(&inv);
+    assert_eq!(all.deletion_count(), 3);
+    let within: Within = [
+        (Kind::Container, "a".to_owned()),
+        (Kind::Image, "sha256:app".to_owned()),
+    ]
+    .into();
+    let p = plan_within(&inv, &Policy::builtin(), now(), &within);
+    assert_eq!(find(&p, Kind::Container, "a").rule, Rule::Eligible);
+    let b = find(&p, Kind::Container, "b");
+    assert_eq!((b.rule, b.decision), (Rule::NotInPlan, Action::Keep));
+    assert!(
+        b.detail
+            .starts_with("eligible now, but the reviewed plan does not delete it (exited"),
+        "{}",
+        b.detail
+    );
+    assert_eq!(find(&p, Kind::Image, "sha256:app").rule, Rule::InUse);
+    // Nothing outside it is deleted, whatever the rules say.
+    let p = plan_within(&inv, &Policy::builtin(), now(), &Within::new());
+    assert_eq!(p.deletion_count(), 0);
+}

@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::cli::{Cli, Command, Output, RunArgs};
+use crate::cli::{Cli, Command, CompareWith, Output, RunArgs};
 use crate::cycle::{CycleOptions, Node, cycle};
 use crate::error::AppError;
 use crate::explain;
@@ -56,6 +56,9 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
                 })?;
                 tracing::info!(path = %path.display(), deletions = plan.deletion_count(), "plan saved: review it, then `safeprune run --plan` it");
             }
+            if let Some(with) = args.compare {
+                return compare(&node, &plan, with, args.output.output, cli.quiet);
+            }
             let report = node.report(&plan, true, vec![]);
             emit(&report, args.output.output, cli.quiet);
             Ok(())
@@ -80,6 +83,43 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
         }
         Command::Daemon => crate::daemon::run(source, policy).await,
     }
+}
+
+/// `plan --compare`: the plan beside what `with` would remove now.
+fn compare(
+    node: &Node,
+    plan: &crate::plan::Plan,
+    with: CompareWith,
+    output: Output,
+    quiet: bool,
+) -> Result<(), AppError> {
+    use crate::report::compare::{Command as Compared, Comparison};
+    let (command, volumes) = match with {
+        CompareWith::DockerPrune => (Compared::DockerPrune, false),
+        CompareWith::DockerPruneVolumes => (Compared::DockerPruneVolumes, true),
+    };
+    if node.runtime.name() != "docker" {
+        return Err(AppError::Usage(format!(
+            "--compare {} models a Docker node; this one runs {} (nothing removed)",
+            command.name(),
+            node.runtime.name()
+        )));
+    }
+    let verdicts = crate::plan::prune_model::docker_system_prune(&node.inventory, volumes);
+    let comparison = Comparison::new(
+        command,
+        plan,
+        &verdicts,
+        &node.name,
+        node.runtime.name(),
+        node.started_at,
+    );
+    match output {
+        Output::Json => print_lossy(&comparison.to_json()),
+        Output::Table if quiet => {}
+        Output::Table => print_lossy(&comparison.to_table()),
+    }
+    Ok(())
 }
 
 /// Prints the report on stdout: one JSON document, or the table unless quiet.

@@ -69,6 +69,19 @@ pub struct PlanArgs {
         help = "Also write the plan to FILE, for `run --plan FILE` once it is reviewed"
     )]
     pub save: Option<PathBuf>,
+
+    /// Show, instead of the plan, what this command would remove now beside what safeprune removes
+    #[arg(long, value_enum, value_name = "COMMAND")]
+    pub compare: Option<CompareWith>,
+}
+
+/// The commands `plan --compare` models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompareWith {
+    /// `docker system prune -a -f`
+    DockerPrune,
+    /// `docker system prune -a -f --volumes`
+    DockerPruneVolumes,
 }
 
 #[derive(Debug, Args)]

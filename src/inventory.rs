@@ -82,6 +82,9 @@ pub struct Inventory {
     pub sandboxes: Vec<PodSandbox>,
     /// The image store's file system, when the runtime could measure it.
     pub image_fs: Option<FsUsage>,
+    /// The engine API version spoken (Docker: `1.41`): what `docker system
+    /// prune` does depends on it. `None` where it does not matter.
+    pub api_version: Option<String>,
 }
 
 /// The lifecycle state of a container, folded across runtimes.

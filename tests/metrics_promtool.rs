@@ -176,6 +176,7 @@ fn node() -> Inventory {
             },
         ],
         image_fs: None,
+        api_version: None,
     }
 }
 

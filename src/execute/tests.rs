@@ -73,6 +73,7 @@ fn node() -> Inventory {
             ready: false,
         }],
         image_fs: None,
+        api_version: None,
     }
 }
 

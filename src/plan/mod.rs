@@ -302,6 +302,8 @@ pub fn human_age(age: chrono::Duration) -> String {
     }
 }
 
+pub mod prune_model;
+
 #[cfg(test)]
 mod props;
 #[cfg(test)]

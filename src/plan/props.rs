@@ -139,6 +139,7 @@ fn arb_inventory() -> impl Strategy<Value = Inventory> {
             build_cache: vec![],
             sandboxes,
             image_fs: None,
+            api_version: None,
         },
     )
 }

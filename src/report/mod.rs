@@ -3,6 +3,7 @@
 //! One [`Report`] model feeds every reporter: the table, the JSON document of
 //! docs/design.md, the `report.json_path` file and the audit log.
 
+pub mod compare;
 mod files;
 mod metrics;
 mod table;

@@ -46,7 +46,7 @@ fn plural(kind: Kind, n: usize) -> String {
 }
 
 /// Rows of cells, padded to the widest cell of each column but the last.
-fn push_rows(out: &mut String, rows: &[Vec<String>]) {
+pub(super) fn push_rows(out: &mut String, rows: &[Vec<String>]) {
     let columns = rows.first().map_or(0, Vec::len);
     let widths: Vec<usize> = (0..columns)
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))

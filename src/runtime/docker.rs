@@ -698,6 +698,7 @@ impl Engine for DockerRuntime {
             build_cache,
             sandboxes,
             image_fs,
+            api_version: Some(self.docker.client_version().to_string()),
         })
     }
 

@@ -1,0 +1,322 @@
+//! `plan --compare COMMAND` (issue 13): safeprune's plan beside what the
+//! cron job it replaces would remove now, object by object, for the
+//! operator who has to get the cron line replaced. JSON and a table.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+
+use super::human_bytes;
+use super::table::push_rows;
+use crate::inventory::{Kind, short_id};
+use crate::plan::prune_model::Verdict;
+use crate::plan::{Action, Plan, Rule};
+
+/// The commands a plan can be compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// `docker system prune -a -f`.
+    DockerPrune,
+    /// `docker system prune -a -f --volumes`.
+    DockerPruneVolumes,
+}
+
+impl Command {
+    /// The command line, as the operator's cron job has it.
+    #[must_use]
+    pub fn line(self) -> &'static str {
+        match self {
+            Self::DockerPrune => "docker system prune -a -f",
+            Self::DockerPruneVolumes => "docker system prune -a -f --volumes",
+        }
+    }
+
+    /// The name `--compare` takes.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::DockerPrune => "docker-prune",
+            Self::DockerPruneVolumes => "docker-prune-volumes",
+        }
+    }
+}
+
+/// One object on which safeprune and the command disagree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Difference {
+    pub kind: Kind,
+    pub id: String,
+    pub name: String,
+    pub bytes: Option<u64>,
+    /// safeprune's rule and why.
+    pub rule: Rule,
+    pub detail: String,
+    /// What the command does with it, and why.
+    pub command: String,
+}
+
+/// Both sides' totals.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    pub command_removes: usize,
+    pub command_bytes: u64,
+    pub safeprune_removes: usize,
+    pub safeprune_bytes: u64,
+    /// Removed by both.
+    pub both: usize,
+}
+
+/// The comparison.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Comparison {
+    pub compare: &'static str,
+    pub command: &'static str,
+    pub node: String,
+    pub runtime: String,
+    pub started_at: String,
+    /// What the command removes and safeprune keeps.
+    pub only_command: Vec<Difference>,
+    /// What safeprune removes and the command keeps.
+    pub only_safeprune: Vec<Difference>,
+    /// What both remove.
+    pub both: Vec<Difference>,
+    pub summary: Totals,
+}
+
+impl Comparison {
+    /// `plan` beside `verdicts`, the command's on the same inventory.
+    #[must_use]
+    pub fn new(
+        command: Command,
+        plan: &Plan,
+        verdicts: &HashMap<(Kind, String), Verdict>,
+        node: &str,
+        runtime: &str,
+        at: DateTime<Utc>,
+    ) -> Self {
+        let mut only_command = Vec::new();
+        let mut only_safeprune = Vec::new();
+        let mut both = Vec::new();
+        let mut summary = Totals::default();
+        for d in &plan.decisions {
+            let Some(v) = verdicts.get(&(d.kind, d.id.clone())) else {
+                continue;
+            };
+            let ours = d.decision == Action::Delete;
+            let bytes = d.bytes.unwrap_or(0);
+            if v.removes {
+                summary.command_removes += 1;
+                summary.command_bytes += bytes;
+            }
+            if ours {
+                summary.safeprune_removes += 1;
+                summary.safeprune_bytes += bytes;
+            }
+            let difference = || Difference {
+                kind: d.kind,
+                id: d.id.clone(),
+                name: d.name.clone(),
+                bytes: d.bytes,
+                rule: d.rule,
+                detail: d.detail.clone(),
+                command: v.why.clone(),
+            };
+            match (v.removes, ours) {
+                (true, true) => {
+                    summary.both += 1;
+                    both.push(difference());
+                }
+                (true, false) => only_command.push(difference()),
+                (false, true) => only_safeprune.push(difference()),
+                (false, false) => {}
+            }
+        }
+        Self {
+            compare: command.name(),
+            command: command.line(),
+            node: node.to_owned(),
+            runtime: runtime.to_owned(),
+            started_at: at.to_rfc3339_opts(SecondsFormat::Secs, true),
+            only_command,
+            only_safeprune,
+            both,
+            summary,
+        }
+    }
+
+    /// One JSON document.
+    ///
+    /// # Panics
+    /// Never: every field serializes.
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).expect("a comparison serializes");
+        text.push('\n');
+        text
+    }
+
+    /// The table for people.
+    #[must_use]
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "safeprune plan beside `{}` on {} ({}) at {}\n",
+            self.command, self.node, self.runtime, self.started_at
+        );
+        let section = |out: &mut String, title: String, rows: &[Difference], why: &str| {
+            let _ = writeln!(out, "{title}");
+            if rows.is_empty() {
+                out.push_str("  none\n\n");
+                return;
+            }
+            let mut cells = vec![vec![
+                "KIND".to_owned(),
+                "NAME".to_owned(),
+                "ID".to_owned(),
+                "SIZE".to_owned(),
+                "RULE".to_owned(),
+                why.to_owned(),
+            ]];
+            for d in rows {
+                cells.push(vec![
+                    d.kind.as_str().to_owned(),
+                    d.name.clone(),
+                    short_id(&d.id),
+                    d.bytes.map_or_else(|| "-".to_owned(), human_bytes),
+                    d.rule.as_str().to_owned(),
+                    if why == "SAFEPRUNE KEEPS IT: WHY" {
+                        d.detail.clone()
+                    } else {
+                        d.command.clone()
+                    },
+                ]);
+            }
+            push_rows(out, &cells);
+            out.push('\n');
+        };
+        section(
+            &mut out,
+            format!(
+                "{} REMOVED BY `{}`, KEPT BY SAFEPRUNE",
+                self.only_command.len(),
+                self.command
+            ),
+            &self.only_command,
+            "SAFEPRUNE KEEPS IT: WHY",
+        );
+        section(
+            &mut out,
+            format!(
+                "{} REMOVED BY SAFEPRUNE, KEPT BY `{}`",
+                self.only_safeprune.len(),
+                self.command
+            ),
+            &self.only_safeprune,
+            "THE COMMAND KEEPS IT: WHY",
+        );
+        let s = &self.summary;
+        let _ = writeln!(
+            out,
+            "SUMMARY\n  `{}` would remove {} objects ({}); safeprune removes {} ({}); both remove {}",
+            self.command,
+            s.command_removes,
+            human_bytes(s.command_bytes),
+            s.safeprune_removes,
+            human_bytes(s.safeprune_bytes),
+            s.both
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Decision;
+
+    #[test]
+    fn each_side_lists_what_only_it_removes_and_both_totals_add_up() {
+        let decision = |kind, id: &str, rule: Rule, bytes| {
+            let mut d = Decision::saved(kind, id, id, None, Some(bytes));
+            d.rule = rule;
+            d.decision = rule.action();
+            d.detail = format!("{} detail", rule.as_str());
+            d
+        };
+        let plan = Plan {
+            decisions: vec![
+                decision(Kind::Container, "init", Rule::ProtectedLabel, 1),
+                decision(Kind::Container, "done", Rule::Eligible, 10),
+                decision(Kind::Image, "old", Rule::Eligible, 100),
+                decision(Kind::Image, "web", Rule::InUse, 1000),
+            ],
+            ..Plan::default()
+        };
+        let verdict = |removes, why: &str| Verdict {
+            removes,
+            why: why.to_owned(),
+        };
+        let verdicts = HashMap::from([
+            (
+                (Kind::Container, "init".to_owned()),
+                verdict(true, "exited container"),
+            ),
+            (
+                (Kind::Container, "done".to_owned()),
+                verdict(true, "exited container"),
+            ),
+            (
+                (Kind::Image, "old".to_owned()),
+                verdict(false, "used by running container x"),
+            ),
+            (
+                (Kind::Image, "web".to_owned()),
+                verdict(false, "used by running container web"),
+            ),
+        ]);
+        let c = Comparison::new(
+            Command::DockerPrune,
+            &plan,
+            &verdicts,
+            "n",
+            "docker",
+            Utc::now(),
+        );
+        let ids = |l: &[Difference]| l.iter().map(|d| d.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&c.only_command), ["init"]);
+        assert_eq!(ids(&c.only_safeprune), ["old"]);
+        assert_eq!(ids(&c.both), ["done"]);
+        assert_eq!(
+            c.summary,
+            Totals {
+                command_removes: 2,
+                command_bytes: 11,
+                safeprune_removes: 2,
+                safeprune_bytes: 110,
+                both: 1
+            }
+        );
+        let table = c.to_table();
+        assert!(
+            table.contains("1 REMOVED BY `docker system prune -a -f`, KEPT BY SAFEPRUNE"),
+            "{table}"
+        );
+        assert!(
+            table.contains("protected_label  protected_label detail"),
+            "{table}"
+        );
+        assert!(
+            table.contains("eligible  used by running container x"),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "would remove 2 objects (11B); safeprune removes 2 (110B); both remove 1"
+            ),
+            "{table}"
+        );
+    }
+}

@@ -1,0 +1,203 @@
+//! `plan --compare docker-prune-volumes` (issue 13) held to the real
+//! command: two private dockerds laid out alike, the prediction on one,
+//! the real `docker system prune -a -f --volumes` on the other, and the
+//! same objects (by name) removed. Also what safeprune keeps that the
+//! command removes, with safeprune's rule.
+
+mod util;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bollard::models::HostConfig;
+use bollard::query_parameters::{ListContainersOptionsBuilder, ListImagesOptionsBuilder};
+use serde_json::Value;
+use util::docker::PrivateDockerd;
+use util::node::{Cli, Runtime};
+use util::{EXIT_0, RUN_FOREVER};
+
+/// One node of every case the model distinguishes: a running container on
+/// a network with a named volume, an exited one on another with its own,
+/// one only created, images used by each and by none (one tagged twice),
+/// a network and volumes nobody uses, an anonymous one among them.
+async fn lay_out(e: &PrivateDockerd) {
+    e.import_busybox_image("used:1", Some("used")).await;
+    e.import_busybox_image("stopped:1", Some("stopped")).await;
+    e.import_busybox_image("unused:1", Some("unused")).await;
+    let multi = e.import_busybox_image("multi:1", Some("multi")).await;
+    e.tag_image(&multi, "multi:2").await;
+    for network in ["front", "back", "spare"] {
+        e.create_network(network, &[]).await;
+    }
+    for volume in ["data", "cache", "loose"] {
+        e.create_volume(Some(volume)).await;
+    }
+    e.create_volume(None).await;
+    let with = |network: &str, volume: &str| HostConfig {
+        network_mode: Some(network.to_owned()),
+        binds: Some(vec![format!("{volume}:/{volume}")]),
+        ..HostConfig::default()
+    };
+    let web = e
+        .create_container_with("web", "used:1", &[], RUN_FOREVER, with("front", "data"))
+        .await;
+    e.start_container(&web).await;
+    let old = e
+        .create_container_with("old", "stopped:1", &[], EXIT_0, with("back", "cache"))
+        .await;
+    e.start_container(&old).await;
+    assert_eq!(e.wait_container(&old).await, 0);
+    e.create_container("new", "stopped:1", &[], EXIT_0).await;
+}
+
+/// Every object of the engine: (kind, id) → its names, as the report
+/// kinds name them. An anonymous volume is named `<anonymous>`: its name
+/// is random, so two engines cannot share it.
+async fn objects(e: &PrivateDockerd) -> BTreeMap<(String, String), BTreeSet<String>> {
+    let d = e.docker();
+    let mut all = BTreeMap::new();
+    let options = ListContainersOptionsBuilder::default().all(true).build();
+    for c in d.list_containers(Some(options)).await.unwrap() {
+        let names = c
+            .names
+            .unwrap_or_default()
+            .iter()
+            .map(|n| n.trim_start_matches('/').to_owned())
+            .collect();
+        all.insert(("container".into(), c.id.unwrap()), names);
+    }
+    let options = ListImagesOptionsBuilder::default().all(false).build();
+    for i in d.list_images(Some(options)).await.unwrap() {
+        all.insert(("image".into(), i.id), i.repo_tags.into_iter().collect());
+    }
+    for n in d
+        .list_networks(None::<bollard::query_parameters::ListNetworksOptions>)
+        .await
+        .unwrap()
+    {
+        all.insert(("network".into(), n.id.unwrap()), [n.name.unwrap()].into());
+    }
+    for v in d
+        .list_volumes(None::<bollard::query_parameters::ListVolumesOptions>)
+        .await
+        .unwrap()
+        .volumes
+        .unwrap_or_default()
+    {
+        let name = if v.name.len() == 64 && v.name.bytes().all(|b| b.is_ascii_hexdigit()) {
+            "<anonymous>".to_owned()
+        } else {
+            v.name.clone()
+        };
+        all.insert(("volume".into(), v.name), [name].into());
+    }
+    all
+}
+
+/// The names of `ids` in `objects`, by kind, sorted (a multiset: several
+/// anonymous volumes share a name).
+fn names(
+    objects: &BTreeMap<(String, String), BTreeSet<String>>,
+    ids: impl IntoIterator<Item = (String, String)>,
+) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = ids
+        .into_iter()
+        .flat_map(|key| {
+            let names = objects
+                .get(&key)
+                .unwrap_or_else(|| panic!("{key:?} is not on the engine"));
+            names
+                .iter()
+                .map(move |n| (key.0.clone(), n.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn listed(comparison: &Value, list: &str) -> Vec<(String, String)> {
+    comparison[list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["kind"].as_str().unwrap().to_owned(),
+                d["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_prediction_matches_docker_system_prune_object_for_object() {
+    let (predicted_on, pruned) = tokio::join!(PrivateDockerd::start(), PrivateDockerd::start());
+    tokio::join!(lay_out(&predicted_on), lay_out(&pruned));
+
+    // The prediction, and safeprune's plan beside it, on one.
+    let cli = Cli::new(&Runtime::Docker(predicted_on.endpoint()), "");
+    let (code, comparison) = cli.json(&[
+        "plan",
+        "--compare",
+        "docker-prune-volumes",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{comparison}");
+    assert_eq!(comparison["command"], "docker system prune -a -f --volumes");
+    let before = objects(&predicted_on).await;
+    let predicted = names(
+        &before,
+        listed(&comparison, "only_command")
+            .into_iter()
+            .chain(listed(&comparison, "both")),
+    );
+
+    // The real command on the other.
+    let before_pruned = objects(&pruned).await;
+    util::run_ok(
+        pruned
+            .cli()
+            .args(["system", "prune", "-a", "-f", "--volumes"]),
+    );
+    let after = objects(&pruned).await;
+    let removed = names(
+        &before_pruned,
+        before_pruned
+            .keys()
+            .filter(|k| !after.contains_key(*k))
+            .cloned(),
+    );
+    eprintln!("removed by docker system prune: {removed:?}");
+    assert!(!removed.is_empty());
+    assert_eq!(predicted, removed, "the model and the command differ");
+    // Nothing was predicted on the engine the command ran on, and nothing
+    // was removed on the one safeprune planned on.
+    assert_eq!(objects(&predicted_on).await, before);
+
+    // safeprune's default policy keeps, for instance, the exited
+    // container (younger than min_age) and every volume (volumes are off).
+    let kept: BTreeMap<(String, String), String> = comparison["only_command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                (
+                    d["kind"].as_str().unwrap().to_owned(),
+                    d["name"].as_str().unwrap().to_owned(),
+                ),
+                d["rule"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(kept[&("container".into(), "old".into())], "too_young");
+    assert_eq!(kept[&("volume".into(), "loose".into())], "disabled");
+    let summary = &comparison["summary"];
+    assert_eq!(
+        summary["command_removes"].as_u64(),
+        // multi:1 and multi:2 are one image.
+        u64::try_from(predicted.len() - 1).ok(),
+        "{summary}"
+    );
+}

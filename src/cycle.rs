@@ -88,7 +88,7 @@ impl Node {
     /// The report of `plan` on this node, with what came of its removals.
     #[must_use]
     pub fn report(&self, plan: &Plan, dry_run: bool, outcomes: Vec<Outcome>) -> Report {
-        Report::new(
+        let report = Report::new(
             self.runtime.name(),
             &self.name,
             self.started_at,
@@ -97,7 +97,12 @@ impl Node {
             outcomes,
         )
         .with_runtime_reason(&self.reason)
-        .with_not_applicable(self.runtime.not_applicable())
+        .with_not_applicable(self.runtime.not_applicable());
+        if self.runtime.name() == "docker" {
+            report.with_docker_prune_bytes(&self.inventory)
+        } else {
+            report
+        }
     }
 }
 

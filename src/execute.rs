@@ -114,6 +114,9 @@ pub struct Outcome {
     pub reason: Option<Reason>,
     /// The same for people, with the engine's words; `null` when deleted.
     pub error: Option<String>,
+    /// `changed`: the rule that keeps it now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept_by: Option<crate::plan::Rule>,
 }
 
 impl Outcome {
@@ -133,6 +136,16 @@ impl Outcome {
             bytes: decision.bytes,
             reason,
             error,
+            kept_by: None,
+        }
+    }
+
+    /// Skipped because the rules keep it now, by `rule`.
+    #[must_use]
+    pub fn changed(decision: &Decision, rule: crate::plan::Rule, why: String) -> Self {
+        Self {
+            kept_by: Some(rule),
+            ..Self::of(decision, Some((Reason::Changed, why)))
         }
     }
 }
@@ -297,9 +310,9 @@ async fn recheck<'a, E: Engine>(
             None => known(not_deleted(d, Reason::Gone, "gone since planning".to_owned())),
             Some(now) if now.decision == Action::Keep => {
                 tracing::info!(kind = %d.kind, id = %d.id, rule = now.rule.as_str(), "changed since planning, kept");
-                known(not_deleted(
+                known(Outcome::changed(
                     d,
-                    Reason::Changed,
+                    now.rule,
                     format!(
                         "changed since planning, now kept by {}: {}",
                         now.rule.as_str(),

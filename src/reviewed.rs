@@ -227,12 +227,10 @@ impl SavedPlan {
             .iter()
             .filter(|d| d.decision == Action::Delete)
             .filter_map(|d| match now.get(&(d.kind, d.id.as_str())) {
-                Some(kept) if kept.decision == Action::Keep => Some(Outcome::of(
+                Some(kept) if kept.decision == Action::Keep => Some(Outcome::changed(
                     kept,
-                    Some((
-                        Reason::Changed,
-                        format!("now kept by {}: {}", kept.rule.as_str(), kept.detail),
-                    )),
+                    kept.rule,
+                    format!("now kept by {}: {}", kept.rule.as_str(), kept.detail),
                 )),
                 Some(_) => None,
                 None => Some(Outcome::of(

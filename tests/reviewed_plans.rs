@@ -43,6 +43,31 @@ fn assert_refused(cli: &Cli, file: &Path, why: &str) {
     assert!(err.contains(why), "not '{why}': {err}");
 }
 
+/// `run --plan` refuses `file` (saved as `saved`) under another policy,
+/// and copies of it made on another node, too old, or not a plan.
+fn assert_refusals(cli: &Cli, runtime: &Runtime, file: &Path, saved: &Value) {
+    // Refused: another policy, another node, too old, not a plan.
+    cli.rewrite(
+        runtime,
+        &format!("{POLICY}safety: {{ max_deletions: 7 }}\n"),
+    );
+    assert_refused(cli, file, "it was made under another policy");
+    cli.rewrite(runtime, POLICY);
+    let tampered = cli.path("tampered.json");
+    let mut other = saved.clone();
+    other["node"] = "elsewhere".into();
+    std::fs::write(&tampered, other.to_string()).unwrap();
+    assert_refused(cli, &tampered, "it was made on node elsewhere");
+    let mut stale = saved.clone();
+    stale["created_at"] = (chrono::Utc::now() - chrono::Duration::hours(25))
+        .to_rfc3339()
+        .into();
+    std::fs::write(&tampered, stale.to_string()).unwrap();
+    assert_refused(cli, &tampered, "more than safety.max_plan_age (24h) ago");
+    std::fs::write(&tampered, "{ not json").unwrap();
+    assert_refused(cli, &tampered, "cannot use the plan");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn on_docker_a_run_applies_the_reviewed_plan_and_only_it() {
     let engine = PrivateDockerd::start().await;
@@ -58,6 +83,12 @@ async fn on_docker_a_run_applies_the_reviewed_plan_and_only_it() {
 
     let (code, planned) = cli.json(&["plan", "--save", file_arg, "--output", "json"]);
     assert_eq!(code, Some(0), "{planned}");
+    // Beside safeprune's bytes, what `docker system prune -a -f` would
+    // free: here the same objects (everything is stopped or unused).
+    assert_eq!(
+        planned["docker_prune_bytes"], planned["summary"]["reclaimable_bytes"],
+        "{planned}"
+    );
     let saved = read(&file);
     assert_eq!(saved["plan_version"], 1);
     assert_eq!(saved["node"], planned["node"]);
@@ -101,26 +132,7 @@ async fn on_docker_a_run_applies_the_reviewed_plan_and_only_it() {
     engine.docker().remove_container(&b, None).await.unwrap();
     engine.run_forever("uses-later", &later, &[]).await;
 
-    // Refused: another policy, another node, too old, not a plan.
-    cli.rewrite(
-        &runtime,
-        &format!("{POLICY}safety: {{ max_deletions: 7 }}\n"),
-    );
-    assert_refused(&cli, &file, "it was made under another policy");
-    cli.rewrite(&runtime, POLICY);
-    let tampered = cli.path("tampered.json");
-    let mut other = saved.clone();
-    other["node"] = "elsewhere".into();
-    std::fs::write(&tampered, other.to_string()).unwrap();
-    assert_refused(&cli, &tampered, "it was made on node elsewhere");
-    let mut stale = saved.clone();
-    stale["created_at"] = (chrono::Utc::now() - chrono::Duration::hours(25))
-        .to_rfc3339()
-        .into();
-    std::fs::write(&tampered, stale.to_string()).unwrap();
-    assert_refused(&cli, &tampered, "more than safety.max_plan_age (24h) ago");
-    std::fs::write(&tampered, "{ not json").unwrap();
-    assert_refused(&cli, &tampered, "cannot use the plan");
+    assert_refusals(&cli, &runtime, &file, &saved);
     let exists = async |id: &str| engine.docker().inspect_container(id, None).await.is_ok();
     assert!(
         exists(&a).await && exists(&c).await,
@@ -150,6 +162,20 @@ async fn on_docker_a_run_applies_the_reviewed_plan_and_only_it() {
     }
     let o = outcome(&report, &b);
     assert_eq!(o["reason"], "gone", "{o}");
+    // Counted by reason, and the changed ones by the rule that keeps them.
+    assert_eq!(outcome(&report, &later)["kept_by"], "in_use");
+    let summary = &report["summary"];
+    assert_eq!(
+        summary["skipped_by_reason"],
+        serde_json::json!({"gone": 1, "in_use": 0, "changed": 2, "not_attempted": 0}),
+        "{summary}"
+    );
+    assert_eq!(summary["changed_by_rule"], serde_json::json!({"in_use": 2}));
+    let metrics = std::fs::read_to_string(cli.path("safeprune.prom")).unwrap();
+    assert!(
+        metrics.contains("safeprune_last_run_changed_removals{kind=\"image\",rule=\"in_use\"} 2"),
+        "{metrics}"
+    );
     // Nothing the plan did not list was deleted.
     for o in report["outcomes"].as_array().unwrap() {
         if o["result"] == "deleted" {
@@ -171,6 +197,7 @@ async fn on_containerd_a_run_applies_the_reviewed_plan_and_only_it() {
     let file_arg = file.to_str().unwrap();
     let (code, planned) = cli.json(&["plan", "--save", file_arg, "--output", "json"]);
     assert_eq!(code, Some(0), "{planned}");
+    assert!(planned.get("docker_prune_bytes").is_none(), "{planned}");
     let saved = read(&file);
     assert_eq!(saved["runtime"], "containerd");
     assert_eq!(saved["endpoint"], endpoint);

@@ -134,6 +134,7 @@ mod tests {
             bytes: None,
             reason: Some(Reason::InUse),
             error: Some("in use".into()),
+            kept_by: None,
         };
         for _ in 0..2 {
             let mut log = AuditLog::open(&path).unwrap();

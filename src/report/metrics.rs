@@ -142,7 +142,11 @@ pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> Str
 fn removal_families(out: &mut Exposition, kinds: &[Kind], outcomes: &[Outcome]) {
     let mut removals: BTreeMap<(Kind, &str), usize> = BTreeMap::new();
     let mut skipped: BTreeMap<(Kind, &str), usize> = BTreeMap::new();
+    let mut changed: BTreeMap<(Kind, &str), usize> = BTreeMap::new();
     for o in outcomes {
+        if let Some(rule) = o.kept_by {
+            *changed.entry((o.kind, rule.as_str())).or_default() += 1;
+        }
         *removals.entry((o.kind, o.result.as_str())).or_default() += 1;
         if let Some(reason) = o.reason.filter(|_| o.result == RemovalResult::Skipped) {
             *skipped.entry((o.kind, reason.as_str())).or_default() += 1;
@@ -159,6 +163,15 @@ fn removal_families(out: &mut Exposition, kinds: &[Kind], outcomes: &[Outcome]) 
         "safeprune_last_run_skipped_removals",
         "Removals the last run skipped, by kind and reason (gone, in_use, changed, not_attempted).",
         every_pair(kinds, "reason", &reasons, &skipped),
+    );
+    // Only the pairs that happened: kinds times rules would be a hundred
+    // series of zeros.
+    out.gauge(
+        "safeprune_last_run_changed_removals",
+        "Removals the last run skipped as changed since planning, by kind and the rule that keeps them now.",
+        changed.iter().map(|(&(kind, rule), n)| {
+            (vec![("kind", kind.as_str()), ("rule", rule)], n.to_string())
+        }),
     );
 }
 

@@ -14,7 +14,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use crate::execute::{Outcome, RemovalResult};
+use crate::execute::{Outcome, Reason, RemovalResult};
 use crate::inventory::Kind;
 use crate::plan::{Action, Decision, Plan, Rule};
 
@@ -81,6 +81,11 @@ pub struct Summary {
     pub reclaimable_bytes: u64,
     pub reclaimed_bytes: u64,
     pub skipped: usize,
+    /// The skipped removals by reason: `gone`, `in_use`, `changed`,
+    /// `not_attempted`, each present.
+    pub skipped_by_reason: BTreeMap<Reason, usize>,
+    /// The `changed` ones by the rule that keeps them now.
+    pub changed_by_rule: BTreeMap<Rule, usize>,
     pub failed: usize,
     /// Kinds this runtime does not have, e.g. `volume` on containerd. An
     /// addition to docs/design.md's summary.
@@ -106,6 +111,10 @@ pub struct Report {
     /// `images.disk` had it measured; absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image_fs: Option<ImageFs>,
+    /// On Docker, the bytes `docker system prune -a -f` would free from the
+    /// same node (`src/plan/prune_model.rs`), beside `reclaimable_bytes`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub docker_prune_bytes: Option<u64>,
     /// Set when this is the plan of a run refused for deleting too much:
     /// the table says so. The exit code (5) tells scripts.
     #[serde(skip)]
@@ -150,7 +159,10 @@ impl Report {
         plan: &Plan,
         outcomes: Vec<Outcome>,
     ) -> Self {
-        let mut summary = Summary::default();
+        let mut summary = Summary {
+            skipped_by_reason: Reason::SKIPPED.iter().map(|r| (*r, 0)).collect(),
+            ..Summary::default()
+        };
         for d in &plan.decisions {
             match d.decision {
                 Action::Delete => summary.delete.add(d.kind),
@@ -169,7 +181,15 @@ impl Report {
         for o in &outcomes {
             match o.result {
                 RemovalResult::Deleted => summary.reclaimed_bytes += o.bytes.unwrap_or(0),
-                RemovalResult::Skipped => summary.skipped += 1,
+                RemovalResult::Skipped => {
+                    summary.skipped += 1;
+                    if let Some(reason) = o.reason {
+                        *summary.skipped_by_reason.entry(reason).or_default() += 1;
+                    }
+                    if let Some(rule) = o.kept_by {
+                        *summary.changed_by_rule.entry(rule).or_default() += 1;
+                    }
+                }
                 RemovalResult::Failed => summary.failed += 1,
             }
         }
@@ -189,7 +209,26 @@ impl Report {
                 after_percent: None,
             }),
             refused: None,
+            docker_prune_bytes: None,
         }
+    }
+
+    /// Adds what `docker system prune -a -f` would free from `inventory`.
+    #[must_use]
+    pub fn with_docker_prune_bytes(mut self, inventory: &crate::inventory::Inventory) -> Self {
+        let verdicts = crate::plan::prune_model::docker_system_prune(inventory, false);
+        self.docker_prune_bytes = Some(
+            self.decisions
+                .iter()
+                .filter(|d| {
+                    verdicts
+                        .get(&(d.kind, d.id.clone()))
+                        .is_some_and(|v| v.removes)
+                })
+                .map(|d| d.bytes.unwrap_or(0))
+                .sum(),
+        );
+        self
     }
 
     /// Records the image file system's usage after the removals.

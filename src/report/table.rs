@@ -199,9 +199,15 @@ fn render_summary(out: &mut String, report: &Report) {
     };
     let _ = writeln!(out, "\nSUMMARY");
     if report.dry_run {
+        let beside = report.docker_prune_bytes.map_or_else(String::new, |b| {
+            format!(
+                "; `docker system prune -a -f` would free {}",
+                human_bytes(b)
+            )
+        });
         let _ = writeln!(
             out,
-            "  would delete: {} ({} reclaimable)",
+            "  would delete: {} ({} reclaimable{beside})",
             list(&s.delete),
             human_bytes(s.reclaimable_bytes)
         );
@@ -211,9 +217,28 @@ fn render_summary(out: &mut String, report: &Report) {
             .iter()
             .filter(|o| o.result == RemovalResult::Deleted)
             .count();
+        let mut why: Vec<String> = s
+            .skipped_by_reason
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(reason, n)| format!("{} {n}", reason.as_str()))
+            .collect();
+        if !s.changed_by_rule.is_empty() {
+            let rules: Vec<String> = s
+                .changed_by_rule
+                .iter()
+                .map(|(rule, n)| format!("{} {n}", rule.as_str()))
+                .collect();
+            why.push(format!("now kept by {}", rules.join(", ")));
+        }
+        let why = if why.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", why.join("; "))
+        };
         let _ = writeln!(
             out,
-            "  deleted: {deleted} of {} planned ({} reclaimed); skipped {}, failed {}",
+            "  deleted: {deleted} of {} planned ({} reclaimed); skipped {}{why}, failed {}",
             report
                 .decisions
                 .iter()

@@ -112,6 +112,7 @@ fn run_table_snapshot_shows_outcomes() {
             bytes: None,
             reason: None,
             error: None,
+            kept_by: None,
         },
         Outcome {
             kind: Kind::Image,
@@ -122,6 +123,7 @@ fn run_table_snapshot_shows_outcomes() {
             bytes: Some(187_000_000),
             reason: Some(Reason::InUse),
             error: Some("in use: conflict".into()),
+            kept_by: None,
         },
     ];
     let report = sample_report(outcomes);

@@ -61,6 +61,7 @@ fn outcome(kind: Kind, id: &str, reason: Option<Reason>, bytes: Option<u64>) -> 
         bytes,
         reason,
         error: reason.map(|r| r.as_str().to_owned()),
+        kept_by: None,
     }
 }
 
@@ -132,6 +133,10 @@ fn sample_run() -> Report {
             Some(4_860_000),
         ),
         outcome(Kind::BuildCache, "bc1", None, None),
+        Outcome {
+            kept_by: Some(Rule::InUse),
+            ..outcome(Kind::Image, "sha256:again", Some(Reason::Changed), Some(9))
+        },
     ];
     Report::new("docker", "node1", started_at(), false, &plan, outcomes)
 }

@@ -217,24 +217,26 @@ fn render_summary(out: &mut String, report: &Report) {
             .iter()
             .filter(|o| o.result == RemovalResult::Deleted)
             .count();
-        let mut why: Vec<String> = s
+        let rules: Vec<String> = s
+            .changed_by_rule
+            .iter()
+            .map(|(rule, n)| format!("{} {n}", rule.as_str()))
+            .collect();
+        let why: Vec<String> = s
             .skipped_by_reason
             .iter()
             .filter(|(_, n)| **n > 0)
-            .map(|(reason, n)| format!("{} {n}", reason.as_str()))
+            .map(|(reason, n)| match reason {
+                crate::execute::Reason::Changed if !rules.is_empty() => {
+                    format!("changed {n}: now kept by {}", rules.join(", "))
+                }
+                _ => format!("{} {n}", reason.as_str()),
+            })
             .collect();
-        if !s.changed_by_rule.is_empty() {
-            let rules: Vec<String> = s
-                .changed_by_rule
-                .iter()
-                .map(|(rule, n)| format!("{} {n}", rule.as_str()))
-                .collect();
-            why.push(format!("now kept by {}", rules.join(", ")));
-        }
         let why = if why.is_empty() {
             String::new()
         } else {
-            format!(" ({})", why.join("; "))
+            format!(" ({})", why.join(", "))
         };
         let _ = writeln!(
             out,

@@ -93,19 +93,28 @@ fn compare(
     output: Output,
     quiet: bool,
 ) -> Result<(), AppError> {
+    use crate::plan::prune_model;
     use crate::report::compare::{Command as Compared, Comparison};
-    let (command, volumes) = match with {
-        CompareWith::DockerPrune => (Compared::DockerPrune, false),
-        CompareWith::DockerPruneVolumes => (Compared::DockerPruneVolumes, true),
+    let command = match with {
+        CompareWith::DockerPrune => Compared::DockerPrune,
+        CompareWith::DockerPruneVolumes => Compared::DockerPruneVolumes,
+        CompareWith::NerdctlPrune => Compared::NerdctlPrune,
+        CompareWith::CrictlPrune => Compared::CrictlPrune,
     };
-    if node.runtime.name() != "docker" {
+    if node.runtime.name() != command.runtime() {
         return Err(AppError::Usage(format!(
-            "--compare {} models a Docker node; this one runs {} (nothing removed)",
+            "--compare {} models a {} node; this one runs {} (nothing removed)",
             command.name(),
+            command.runtime(),
             node.runtime.name()
         )));
     }
-    let verdicts = crate::plan::prune_model::docker_system_prune(&node.inventory, volumes);
+    let verdicts = match command {
+        Compared::DockerPrune => prune_model::docker_system_prune(&node.inventory, false),
+        Compared::DockerPruneVolumes => prune_model::docker_system_prune(&node.inventory, true),
+        Compared::NerdctlPrune => prune_model::nerdctl_system_prune(&node.inventory),
+        Compared::CrictlPrune => prune_model::crictl_rmi_prune(&node.inventory),
+    };
     let comparison = Comparison::new(
         command,
         plan,

@@ -82,6 +82,10 @@ pub enum CompareWith {
     DockerPrune,
     /// `docker system prune -a -f --volumes`
     DockerPruneVolumes,
+    /// `nerdctl -n k8s.io system prune -a -f`
+    NerdctlPrune,
+    /// `crictl rmi --prune`
+    CrictlPrune,
 }
 
 #[derive(Debug, Args)]

@@ -251,3 +251,85 @@ async fn the_prediction_matches_docker_system_prune_object_for_object() {
         "{summary}"
     );
 }
+
+/// The ids (`kind/id`) a comparison says the command removes.
+fn command_removes(comparison: &Value) -> BTreeSet<String> {
+    listed(comparison, "only_command")
+        .into_iter()
+        .chain(listed(comparison, "both"))
+        .map(|(kind, id)| format!("{kind} {id}"))
+        .collect()
+}
+
+/// On containerd through CRI: what `crictl rmi --prune` and `nerdctl -n
+/// k8s.io system prune -a -f` would remove from a node with a live pod
+/// (its app running, its init container exited) and an unused image, by
+/// the models; `docker-prune` is refused there.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_containerd_the_crictl_and_nerdctl_models_read_the_cri_node() {
+    use util::containerd::{CRI_NAMESPACE, PrivateContainerd};
+    use util::pod::Pod;
+    let engine = PrivateContainerd::start().await;
+    let images = engine.import_images(
+        CRI_NAMESPACE,
+        &[
+            "docker.io/library/app:1",
+            "docker.io/library/init:1",
+            "docker.io/library/unused:1",
+        ],
+        &["sh"],
+    );
+    let image = |n: usize| format!("image {CRI_NAMESPACE}/{}", images[n].digest);
+    let pod = Pod::new("web", "default");
+    let sandbox = engine.run_pod_sandbox(&pod).await;
+    engine
+        .run_pod_container(&pod, &sandbox, "app", "docker.io/library/app:1", &[])
+        .await;
+    let init = engine
+        .run_pod_container_to_exit(&pod, &sandbox, "init", "docker.io/library/init:1", &[])
+        .await;
+    let endpoint = engine.endpoint();
+    let cli = Cli::new(&Runtime::Containerd(&endpoint, &[CRI_NAMESPACE]), "");
+    let compare = |with: &str| {
+        let (code, comparison) = cli.json(&["plan", "--compare", with, "--output", "json"]);
+        assert_eq!(code, Some(0), "{comparison}");
+        comparison
+    };
+
+    // crictl: the image no CRI container was made from; the exited init
+    // container holds its image, the pin the sandbox image.
+    let crictl = compare("crictl-prune");
+    assert_eq!(crictl["command"], "crictl rmi --prune");
+    assert_eq!(command_removes(&crictl), [image(2)].into());
+
+    // nerdctl: the exited init container, then the images no container
+    // left names; safeprune keeps the init container of a live pod.
+    let nerdctl = compare("nerdctl-prune");
+    let init_id = format!("container {CRI_NAMESPACE}/{init}");
+    assert_eq!(
+        command_removes(&nerdctl),
+        [init_id.clone(), image(1), image(2)].into()
+    );
+    let kept = nerdctl["only_command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| {
+            format!(
+                "{} {}",
+                d["kind"].as_str().unwrap(),
+                d["id"].as_str().unwrap()
+            ) == init_id
+        })
+        .expect("the init container in only_command");
+    assert_eq!(kept["rule"], "live_pod_sandbox", "{kept}");
+
+    let out = cli.run(&["plan", "--compare", "docker-prune"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("models a docker node; this one runs containerd"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -130,6 +130,125 @@ pub fn docker_system_prune(inv: &Inventory, volumes: bool) -> HashMap<(Kind, Str
     verdicts
 }
 
+/// The namespace kubelet's CRI keeps its objects in, the one both
+/// containerd commands act on here.
+const CRI_NAMESPACE: &str = "k8s.io";
+
+/// Whether a containerd id (`k8s.io/…`) lies in the CRI namespace.
+fn in_cri_namespace(id: &str) -> bool {
+    id.strip_prefix(CRI_NAMESPACE)
+        .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// The verdict of `crictl rmi --prune` on every image of `inv`
+/// (kubernetes-sigs/cri-tools `cmd/crictl/image.go`, the `rmi` command's
+/// action, v1.30 and later): every image CRI lists, but those pinned
+/// (skipped since v1.30.0, commit af4707c2: the sandbox image and
+/// `io.cri-containerd.pinned` ones) and those a CRI container of any state
+/// was made from (`ListContainers` unfiltered, each container's image
+/// resolved to its id). Pod sandboxes are not containers to CRI: their
+/// image is kept by its pin alone. Containers are left alone, and
+/// namespaces other than `k8s.io` are not CRI's.
+#[must_use]
+pub fn crictl_rmi_prune(inv: &Inventory) -> HashMap<(Kind, String), Verdict> {
+    let cri_containers: Vec<&crate::inventory::Container> = inv
+        .containers
+        .iter()
+        .filter(|c| {
+            in_cri_namespace(&c.id)
+                && c.labels.get(CRI_KIND).map(String::as_str) == Some("container")
+        })
+        .collect();
+    let mut verdicts = HashMap::new();
+    for c in &inv.containers {
+        verdicts.insert(
+            (Kind::Container, c.id.clone()),
+            Verdict::keeps("crictl rmi removes images only"),
+        );
+    }
+    for i in &inv.images {
+        let verdict = if !in_cri_namespace(&i.id) {
+            Verdict::keeps("not in k8s.io: CRI does not list it")
+        } else if i.pinned {
+            Verdict::keeps("pinned (skipped since crictl v1.30)")
+        } else if let Some(c) = cri_containers.iter().find(|c| made_from(c, i)) {
+            Verdict::keeps(format!(
+                "a CRI container was made from it ({}, {})",
+                c.display_name(),
+                c.state.as_str()
+            ))
+        } else {
+            Verdict::removes("no CRI container was made from it")
+        };
+        verdicts.insert((Kind::Image, i.id.clone()), verdict);
+    }
+    verdicts
+}
+
+/// The label CRI puts on its containers: `container` or `sandbox`.
+const CRI_KIND: &str = "io.cri-containerd.kind";
+
+/// Whether `c` was made from `i`: by the target its image name resolved to,
+/// or by that name.
+fn made_from(c: &crate::inventory::Container, i: &crate::inventory::Image) -> bool {
+    (!c.image_id.is_empty() && c.image_id == i.id)
+        || i.tags.iter().chain(&i.digests).any(|r| *r == c.image_ref)
+}
+
+/// The verdict of `nerdctl -n k8s.io system prune -a -f` on every
+/// container and image of `inv` (containerd/nerdctl `pkg/cmd/system/prune.go`
+/// `Prune`, read at v2.3.5): first every container of the namespace whose
+/// task is not running or paused, CRI's containers and sandboxes included
+/// (`pkg/cmd/container/prune.go`; nerdctl 2.1.3 to 2.3.5 fail on CRI's
+/// containers and leave them, containerd/nerdctl#5207); then every image
+/// record no container left names exactly (`pkg/imgutil/imgutil.go`
+/// `GetUnusedImages`, by record name, any state, with no exception for
+/// pinned images). An image a container left names loses its other names
+/// but keeps its content: it counts as kept. Networks, volumes (without
+/// `--volumes`) and the build cache are not safeprune's on containerd.
+#[must_use]
+pub fn nerdctl_system_prune(inv: &Inventory) -> HashMap<(Kind, String), Verdict> {
+    let mut verdicts = HashMap::new();
+    let mut left = Vec::new();
+    for c in &inv.containers {
+        let verdict = if in_cri_namespace(&c.id) {
+            match c.state {
+                ContainerState::Running | ContainerState::Paused | ContainerState::Restarting => {
+                    left.push(c);
+                    Verdict::keeps(format!("its task is {}", c.state.as_str()))
+                }
+                ContainerState::Unknown => {
+                    left.push(c);
+                    Verdict::keeps("its task's state cannot be read: skipped with a warning")
+                }
+                _ => Verdict::removes(format!("{} container", c.state.as_str())),
+            }
+        } else {
+            left.push(c);
+            Verdict::keeps("not in k8s.io")
+        };
+        verdicts.insert((Kind::Container, c.id.clone()), verdict);
+    }
+    for i in &inv.images {
+        let verdict = if !in_cri_namespace(&i.id) {
+            Verdict::keeps("not in k8s.io")
+        } else if let Some(c) = left.iter().find(|c| {
+            in_cri_namespace(&c.id) && i.tags.iter().chain(&i.digests).any(|r| *r == c.image_ref)
+        }) {
+            Verdict::keeps(format!(
+                "container {} names it (its other names go)",
+                c.display_name()
+            ))
+        } else if i.pinned {
+            Verdict::removes("no container left names it (pins are not honoured)")
+        } else {
+            Verdict::removes("no container left names it")
+        };
+        verdicts.insert((Kind::Image, i.id.clone()), verdict);
+    }
+    verdicts
+}
+
 /// Whether API `version` (`1.41`) is at least `major.minor`.
 fn at_least(version: &str, major: u32, minor: u32) -> bool {
     let mut parts = version.split('.').map(str::parse::<u32>);
@@ -310,6 +429,127 @@ mod tests {
         assert_eq!(
             v[&(Kind::Volume, "data".into())].why,
             "mounted by running container web"
+        );
+    }
+
+    fn cri_node() -> Inventory {
+        let cri = |id: &str, kind: &str, state, image: &str| {
+            let mut c = container(id, state, image, &[], &[]);
+            c.labels.insert(CRI_KIND.into(), kind.into());
+            c.image_ref = format!(
+                "docker.io/library/{}:1",
+                image.trim_start_matches("k8s.io/sha256:")
+            );
+            c
+        };
+        let image = |id: &str, pinned| Image {
+            id: id.into(),
+            tags: vec![format!(
+                "docker.io/library/{}:1",
+                id.trim_start_matches("k8s.io/sha256:")
+            )],
+            pinned,
+            ..Image::default()
+        };
+        Inventory {
+            runtime: "containerd".into(),
+            containers: vec![
+                cri(
+                    "k8s.io/app",
+                    "container",
+                    ContainerState::Running,
+                    "k8s.io/sha256:app",
+                ),
+                cri(
+                    "k8s.io/init",
+                    "container",
+                    ContainerState::Exited,
+                    "k8s.io/sha256:init",
+                ),
+                cri(
+                    "k8s.io/pod",
+                    "sandbox",
+                    ContainerState::Running,
+                    "k8s.io/sha256:pause",
+                ),
+                cri(
+                    "k8s.io/gone-pod",
+                    "sandbox",
+                    ContainerState::Exited,
+                    "k8s.io/sha256:pause",
+                ),
+                container(
+                    "k8s.io/native",
+                    ContainerState::Exited,
+                    "k8s.io/sha256:tool",
+                    &[],
+                    &[],
+                ),
+                container(
+                    "default/other",
+                    ContainerState::Exited,
+                    "default/sha256:x",
+                    &[],
+                    &[],
+                ),
+            ],
+            images: vec![
+                image("k8s.io/sha256:app", false),
+                image("k8s.io/sha256:init", false),
+                image("k8s.io/sha256:pause", true),
+                image("k8s.io/sha256:tool", false),
+                image("k8s.io/sha256:unused", false),
+                image("default/sha256:x", false),
+            ],
+            ..Inventory::default()
+        }
+    }
+
+    #[test]
+    fn crictl_prune_spares_pinned_images_and_those_of_cri_containers_of_any_state() {
+        let v = crictl_rmi_prune(&cri_node());
+        // The native container's image goes: crictl does not see it.
+        let mut want = ids(Kind::Image, &["k8s.io/sha256:tool", "k8s.io/sha256:unused"]);
+        want.sort();
+        assert_eq!(removed(&v), want);
+        assert!(
+            v[&(Kind::Image, "k8s.io/sha256:init".into())]
+                .why
+                .contains("init, exited")
+        );
+        assert!(
+            v[&(Kind::Image, "k8s.io/sha256:pause".into())]
+                .why
+                .starts_with("pinned")
+        );
+    }
+
+    #[test]
+    fn nerdctl_prune_takes_every_stopped_container_of_the_namespace_then_unnamed_images() {
+        let v = nerdctl_system_prune(&cri_node());
+        let mut want = ids(
+            Kind::Container,
+            &["k8s.io/gone-pod", "k8s.io/init", "k8s.io/native"],
+        );
+        want.extend(ids(
+            Kind::Image,
+            &[
+                "k8s.io/sha256:init",
+                "k8s.io/sha256:tool",
+                "k8s.io/sha256:unused",
+            ],
+        ));
+        want.sort();
+        assert_eq!(removed(&v), want);
+        // The running sandbox names the pause image: kept, pin or not.
+        assert!(
+            v[&(Kind::Image, "k8s.io/sha256:pause".into())]
+                .why
+                .starts_with("container k8s.io/pod names it")
+        );
+        assert_eq!(
+            v[&(Kind::Container, "default/other".into())].why,
+            "not in k8s.io"
         );
     }
 

@@ -21,6 +21,10 @@ pub enum Command {
     DockerPrune,
     /// `docker system prune -a -f --volumes`.
     DockerPruneVolumes,
+    /// `nerdctl -n k8s.io system prune -a -f`.
+    NerdctlPrune,
+    /// `crictl rmi --prune`.
+    CrictlPrune,
 }
 
 impl Command {
@@ -30,6 +34,8 @@ impl Command {
         match self {
             Self::DockerPrune => "docker system prune -a -f",
             Self::DockerPruneVolumes => "docker system prune -a -f --volumes",
+            Self::NerdctlPrune => "nerdctl -n k8s.io system prune -a -f",
+            Self::CrictlPrune => "crictl rmi --prune",
         }
     }
 
@@ -39,6 +45,17 @@ impl Command {
         match self {
             Self::DockerPrune => "docker-prune",
             Self::DockerPruneVolumes => "docker-prune-volumes",
+            Self::NerdctlPrune => "nerdctl-prune",
+            Self::CrictlPrune => "crictl-prune",
+        }
+    }
+
+    /// The runtime the command acts on.
+    #[must_use]
+    pub fn runtime(self) -> &'static str {
+        match self {
+            Self::DockerPrune | Self::DockerPruneVolumes => "docker",
+            Self::NerdctlPrune | Self::CrictlPrune => "containerd",
         }
     }
 }

@@ -93,7 +93,6 @@ fn compare(
     output: Output,
     quiet: bool,
 ) -> Result<(), AppError> {
-    use crate::plan::prune_model;
     use crate::report::compare::{Command as Compared, Comparison};
     let command = match with {
         CompareWith::DockerPrune => Compared::DockerPrune,
@@ -109,16 +108,10 @@ fn compare(
             node.runtime.name()
         )));
     }
-    let verdicts = match command {
-        Compared::DockerPrune => prune_model::docker_system_prune(&node.inventory, false),
-        Compared::DockerPruneVolumes => prune_model::docker_system_prune(&node.inventory, true),
-        Compared::NerdctlPrune => prune_model::nerdctl_system_prune(&node.inventory),
-        Compared::CrictlPrune => prune_model::crictl_rmi_prune(&node.inventory),
-    };
     let comparison = Comparison::new(
         command,
         plan,
-        &verdicts,
+        &command.verdicts(&node.inventory),
         &node.name,
         node.runtime.name(),
         node.started_at,

@@ -351,35 +351,26 @@ async fn record_image_uses(runtime: &Runtime, inventory: &mut Inventory, state_d
     let read_from = Utc::now();
     let uses = runtime.image_uses(history.events_until).await;
     let now = Utc::now();
-    let lock = history::lock(state_dir);
-    if let Err(e) = &lock {
-        tracing::warn!(dir = %state_dir.display(), error = %e, "cannot lock the image usage history");
-    }
-    let (mut history, found) = History::load(state_dir);
-    match &found {
-        Found::Read => {}
+    let (history, found, written) = history::update(state_dir, |recorded| {
+        for (reference, used) in uses {
+            if let Some(id) = history::image_id_of(inventory, &reference) {
+                recorded.record(id, used, now);
+            }
+        }
+        // From where this read began: what came during it is read again,
+        // which records nothing twice.
+        recorded.events_until = Some(read_from);
+        recorded.prune(inventory, now);
+    });
+    if found == Found::Missing {
         // Said once per node, at its first run: warn, so that it is seen.
-        Found::Missing => tracing::warn!(
+        tracing::warn!(
             dir = %state_dir.display(),
             "no image usage history yet: images are ordered by what the engine reports (pulls, tags, the containers and events it still has)"
-        ),
-        Found::Rebuilt(why) => tracing::warn!(
-            path = %state_dir.join(history::FILE).display(),
-            why,
-            "the image usage history cannot be used: it is rebuilt"
-        ),
+        );
     }
-    for (reference, used) in uses {
-        if let Some(id) = history::image_id_of(inventory, &reference) {
-            history.record(id, used, now);
-        }
-    }
-    // From where this read began: what came during it is read again,
-    // which records nothing twice.
-    history.events_until = Some(read_from);
-    history.prune(inventory, now);
     history.apply(inventory);
-    if let Err(e) = history.save(state_dir) {
+    if let Err(e) = written {
         tracing::warn!(dir = %state_dir.display(), error = %e, "cannot write the image usage history");
     }
 }

@@ -73,7 +73,7 @@ impl History {
     #[must_use]
     pub fn load(dir: &Path) -> (Self, Found) {
         let path = dir.join(FILE);
-        let bytes = match read_bounded(&path) {
+        let bytes = match crate::report::read_bounded(&path, MAX_FILE_BYTES) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return (Self::empty(), Found::Missing);
@@ -171,7 +171,7 @@ impl History {
 ///
 /// # Errors
 /// The directory or the lock file cannot be made, or the lock not taken.
-pub fn lock(dir: &Path) -> std::io::Result<std::fs::File> {
+fn lock(dir: &Path) -> std::io::Result<std::fs::File> {
     std::fs::create_dir_all(dir)?;
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -182,22 +182,41 @@ pub fn lock(dir: &Path) -> std::io::Result<std::fs::File> {
     Ok(file)
 }
 
-/// Records `uses` (by image id) in the history in `dir`, under its lock:
-/// what the daemon follows between its cycles. A file that cannot be used
-/// is rebuilt, with a warning.
-///
-/// # Errors
-/// The history cannot be locked or written.
-pub fn record_uses(dir: &Path, uses: &[(String, Use)], now: DateTime<Utc>) -> std::io::Result<()> {
-    let _lock = lock(dir)?;
+/// Reads the history in `dir` under its lock file, lets `change` change it,
+/// and writes it back: what the daemon's follower, its cycles and a `run`
+/// beside them each do. A file that cannot be used is rebuilt, and a lock
+/// that cannot be taken is passed over, each with a warning: either costs
+/// precision, never the run. Returns the history as changed, how the file
+/// was found, and whether it was written.
+pub fn update(
+    dir: &Path,
+    change: impl FnOnce(&mut History),
+) -> (History, Found, std::io::Result<()>) {
+    let lock = lock(dir);
+    if let Err(e) = &lock {
+        tracing::warn!(dir = %dir.display(), error = %e, "cannot lock the image usage history");
+    }
     let (mut history, found) = History::load(dir);
-    if let Found::Rebuilt(why) = found {
+    if let Found::Rebuilt(why) = &found {
         tracing::warn!(path = %dir.join(FILE).display(), why, "the image usage history cannot be used: it is rebuilt");
     }
-    for (image, used) in uses {
-        history.record(image, *used, now);
-    }
-    history.save(dir).map(|_| ())
+    change(&mut history);
+    let written = history.save(dir).map(|_| ());
+    (history, found, written)
+}
+
+/// Records `uses` (by image id) in the history in `dir`: what the daemon
+/// follows between its cycles.
+///
+/// # Errors
+/// The history cannot be written.
+pub fn record_uses(dir: &Path, uses: &[(String, Use)], now: DateTime<Utc>) -> std::io::Result<()> {
+    update(dir, |history| {
+        for (image, used) in uses {
+            history.record(image, *used, now);
+        }
+    })
+    .2
 }
 
 /// The id of the image of `inventory` that `reference` names: its id (or
@@ -219,19 +238,6 @@ pub fn image_id_of<'a>(inventory: &'a Inventory, reference: &str) -> Option<&'a 
                     .any(|r| forms.iter().any(|f| f == r))
         })
         .map(|i| i.id.as_str())
-}
-
-fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let file = std::fs::File::open(path)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(std::io::Error::other(format!(
-            "it is larger than {MAX_FILE_BYTES} bytes"
-        )));
-    }
-    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -121,15 +121,8 @@ impl SavedPlan {
     /// The file cannot be read, is too large, is not a plan, or is of
     /// another version: the message says which.
     pub fn read(path: &Path) -> Result<Self, String> {
-        use std::io::Read;
-        let file = std::fs::File::open(path).map_err(|e| format!("cannot read it: {e}"))?;
-        let mut bytes = Vec::new();
-        file.take(MAX_FILE_BYTES + 1)
-            .read_to_end(&mut bytes)
+        let bytes = crate::report::read_bounded(path, MAX_FILE_BYTES)
             .map_err(|e| format!("cannot read it: {e}"))?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Err(format!("it is larger than {MAX_FILE_BYTES} bytes"));
-        }
         let version = serde_json::from_slice::<serde_json::Value>(&bytes)
             .map_err(|e| format!("it is not JSON: {e}"))?
             .get("plan_version")

@@ -49,21 +49,17 @@ const PREDEFINED_NETWORKS: [&str; 3] = ["bridge", "host", "none"];
 pub fn docker_system_prune(inv: &Inventory, volumes: bool) -> HashMap<(Kind, String), Verdict> {
     let mut verdicts = HashMap::new();
     // Containers (moby `daemon/prune.go`, `ContainersPrune`): every
-    // container that is not running goes. A paused or restarting container
-    // is running there (`State.IsRunning`). A state the engine did not name
-    // is kept here: the model does not guess.
+    // container that is not running goes (`State.IsRunning`).
     let mut left = Vec::new();
     for c in &inv.containers {
-        let verdict = match c.state {
-            ContainerState::Running | ContainerState::Paused | ContainerState::Restarting => {
-                left.push(c);
-                Verdict::keeps(format!("{} container", c.state.as_str()))
-            }
-            ContainerState::Unknown => {
-                left.push(c);
-                Verdict::keeps("container in a state the engine did not name")
-            }
-            _ => Verdict::removes(format!("{} container", c.state.as_str())),
+        let verdict = if stopped(c.state) {
+            Verdict::removes(format!("{} container", c.state.as_str()))
+        } else {
+            left.push(c);
+            Verdict::keeps(match c.state {
+                ContainerState::Unknown => "container in a state the engine did not name".into(),
+                state => format!("{} container", state.as_str()),
+            })
         };
         verdicts.insert((Kind::Container, c.id.clone()), verdict);
     }
@@ -211,22 +207,21 @@ pub fn nerdctl_system_prune(inv: &Inventory) -> HashMap<(Kind, String), Verdict>
     let mut verdicts = HashMap::new();
     let mut left = Vec::new();
     for c in &inv.containers {
-        let verdict = if in_cri_namespace(&c.id) {
-            match c.state {
-                ContainerState::Running | ContainerState::Paused | ContainerState::Restarting => {
-                    left.push(c);
-                    Verdict::keeps(format!("its task is {}", c.state.as_str()))
-                }
-                ContainerState::Unknown => {
-                    left.push(c);
-                    Verdict::keeps("its task's state cannot be read: skipped with a warning")
-                }
-                _ => Verdict::removes(format!("{} container", c.state.as_str())),
-            }
-        } else {
-            left.push(c);
+        let verdict = if !in_cri_namespace(&c.id) {
             Verdict::keeps("not in k8s.io")
+        } else if stopped(c.state) {
+            Verdict::removes(format!("{} container", c.state.as_str()))
+        } else {
+            Verdict::keeps(match c.state {
+                ContainerState::Unknown => {
+                    "its task's state cannot be read: skipped with a warning".into()
+                }
+                state => format!("its task is {}", state.as_str()),
+            })
         };
+        if !verdict.removes {
+            left.push(c);
+        }
         verdicts.insert((Kind::Container, c.id.clone()), verdict);
     }
     for i in &inv.images {
@@ -247,6 +242,20 @@ pub fn nerdctl_system_prune(inv: &Inventory) -> HashMap<(Kind, String), Verdict>
         verdicts.insert((Kind::Image, i.id.clone()), verdict);
     }
     verdicts
+}
+
+/// Whether a prune of stopped containers takes a container in `state`:
+/// every one that is not running. Paused and restarting ones are running
+/// to both engines' prunes; a state the engine did not name is kept (the
+/// model does not guess, and nerdctl skips it with a warning).
+fn stopped(state: ContainerState) -> bool {
+    !matches!(
+        state,
+        ContainerState::Running
+            | ContainerState::Paused
+            | ContainerState::Restarting
+            | ContainerState::Unknown
+    )
 }
 
 /// Whether API `version` (`1.41`) is at least `major.minor`.

@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use super::human_bytes;
 use super::table::push_rows;
-use crate::inventory::{Kind, short_id};
-use crate::plan::prune_model::Verdict;
+use crate::inventory::{Inventory, Kind, short_id};
+use crate::plan::prune_model::{self, Verdict};
 use crate::plan::{Action, Plan, Rule};
 
 /// The commands a plan can be compared with.
@@ -47,6 +47,17 @@ impl Command {
             Self::DockerPruneVolumes => "docker-prune-volumes",
             Self::NerdctlPrune => "nerdctl-prune",
             Self::CrictlPrune => "crictl-prune",
+        }
+    }
+
+    /// The command's verdict on every object of `inventory`, by its model.
+    #[must_use]
+    pub fn verdicts(self, inventory: &Inventory) -> HashMap<(Kind, String), Verdict> {
+        match self {
+            Self::DockerPrune => prune_model::docker_system_prune(inventory, false),
+            Self::DockerPruneVolumes => prune_model::docker_system_prune(inventory, true),
+            Self::NerdctlPrune => prune_model::nerdctl_system_prune(inventory),
+            Self::CrictlPrune => prune_model::crictl_rmi_prune(inventory),
         }
     }
 
@@ -183,7 +194,11 @@ impl Comparison {
             "safeprune plan beside `{}` on {} ({}) at {}\n",
             self.command, self.node, self.runtime, self.started_at
         );
-        let section = |out: &mut String, title: String, rows: &[Difference], why: &str| {
+        let section = |out: &mut String,
+                       title: String,
+                       rows: &[Difference],
+                       why: &str,
+                       reason: fn(&Difference) -> &str| {
             let _ = writeln!(out, "{title}");
             if rows.is_empty() {
                 out.push_str("  none\n\n");
@@ -204,11 +219,7 @@ impl Comparison {
                     short_id(&d.id),
                     d.bytes.map_or_else(|| "-".to_owned(), human_bytes),
                     d.rule.as_str().to_owned(),
-                    if why == "SAFEPRUNE KEEPS IT: WHY" {
-                        d.detail.clone()
-                    } else {
-                        d.command.clone()
-                    },
+                    reason(d).to_owned(),
                 ]);
             }
             push_rows(out, &cells);
@@ -223,6 +234,7 @@ impl Comparison {
             ),
             &self.only_command,
             "SAFEPRUNE KEEPS IT: WHY",
+            |d| &d.detail,
         );
         section(
             &mut out,
@@ -233,6 +245,7 @@ impl Comparison {
             ),
             &self.only_safeprune,
             "THE COMMAND KEEPS IT: WHY",
+            |d| &d.command,
         );
         let s = &self.summary;
         let _ = writeln!(

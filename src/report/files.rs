@@ -47,6 +47,25 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
     result
 }
 
+/// The whole of the file at `path`, refused when it holds more than `max`
+/// bytes (read no further than one byte past): files safeprune wrote
+/// itself, which a full or hostile disk must not turn into a huge read.
+///
+/// # Errors
+/// The file cannot be read, or holds more than `max` bytes.
+pub fn read_bounded(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    File::open(path)?.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("it is larger than {max} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
 /// The audit log: one JSON line per removal attempt, appended and flushed at
 /// once so a crash loses at most the attempt in flight.
 #[derive(Debug)]

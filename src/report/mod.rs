@@ -18,7 +18,7 @@ use crate::execute::{Outcome, Reason, RemovalResult};
 use crate::inventory::Kind;
 use crate::plan::{Action, Decision, Plan, Rule};
 
-pub use files::{AuditLog, write_atomically};
+pub use files::{AuditLog, read_bounded, write_atomically};
 pub use metrics::render_metrics;
 pub use table::{human_bytes, render_table};
 

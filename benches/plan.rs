@@ -46,6 +46,7 @@ fn node(containers: usize) -> Inventory {
             labels.insert("io.kubernetes.container.name".into(), (*name).into());
             labels.insert("io.kubernetes.pod.uid".into(), uid.clone());
             inv.containers.push(Container {
+                image_mounts: Vec::new(),
                 id: if k == 0 {
                     sandbox_id.clone()
                 } else {
@@ -98,6 +99,7 @@ fn node(containers: usize) -> Inventory {
     }
     for i in 0..images {
         inv.images.push(Image {
+            parent: None,
             id: format!("sha256:{i:064x}"),
             tags: vec![format!("registry.example.com/app{i}:1")],
             digests: vec![format!("registry.example.com/app{i}@sha256:{i:064x}")],

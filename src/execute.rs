@@ -181,71 +181,76 @@ pub async fn execute<E: Engine>(
             on_outcome(&outcome, outcomes.len() + done_here.len() + 1, total);
             done_here.push(outcome);
         };
-        // Objects not yet re-checked, in order; re-checked ones waiting for
-        // a free slot, with when their re-check answered.
-        let mut pending: VecDeque<&Decision> = targets.iter().copied().collect();
-        let mut ready: VecDeque<(&Decision, Instant)> = VecDeque::new();
-        let mut checking = FuturesUnordered::new();
-        let mut in_flight = FuturesUnordered::new();
-        loop {
-            // Fill free slots from the re-checked, while their answer is
-            // fresh; a stale one goes back to be re-checked again.
-            while in_flight.len() < limit {
-                let Some((d, at)) = ready.pop_front() else {
+        // Children before parents: the engine refuses a parent while a
+        // child exists, so each wave is over before the next is re-checked
+        // (which then sees whether the children went).
+        for wave in waves(targets) {
+            // Objects not yet re-checked, in order; re-checked ones waiting for
+            // a free slot, with when their re-check answered.
+            let mut pending: VecDeque<&Decision> = wave.into_iter().collect();
+            let mut ready: VecDeque<(&Decision, Instant)> = VecDeque::new();
+            let mut checking = FuturesUnordered::new();
+            let mut in_flight = FuturesUnordered::new();
+            loop {
+                // Fill free slots from the re-checked, while their answer is
+                // fresh; a stale one goes back to be re-checked again.
+                while in_flight.len() < limit {
+                    let Some((d, at)) = ready.pop_front() else {
+                        break;
+                    };
+                    if target_reached.is_none()
+                        && let Some((path, low)) = &disk_target
+                    {
+                        target_reached = reached(path, *low);
+                    }
+                    if stop.load(Ordering::SeqCst) {
+                        report(not_attempted(d, ASKED_TO_STOP));
+                    } else if let Some(why) = engine_down.as_ref().or(target_reached.as_ref()) {
+                        report(not_attempted(d, why));
+                    } else if at.elapsed() > FRESH_FOR {
+                        let stale: Vec<&Decision> = std::iter::once(d)
+                            .chain(ready.drain(..).map(|(d, _)| d))
+                            .collect();
+                        for d in stale.into_iter().rev() {
+                            pending.push_front(d);
+                        }
+                    } else {
+                        in_flight.push(remove(engine, d));
+                    }
+                }
+                // Re-check the next batch while removals go on, so that a slot
+                // that frees finds an object ready.
+                if let Some(why) = engine_down.as_ref().or(target_reached.as_ref()) {
+                    for d in pending.drain(..).chain(ready.drain(..).map(|(d, _)| d)) {
+                        report(not_attempted(d, why));
+                    }
+                }
+                if checking.is_empty() && ready.is_empty() && !pending.is_empty() {
+                    let batch: Vec<&Decision> = pending.drain(..limit.min(pending.len())).collect();
+                    checking.push(async move {
+                        let (checked, failed) = recheck(engine, kind, &batch, policy, stop).await;
+                        (checked, failed, Instant::now())
+                    });
+                }
+                if checking.is_empty() && in_flight.is_empty() {
                     break;
-                };
-                if target_reached.is_none()
-                    && let Some((path, low)) = &disk_target
-                {
-                    target_reached = reached(path, *low);
                 }
-                if stop.load(Ordering::SeqCst) {
-                    report(not_attempted(d, ASKED_TO_STOP));
-                } else if let Some(why) = engine_down.as_ref().or(target_reached.as_ref()) {
-                    report(not_attempted(d, why));
-                } else if at.elapsed() > FRESH_FOR {
-                    let stale: Vec<&Decision> = std::iter::once(d)
-                        .chain(ready.drain(..).map(|(d, _)| d))
-                        .collect();
-                    for d in stale.into_iter().rev() {
-                        pending.push_front(d);
-                    }
-                } else {
-                    in_flight.push(remove(engine, d));
-                }
-            }
-            // Re-check the next batch while removals go on, so that a slot
-            // that frees finds an object ready.
-            if let Some(why) = engine_down.as_ref().or(target_reached.as_ref()) {
-                for d in pending.drain(..).chain(ready.drain(..).map(|(d, _)| d)) {
-                    report(not_attempted(d, why));
-                }
-            }
-            if checking.is_empty() && ready.is_empty() && !pending.is_empty() {
-                let batch: Vec<&Decision> = pending.drain(..limit.min(pending.len())).collect();
-                checking.push(async move {
-                    let (checked, failed) = recheck(engine, kind, &batch, policy, stop).await;
-                    (checked, failed, Instant::now())
-                });
-            }
-            if checking.is_empty() && in_flight.is_empty() {
-                break;
-            }
-            tokio::select! {
-                Some((checked, failed, at)) = checking.next(), if !checking.is_empty() => {
-                    if let Some(cause) = failed {
-                        engine_down = Some(format!(
-                            "not attempted: a re-check could not reach the engine ({cause})"
-                        ));
-                    }
-                    for checked in checked {
-                        match checked {
-                            Ok(d) => ready.push_back((d, at)),
-                            Err(outcome) => report(outcome),
+                tokio::select! {
+                    Some((checked, failed, at)) = checking.next(), if !checking.is_empty() => {
+                        if let Some(cause) = failed {
+                            engine_down = Some(format!(
+                                "not attempted: a re-check could not reach the engine ({cause})"
+                            ));
+                        }
+                        for checked in checked {
+                            match checked {
+                                Ok(d) => ready.push_back((d, at)),
+                                Err(outcome) => report(outcome),
+                            }
                         }
                     }
+                    Some(outcome) = in_flight.next(), if !in_flight.is_empty() => report(outcome),
                 }
-                Some(outcome) = in_flight.next(), if !in_flight.is_empty() => report(outcome),
             }
         }
         // Even after a stop: what was removed is freed now, not later (not
@@ -258,6 +263,16 @@ pub async fn execute<E: Engine>(
         outcomes.extend(done_here);
     }
     outcomes
+}
+
+/// `targets` in waves of rising [`Decision::wave`], each in its given order.
+fn waves(targets: Vec<&Decision>) -> Vec<Vec<&Decision>> {
+    let mut waves: std::collections::BTreeMap<u32, Vec<&Decision>> =
+        std::collections::BTreeMap::new();
+    for d in targets {
+        waves.entry(d.wave).or_default().push(d);
+    }
+    waves.into_values().collect()
 }
 
 /// How long a re-check's answer may wait for a free removal slot. A

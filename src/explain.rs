@@ -135,6 +135,7 @@ mod tests {
         let inv = Inventory {
             runtime: "docker".into(),
             containers: vec![Container {
+                image_mounts: Vec::new(),
                 id: "abcdef0123456789".into(),
                 names: vec!["web".into()],
                 state: ContainerState::Running,
@@ -149,6 +150,7 @@ mod tests {
                 size: None,
             }],
             images: vec![Image {
+                parent: None,
                 id: "sha256:5555aaaa".into(),
                 tags: vec!["nginx:latest".into(), "nginx:1.25".into()],
                 digests: vec!["nginx@sha256:feed".into()],

@@ -5,6 +5,7 @@
 //! The planner reads it and never touches a runtime.
 
 mod refs;
+pub mod uses;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -175,6 +176,11 @@ pub struct Container {
     pub finished: Option<DateTime<Utc>>,
     /// Names of the volumes it mounts.
     pub volumes: Vec<String>,
+    /// The images it mounts as volumes (CRI `Mount.image`, KEP-4639), each
+    /// as the inventory's images name them: an image id or a reference.
+    /// They are in use as long as the container is: its next start mounts
+    /// them again.
+    pub image_mounts: Vec<String>,
     /// Ids and names of the networks it is attached to.
     pub networks: Vec<String>,
     /// Set when kubelet made it; `None` for plain containers.
@@ -242,6 +248,10 @@ pub struct Image {
     pub size: Option<u64>,
     /// Pinned by the runtime (containerd's pinned label, the sandbox image).
     pub pinned: bool,
+    /// The id of the image it was built on, where the engine refuses to
+    /// delete a parent while a child exists (Docker's overlay2 store:
+    /// `docker commit`, a classic build). `None` elsewhere.
+    pub parent: Option<String>,
     /// What removing it alone frees: its bytes that no other image shares;
     /// `None` when the runtime does not say (`size` stands in).
     pub unique_size: Option<u64>,
@@ -372,6 +382,9 @@ pub struct BuildCacheEntry {
     pub size: Option<u64>,
     /// Held by a running build right now.
     pub in_use: bool,
+    /// The records it was built on: `BuildKit` refuses to prune a parent
+    /// while a child is left, so children go first.
+    pub parents: Vec<String>,
 }
 
 /// A pod sandbox as kubelet sees it.

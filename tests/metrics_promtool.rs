@@ -47,6 +47,7 @@ fn pod(sandbox: &str, uid: &str, name: &str, is_sandbox: bool) -> PodIdentity {
 fn container(id: &str, name: &str, state: ContainerState, pod: Option<PodIdentity>) -> Container {
     let container_name = name.split('_').nth(1).unwrap_or(name);
     Container {
+        image_mounts: Vec::new(),
         id: format!("{id:0<64}"),
         names: vec![name.to_owned()],
         state,
@@ -64,6 +65,7 @@ fn container(id: &str, name: &str, state: ContainerState, pod: Option<PodIdentit
 
 fn image(id: &str, tags: &[&str], size: u64) -> Image {
     Image {
+        parent: None,
         id: id.to_owned(),
         tags: tags.iter().map(|&t| t.to_owned()).collect(),
         digests: vec![],
@@ -152,6 +154,7 @@ fn node() -> Inventory {
             },
         ],
         build_cache: vec![BuildCacheEntry {
+            parents: Vec::new(),
             id: "bc-1".to_owned(),
             description: "mount / from exec /bin/sh -c make".to_owned(),
             created: Some(hours_ago(400)),

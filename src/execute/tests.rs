@@ -12,6 +12,7 @@ fn node() -> Inventory {
     let now = Utc::now();
     let old = now - chrono::Duration::days(10);
     let container = |id: &str, image: &str| crate::inventory::Container {
+        image_mounts: Vec::new(),
         id: id.to_owned(),
         names: vec![id.to_owned()],
         state: ContainerState::Exited,
@@ -37,6 +38,7 @@ fn node() -> Inventory {
         images: ["sha256:a", "sha256:b", "sha256:app"]
             .iter()
             .map(|id| Image {
+                parent: None,
                 id: (*id).to_owned(),
                 tags: vec![],
                 digests: vec![],
@@ -469,4 +471,60 @@ async fn under_images_disk_nothing_more_goes_once_low_percent_is_reached() {
     assert!(engine.removed.lock().unwrap().is_empty());
     // Nothing more was re-checked either, past the first batch.
     assert!(engine.rechecks.lock().unwrap().len() <= 1);
+}
+
+#[tokio::test]
+async fn a_chain_of_images_and_of_build_cache_goes_children_first_and_whole() {
+    // Issue 22: in id order the parents came first, and the engine refused
+    // them while their children were left (409); one wave at a time, the
+    // re-check of a parent comes after its children went.
+    let mut inv = node();
+    inv.containers.clear();
+    inv.sandboxes.clear();
+    let old = Utc::now() - chrono::Duration::days(10);
+    let base = inv.images[0].clone();
+    inv.images = (0..6)
+        .map(|n| Image {
+            id: format!("sha256:{}", 9 - n),
+            parent: (n > 0).then(|| format!("sha256:{}", 10 - n)),
+            ..base.clone()
+        })
+        .collect();
+    inv.build_cache = (0..9)
+        .map(|n| crate::inventory::BuildCacheEntry {
+            id: format!("r{}", 9 - n),
+            description: String::new(),
+            created: Some(old),
+            last_used: Some(old),
+            size: Some(1),
+            in_use: false,
+            parents: if n > 0 {
+                vec![format!("r{}", 10 - n)]
+            } else {
+                vec![]
+            },
+        })
+        .collect();
+    let engine = MemoryEngine::new(inv);
+    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    let deleted = |kind| {
+        outcomes
+            .iter()
+            .filter(|o| o.kind == kind && o.result == RemovalResult::Deleted)
+            .count()
+    };
+    assert_eq!(deleted(Kind::Image), 6, "{outcomes:#?}");
+    assert_eq!(deleted(Kind::BuildCache), 9, "{outcomes:#?}");
+    let removed = engine.removed.lock().unwrap();
+    let order: Vec<&str> = removed
+        .iter()
+        .filter(|(k, _)| *k == Kind::Image)
+        .map(|(_, id)| id.as_str())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "sha256:4", "sha256:5", "sha256:6", "sha256:7", "sha256:8", "sha256:9"
+        ]
+    );
 }

@@ -125,6 +125,12 @@ pub struct Decision {
     /// The facts behind the decision, for `explain`: (what, value).
     #[serde(skip)]
     pub facts: Vec<(&'static str, String)>,
+    /// When it may go among the deletions of its kind: the executor
+    /// removes every object of one wave before the next starts. Images
+    /// and build cache records go children first (0: nothing of the
+    /// inventory is built on it); other kinds are all wave 0.
+    #[serde(skip)]
+    pub wave: u32,
 }
 
 impl Decision {
@@ -157,6 +163,7 @@ impl Decision {
             last_used: None,
             last_used_source: None,
             facts: Vec::new(),
+            wave: 0,
         }
     }
 
@@ -226,7 +233,7 @@ impl Plan {
 /// Decides every object of `inventory` under `policy` as of `now`.
 #[must_use]
 pub fn plan(inventory: &Inventory, policy: &Policy, now: DateTime<Utc>) -> Plan {
-    rules::decide_all(inventory, policy, now, rules::ContainerUse::Kept, None)
+    rules::decide_all(inventory, policy, now, rules::HeldBy::Kept, None)
 }
 
 /// The objects a reviewed plan deletes, by kind and id.
@@ -242,13 +249,7 @@ pub fn plan_within(
     now: DateTime<Utc>,
     within: &Within,
 ) -> Plan {
-    rules::decide_all(
-        inventory,
-        policy,
-        now,
-        rules::ContainerUse::Kept,
-        Some(within),
-    )
+    rules::decide_all(inventory, policy, now, rules::HeldBy::Kept, Some(within))
 }
 
 /// Decides a batch of objects of one kind again on fresh data, just before
@@ -268,9 +269,9 @@ pub fn recheck(
     now: DateTime<Utc>,
 ) -> Vec<Option<Decision>> {
     let use_rule = if kind == Kind::Container {
-        rules::ContainerUse::Kept
+        rules::HeldBy::Kept
     } else {
-        rules::ContainerUse::All
+        rules::HeldBy::All
     };
     let mut decided: std::collections::HashMap<String, Decision> =
         rules::decide_all(fresh, policy, now, use_rule, None)
@@ -305,6 +306,8 @@ pub fn human_age(age: chrono::Duration) -> String {
 pub mod prune_model;
 
 #[cfg(test)]
-mod props;
+mod in_use_tests;
+#[cfg(test)]
+pub(crate) mod props;
 #[cfg(test)]
 mod tests;

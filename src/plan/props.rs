@@ -39,9 +39,10 @@ fn arb_container(i: usize) -> impl Strategy<Value = Container> {
         0usize..4,
         0usize..4,
         0usize..NAMES.len(),
+        proptest::option::of((0usize..5, any::<bool>())),
     )
         .prop_map(
-            move |(state, age, pod, is_sandbox, sb, img, vol, netw, name)| {
+            move |(state, age, pod, is_sandbox, sb, img, vol, netw, name, mount)| {
                 let mut c = exited(&format!("c{i}"), age);
                 c.state = STATES[state];
                 if c.state == ContainerState::Created {
@@ -49,6 +50,18 @@ fn arb_container(i: usize) -> impl Strategy<Value = Container> {
                 }
                 c.image_id = format!("sha256:i{img}");
                 c.image_ref = format!("img{img}:1");
+                // An image volume, named by id or by a reference in
+                // another spelling than the image's tag.
+                c.image_mounts = mount
+                    .map(|(m, by_id)| {
+                        if by_id {
+                            format!("sha256:i{m}")
+                        } else {
+                            format!("docker.io/library/img{}:{m}", m % 2)
+                        }
+                    })
+                    .into_iter()
+                    .collect();
                 c.volumes = vec![format!("v{vol}")];
                 c.networks = vec![format!("n{netw}")];
                 c.labels
@@ -65,7 +78,7 @@ fn arb_container(i: usize) -> impl Strategy<Value = Container> {
         )
 }
 
-fn arb_inventory() -> impl Strategy<Value = Inventory> {
+pub(crate) fn arb_inventory() -> impl Strategy<Value = Inventory> {
     let containers = (0usize..12).prop_flat_map(|n| (0..n).map(arb_container).collect::<Vec<_>>());
     let sandboxes = proptest::collection::vec((0usize..4, any::<bool>()), 0..4).prop_map(|v| {
         v.into_iter()
@@ -80,13 +93,19 @@ fn arb_inventory() -> impl Strategy<Value = Inventory> {
             .collect::<Vec<_>>()
     });
     let images = proptest::collection::vec(
-        (0i64..200, any::<bool>(), any::<bool>(), any::<bool>()),
+        (
+            0i64..200,
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            proptest::option::of(0usize..5),
+        ),
         0..5,
     )
     .prop_map(|v| {
         v.into_iter()
             .enumerate()
-            .map(|(i, (age, tagged, pinned, pause))| {
+            .map(|(i, (age, tagged, pinned, pause, parent))| {
                 let tag = if pause {
                     "registry.k8s.io/pause:3.9".to_owned()
                 } else {
@@ -98,6 +117,9 @@ fn arb_inventory() -> impl Strategy<Value = Inventory> {
                     img.tags = vec![tag];
                 }
                 img.pinned = pinned;
+                // Built on another image (loops and missing parents too:
+                // engine data gone wrong must not make a plan unsafe).
+                img.parent = parent.map(|p| format!("sha256:i{p}"));
                 img
             })
             .collect::<Vec<_>>()
@@ -233,6 +255,29 @@ proptest! {
         for i in &inv.images {
             if i.pinned || i.tags.iter().any(|t| t.starts_with("registry.k8s.io/pause:")) {
                 prop_assert!(!deleted.contains(&(Kind::Image, i.id.as_str())));
+            }
+        }
+        // Every use the one definition knows, pair by pair: no kept
+        // container makes or mounts a deleted image, and a deleted image's
+        // children are deleted in an earlier wave.
+        let wave: std::collections::HashMap<&str, u32> = p
+            .deletions()
+            .filter(|d| d.kind == Kind::Image)
+            .map(|d| (d.id.as_str(), d.wave))
+            .collect();
+        for i in inv.images.iter().filter(|i| wave.contains_key(i.id.as_str())) {
+            for c in inv.containers.iter().filter(|c| kept.contains(&c.id)) {
+                prop_assert!(
+                    crate::inventory::uses::container_uses_image(c, i).is_none(),
+                    "{} deleted while kept {} uses it", i.id, c.id
+                );
+            }
+            for child in inv.images.iter().filter(|c| c.parent.as_deref() == Some(i.id.as_str()) && c.id != i.id) {
+                let child_wave = wave.get(child.id.as_str());
+                prop_assert!(
+                    child_wave.is_some_and(|w| *w < wave[i.id.as_str()]),
+                    "{} deleted in wave {} but its child {} {:?}", i.id, wave[i.id.as_str()], child.id, child_wave
+                );
             }
         }
     }

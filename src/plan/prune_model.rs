@@ -280,6 +280,7 @@ mod tests {
         vols: &[&str],
     ) -> Container {
         Container {
+            image_mounts: Vec::new(),
             id: id.into(),
             names: vec![id.into()],
             state,
@@ -355,6 +356,7 @@ mod tests {
             ],
             build_cache: vec![
                 BuildCacheEntry {
+                    parents: Vec::new(),
                     id: "busy".into(),
                     description: String::new(),
                     created: None,
@@ -363,6 +365,7 @@ mod tests {
                     in_use: true,
                 },
                 BuildCacheEntry {
+                    parents: Vec::new(),
                     id: "idle".into(),
                     description: String::new(),
                     created: None,

@@ -5,12 +5,12 @@
 //! frees is freed in the same plan (as `docker system prune` does in
 //! sequence).
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
 use super::{Decision, Plan, Rule, Within, human_age};
+use crate::inventory::uses::{ContainerUse, ImageUses, build_cache_depths, image_depths};
 use crate::inventory::{
     BuildCacheEntry, Container, FsUsage, Image, Inventory, Kind, Network, PodSandbox, Use,
     UseSource, Volume, reference_forms, short_id,
@@ -22,7 +22,7 @@ const BUILTIN_NETWORKS: [&str; 4] = ["bridge", "host", "none", "ingress"];
 
 /// Which containers hold the images, volumes and networks they use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ContainerUse {
+pub(super) enum HeldBy {
     /// Only containers the plan keeps (planning).
     Kept,
     /// Every container that exists (re-checking, after container removal).
@@ -33,7 +33,7 @@ pub(super) fn decide_all(
     inv: &Inventory,
     policy: &Policy,
     now: DateTime<Utc>,
-    use_rule: ContainerUse,
+    use_rule: HeldBy,
     within: Option<&Within>,
 ) -> Plan {
     // `run --plan`: what the reviewed plan does not delete is kept, before
@@ -69,47 +69,49 @@ pub(super) fn decide_all(
             .map(|c| container(c, &ready, policy, now)),
     );
     restrict(&mut decisions);
+    // Which containers hold what they use: when planning, those kept;
+    // when re-checking, every one left.
+    let holds: Vec<bool> = decisions
+        .iter()
+        .map(|d| use_rule == HeldBy::All || d.decision == super::Action::Keep)
+        .collect();
     let mut users: Vec<User> = inv
         .containers
         .iter()
-        .zip(&decisions)
-        .map(|(c, d)| User {
+        .zip(&holds)
+        .map(|(c, &holds)| User {
             container: c,
-            holds: use_rule == ContainerUse::All || d.decision == super::Action::Keep,
+            holds,
         })
         .collect();
     users.sort_by(|a, b| a.container.id.cmp(&b.container.id));
     let users = Users::new(&users);
+    let image_uses = ImageUses::new(&inv.containers, &inv.images);
     let mut kinds = vec![inv.containers.len()];
     decisions.extend(inv.networks.iter().map(|n| network(n, &users, policy, now)));
     kinds.push(decisions.len());
     decisions.extend(inv.volumes.iter().map(|v| volume(v, &users, policy, now)));
     kinds.push(decisions.len());
     restrict(&mut decisions[inv.containers.len()..]);
-    let images_start = decisions.len();
-    let mut last_uses = Vec::with_capacity(inv.images.len());
-    decisions.extend(inv.images.iter().map(|i| {
-        let (decision, last_use) = image(i, &users, policy, now);
-        last_uses.push(last_use);
-        decision
-    }));
-    restrict(&mut decisions[images_start..]);
-    // Rules over all images at once: only when planning. A re-check sees
-    // the batch's images alone, and the executor watches the disk itself.
-    if use_rule == ContainerUse::Kept {
-        recency_and_disk(
-            &mut decisions[images_start..],
-            &inv.images,
-            &last_uses,
-            policy,
-            inv.image_fs.as_ref(),
-            now,
-        );
-    }
+    decide_images(
+        &mut decisions,
+        inv,
+        (&image_uses, &holds),
+        policy,
+        now,
+        use_rule,
+        &restrict,
+    );
     kinds.push(decisions.len());
     let build_cache_start = decisions.len();
     decisions.extend(inv.build_cache.iter().map(|b| build_cache(b, policy, now)));
     restrict(&mut decisions[build_cache_start..]);
+    for (d, depth) in decisions[build_cache_start..]
+        .iter_mut()
+        .zip(build_cache_depths(&inv.build_cache))
+    {
+        d.wave = depth;
+    }
     kinds.push(decisions.len());
     // Stable order: removal order of kinds (the order they were decided
     // in), then id. Adapters list by id, so a kind is usually in order
@@ -126,6 +128,59 @@ pub(super) fn decide_all(
     Plan {
         decisions,
         image_fs: inv.image_fs.clone(),
+    }
+}
+
+/// Appends the decisions of every image to `decisions`: each by its own
+/// rules, then (planning only) the rules over all images at once, with
+/// every parent of a kept image held, and each image's removal wave.
+fn decide_images(
+    decisions: &mut Vec<Decision>,
+    inv: &Inventory,
+    (image_uses, holds): (&ImageUses, &[bool]),
+    policy: &Policy,
+    now: DateTime<Utc>,
+    use_rule: HeldBy,
+    restrict: &impl Fn(&mut [Decision]),
+) {
+    let images_start = decisions.len();
+    let mut last_uses = Vec::with_capacity(inv.images.len());
+    decisions.extend(inv.images.iter().map(|i| {
+        let (decision, last_use) = image(i, image_uses, holds, policy, now);
+        last_uses.push(last_use);
+        decision
+    }));
+    restrict(&mut decisions[images_start..]);
+    let depths = image_depths(&inv.images);
+    hold_parents(
+        &mut decisions[images_start..],
+        &inv.images,
+        image_uses,
+        &depths,
+        use_rule,
+    );
+    // Rules over all images at once: only when planning. A re-check sees
+    // the batch's images alone, and the executor watches the disk itself.
+    if use_rule == HeldBy::Kept {
+        recency_and_disk(
+            &mut decisions[images_start..],
+            &inv.images,
+            &last_uses,
+            policy,
+            inv.image_fs.as_ref(),
+            now,
+        );
+        // A child those rules kept holds its parent too.
+        hold_parents(
+            &mut decisions[images_start..],
+            &inv.images,
+            image_uses,
+            &depths,
+            use_rule,
+        );
+    }
+    for (d, depth) in decisions[images_start..].iter_mut().zip(&depths) {
+        d.wave = *depth;
     }
 }
 
@@ -268,12 +323,10 @@ struct User<'a> {
 
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-/// Containers indexed by what they refer to, so that deciding an image,
-/// volume or network costs a lookup, not a scan of every container. Each
-/// list is in container id order.
+/// Containers indexed by the volumes and networks they use, so that
+/// deciding one costs a lookup, not a scan of every container (images:
+/// [`ImageUses`]). Each list is in container id order.
 struct Users<'a> {
-    /// By image id, and by every spelling of the reference they were made from.
-    images: Map<Cow<'a, str>, Vec<User<'a>>>,
     volumes: Map<&'a str, Vec<User<'a>>>,
     /// By network id and name.
     networks: Map<&'a str, Vec<User<'a>>>,
@@ -283,54 +336,18 @@ impl<'a> Users<'a> {
     /// Indexes `users`, sorted by container id.
     fn new(users: &[User<'a>]) -> Self {
         let mut index = Self {
-            images: Map::default(),
             volumes: Map::default(),
             networks: Map::default(),
         };
-        let mut keys: Vec<Cow<'a, str>> = Vec::new();
         for &u in users {
-            let c = u.container;
-            keys.clear();
-            if !c.image_id.is_empty() {
-                keys.push(Cow::Borrowed(&c.image_id));
-            }
-            if !c.image_ref.is_empty() {
-                keys.push(Cow::Borrowed(&c.image_ref));
-                keys.extend(
-                    reference_forms(&c.image_ref)
-                        .into_iter()
-                        .filter(|f| *f != c.image_ref)
-                        .map(Cow::Owned),
-                );
-            }
-            keys.sort();
-            keys.dedup();
-            for key in keys.drain(..) {
-                index.images.entry(key).or_default().push(u);
-            }
-            for v in &c.volumes {
+            for v in &u.container.volumes {
                 index.volumes.entry(v).or_default().push(u);
             }
-            for n in &c.networks {
+            for n in &u.container.networks {
                 index.networks.entry(n).or_default().push(u);
             }
         }
         index
-    }
-
-    /// Every container made from `image`, by id or by any reference, in id
-    /// order.
-    fn of_image(&self, image: &Image) -> Vec<User<'a>> {
-        let mut found: Vec<User<'a>> = std::iter::once(&image.id)
-            .chain(&image.tags)
-            .chain(&image.digests)
-            .filter_map(|key| self.images.get(key.as_str()))
-            .flatten()
-            .copied()
-            .collect();
-        found.sort_by(|a, b| a.container.id.cmp(&b.container.id));
-        found.dedup_by(|a, b| std::ptr::eq(a.container, b.container));
-        found
     }
 
     /// The first container of `list` that holds what it uses.
@@ -340,25 +357,36 @@ impl<'a> Users<'a> {
     }
 }
 
-/// An image's decision by its own rules, and its last use.
-fn image(i: &Image, users: &Users, policy: &Policy, now: DateTime<Utc>) -> (Decision, Option<Use>) {
-    let made_from = users.of_image(i);
-    let last_use = last_use(i, &made_from);
-    let decision = image_rules(i, &made_from, last_use, policy, now).with_last_use(last_use);
+/// An image's decision by its own rules, and its last use. `holds` says,
+/// per container of the inventory, whether it holds what it uses.
+fn image(
+    i: &Image,
+    uses: &ImageUses,
+    holds: &[bool],
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> (Decision, Option<Use>) {
+    let containers: Vec<(&Container, ContainerUse, bool)> = uses
+        .containers_of(i)
+        .into_iter()
+        .map(|(n, how)| (uses.container(n), how, holds[n]))
+        .collect();
+    let last_use = last_use(i, containers.iter().map(|(c, _, _)| *c));
+    let decision = image_rules(i, &containers, last_use, policy, now).with_last_use(last_use);
     (decision, last_use)
 }
 
 /// The latest use of an image: the latest of its creation, its last pull
-/// or tag, the creation and exit of any container made from it (deleted
-/// ones too: they were use), and the use the history recorded.
-fn last_use(i: &Image, made_from: &[User]) -> Option<Use> {
+/// or tag, the creation and exit of any container made from it or
+/// mounting it (deleted ones too: they were use), and the use the history
+/// recorded.
+fn last_use<'c>(i: &Image, users: impl Iterator<Item = &'c Container>) -> Option<Use> {
     let at = |at: Option<DateTime<Utc>>, source| at.map(|at| Use { at, source });
-    made_from
-        .iter()
-        .flat_map(|u| {
+    users
+        .flat_map(|c| {
             [
-                at(Some(u.container.created), UseSource::ContainerCreate),
-                at(u.container.finished, UseSource::ContainerExit),
+                at(Some(c.created), UseSource::ContainerCreate),
+                at(c.finished, UseSource::ContainerExit),
             ]
         })
         .chain([
@@ -380,18 +408,33 @@ fn used_ago(last_use: Option<Use>, now: DateTime<Utc>) -> String {
 
 fn image_rules(
     i: &Image,
-    made_from: &[User],
+    containers: &[(&Container, ContainerUse, bool)],
     last_use: Option<Use>,
     policy: &Policy,
     now: DateTime<Utc>,
 ) -> Decision {
     let d = |rule, detail: String| image_decision(i, rule, detail);
-    if let Some(user) = made_from.iter().find(|u| u.holds).map(|u| u.container) {
+    if let Some((user, how, _)) = containers.iter().find(|(_, _, holds)| *holds) {
+        let sandbox = user
+            .pod
+            .as_ref()
+            .filter(|p| p.is_sandbox)
+            .map(|_| {
+                format!(
+                    "the sandbox image of pod {}: ",
+                    user.pod_display_name().unwrap_or_default()
+                )
+            })
+            .unwrap_or_default();
+        let (fact, what) = match how {
+            ContainerUse::MadeFrom => ("used by", "used by"),
+            ContainerUse::Mounts => ("mounted by", "mounted as a volume by"),
+        };
         return d(
             Rule::InUse,
-            format!("used by kept container {}", user.display_name()),
+            format!("{sandbox}{what} kept container {}", user.display_name()),
         )
-        .with_fact("used by", user.id.clone());
+        .with_fact(fact, user.id.clone());
     }
     let rules = &policy.images;
     for reference in i.tags.iter().chain(&i.digests) {
@@ -430,6 +473,48 @@ fn image_rules(
         Rule::Eligible,
         format!("unused, last used {}", used_ago(last_use, now)),
     )
+}
+
+/// Keeps every image a kept child is built on (`in_use`, the child
+/// named): the engine refuses to delete a parent while a child exists.
+/// When re-checking, every child left holds its parent. `decisions`,
+/// `images` and `depths` are parallel; children come before their parents
+/// by rising depth, so each parent sees its children's final decisions.
+fn hold_parents(
+    decisions: &mut [Decision],
+    images: &[Image],
+    uses: &ImageUses,
+    depths: &[u32],
+    use_rule: HeldBy,
+) {
+    if images.iter().all(|i| i.parent.is_none()) {
+        return;
+    }
+    let mut order: Vec<usize> = (0..images.len()).collect();
+    order.sort_by(|&a, &b| (depths[a], &images[a].id).cmp(&(depths[b], &images[b].id)));
+    for n in order {
+        if decisions[n].decision != super::Action::Delete {
+            continue;
+        }
+        // A child no shallower than its parent lies on a chain that loops
+        // (engine data gone wrong): no order removes it safely, so it holds.
+        let holder = uses.children_of(&images[n]).into_iter().find(|&child| {
+            use_rule == HeldBy::All
+                || decisions[child].decision == super::Action::Keep
+                || depths[child] >= depths[n]
+        });
+        if let Some(child) = holder {
+            let kept = &decisions[child];
+            let detail = format!(
+                "image {} is built on it and is kept ({})",
+                kept.name,
+                kept.rule.as_str()
+            );
+            let id = images[child].id.clone();
+            rule_again(&mut decisions[n], Rule::InUse, detail);
+            decisions[n].facts.push(("child image", id));
+        }
+    }
 }
 
 fn image_decision(i: &Image, rule: Rule, detail: String) -> Decision {

@@ -19,6 +19,7 @@ pub(super) fn hours_ago(h: i64) -> DateTime<Utc> {
 
 pub(super) fn exited(id: &str, hours: i64) -> Container {
     Container {
+        image_mounts: Vec::new(),
         id: id.to_owned(),
         names: vec![id.to_owned()],
         state: ContainerState::Exited,
@@ -59,6 +60,7 @@ fn sandbox(id: &str, uid: &str, ready: bool) -> PodSandbox {
 
 pub(super) fn image(id: &str, tags: &[&str], hours: i64) -> Image {
     Image {
+        parent: None,
         id: id.to_owned(),
         tags: tags.iter().map(|t| (*t).to_owned()).collect(),
         digests: vec![],
@@ -358,6 +360,7 @@ fn network_rules_one_case_each() {
 #[test]
 fn build_cache_rules_one_case_each() {
     let entry = |id: &str, hours: i64, in_use: bool| BuildCacheEntry {
+        parents: Vec::new(),
         id: id.to_owned(),
         description: String::new(),
         created: Some(hours_ago(1000)),
@@ -419,6 +422,7 @@ fn odd_engine_data_does_not_panic() {
     c.pod = Some(PodIdentity::default());
     let mut inv = with_containers(vec![c]);
     inv.images = vec![Image {
+        parent: None,
         id: String::new(),
         tags: vec![],
         digests: vec![],

@@ -15,6 +15,7 @@ fn sample_report(outcomes: Vec<Outcome>) -> Report {
     let ago = |h| now - chrono::Duration::hours(h);
     let container =
         |id: &str, name: &str, labels: &[(&str, &str)], sandbox: Option<&str>| Container {
+            image_mounts: Vec::new(),
             id: format!("{id:0<64}"),
             names: vec![name.to_owned()],
             state: ContainerState::Exited,
@@ -51,6 +52,7 @@ fn sample_report(outcomes: Vec<Outcome>) -> Report {
         ],
         images: vec![
             Image {
+                parent: None,
                 id: "sha256:feed".into(),
                 tags: vec![
                     "busybox:1".into(),
@@ -66,6 +68,7 @@ fn sample_report(outcomes: Vec<Outcome>) -> Report {
                 recorded_use: None,
             },
             Image {
+                parent: None,
                 id: "sha256:dead".into(),
                 tags: vec![],
                 digests: vec![],

@@ -67,6 +67,10 @@ pub struct DockerRuntime {
     /// Whether the inventory measures the file system of `DockerRootDir`
     /// (`images.disk`).
     measure_image_fs: bool,
+    /// Whether images live in containerd's store (Docker 29's default):
+    /// there a parent may be deleted while its child exists, so the parent
+    /// chain holds nothing (FACTS, Docker 29).
+    containerd_store: bool,
     /// The references of each image as its last re-check read them: what
     /// its removal untags.
     rechecked_refs: std::sync::Mutex<HashMap<String, Vec<String>>>,
@@ -107,10 +111,18 @@ impl DockerRuntime {
         .map_err(|_| unreachable(format!("no answer within {CONNECT_TIMEOUT:?}").into()))?;
         let docker = answered.map_err(|e| unreachable(e.into()))?;
         let version = docker.client_version();
-        tracing::debug!(endpoint, api_version = %version, "connected to docker");
+        // Unknown (no answer) counts as the graph driver store, where a
+        // parent is held: the safe side.
+        let containerd_store = tokio::time::timeout(CONNECT_TIMEOUT, docker.info())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .is_some_and(|info| convert::uses_containerd_store(&info));
+        tracing::debug!(endpoint, api_version = %version, containerd_store, "connected to docker");
         Ok(Self {
             docker,
             socket,
+            containerd_store,
             watch: Box::default(),
             read_build_cache: true,
             measure_image_fs: false,
@@ -368,7 +380,10 @@ impl DockerRuntime {
             .await
             .map_err(Self::call_error("list images"))?;
         stream::iter(summaries)
-            .map(|summary| async move { self.image(&summary.id).await })
+            .map(|summary| async move {
+                let image = self.image(&summary.id).await?;
+                Ok(image.map(|i| self.with_parent(i, &summary.parent_id)))
+            })
             .buffer_unordered(INSPECT_CONCURRENCY)
             .try_filter_map(|i| async move { Ok(i) })
             .try_collect::<Vec<_>>()
@@ -377,6 +392,36 @@ impl DockerRuntime {
                 images.sort_by(|a, b| a.id.cmp(&b.id));
                 images
             })
+    }
+
+    /// The images built directly on one of `parents`, listed and read now:
+    /// after an image event the watch no longer knows every image.
+    async fn children_listed(&self, parents: &HashSet<&str>) -> Result<Vec<Image>, RuntimeError> {
+        let options = ListImagesOptionsBuilder::default().all(false).build();
+        let summaries = self
+            .docker
+            .list_images(Some(options))
+            .await
+            .map_err(Self::call_error("list images"))?;
+        let mut children = Vec::new();
+        for summary in summaries
+            .iter()
+            .filter(|s| parents.contains(s.parent_id.as_str()))
+        {
+            let child = self.image(&summary.id).await?;
+            children.extend(child.map(|i| self.with_parent(i, &summary.parent_id)));
+        }
+        Ok(children)
+    }
+
+    /// `image` with the parent its list entry names (`ParentId`: set by
+    /// `docker commit` and classic builds, empty for pulls; inspect no
+    /// longer carries it from API 1.52 on). None on the containerd store,
+    /// where the engine deletes a parent while its child exists.
+    fn with_parent(&self, mut image: Image, parent_id: &str) -> Image {
+        image.parent =
+            (!self.containerd_store && !parent_id.is_empty()).then(|| parent_id.to_owned());
+        image
     }
 
     /// One image by id; `None` when it does not exist.
@@ -724,11 +769,24 @@ impl Engine for DockerRuntime {
                         refs.insert(image.id.clone(), all);
                     }
                 }
+                // An image built on one of the batch holds it (the one
+                // definition of use, `inventory::uses`).
+                if watch.has_chains() {
+                    let parents: HashSet<&str> = ids.iter().copied().collect();
+                    let children = match watch.children_of(&parents) {
+                        Some(children) => children,
+                        None => self.children_listed(&parents).await?,
+                    };
+                    fresh.images.extend(
+                        children
+                            .into_iter()
+                            .filter(|c| !ids.contains(&c.id.as_str())),
+                    );
+                }
                 let keys: HashSet<&str> = fresh
                     .images
                     .iter()
-                    .flat_map(|i| std::iter::once(&i.id).chain(&i.tags).chain(&i.digests))
-                    .map(String::as_str)
+                    .flat_map(crate::inventory::uses::image_keys)
                     .collect();
                 fresh.containers = watch.users_of_images(&keys);
             }

@@ -68,12 +68,23 @@ impl MemoryEngine {
                 .containers
                 .iter()
                 .any(|c| c.id == id && c.state.is_live()),
-            Kind::Image => inv.containers.iter().any(|c| c.image_id == id),
+            // What Docker's overlay2 store refuses: an image any container
+            // uses or mounts, or one another image is built on.
+            Kind::Image => inv.images.iter().find(|i| i.id == id).is_some_and(|image| {
+                inv.containers
+                    .iter()
+                    .any(|c| crate::inventory::uses::container_uses_image(c, image).is_some())
+                    || inv.images.iter().any(|i| i.parent.as_deref() == Some(id))
+            }),
+            Kind::BuildCache => inv
+                .build_cache
+                .iter()
+                .any(|b| b.parents.iter().any(|p| p == id)),
             Kind::Volume => inv
                 .containers
                 .iter()
                 .any(|c| c.volumes.iter().any(|v| v == id)),
-            Kind::Network | Kind::BuildCache => false,
+            Kind::Network => false,
         };
         used.then(|| format!("{kind} {id} is in use"))
     }

@@ -36,6 +36,7 @@ const RULES: [Rule; 16] = [
 
 fn decision(kind: Kind, id: &str, rule: Rule, bytes: Option<u64>) -> Decision {
     Decision {
+        wave: 0,
         kind,
         id: id.to_owned(),
         name: id.to_owned(),

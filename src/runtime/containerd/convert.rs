@@ -325,6 +325,7 @@ fn container(
     };
     let cri_sandbox_id = from_cri.map(|(listed, _)| listed.pod_sandbox_id.as_str());
     Container {
+        image_mounts: Vec::new(),
         id: qualified(namespace, &native.id),
         names,
         state,

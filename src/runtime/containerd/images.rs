@@ -94,6 +94,7 @@ fn image(
                 .any(|f| pinned_forms.contains(f))
     });
     Image {
+        parent: None,
         id: qualified(namespace, digest),
         tags: tags.into_iter().collect(),
         digests: digests.into_iter().collect(),

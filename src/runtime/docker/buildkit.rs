@@ -51,12 +51,17 @@ struct UsageRecord {
     in_use: bool,
     #[prost(int64, tag = "4")]
     size: i64,
+    /// Deprecated for `parents`, still sent by older `BuildKit`s.
+    #[prost(string, tag = "5")]
+    parent: String,
     #[prost(message, optional, tag = "6")]
     created_at: Option<prost_types::Timestamp>,
     #[prost(message, optional, tag = "7")]
     last_used_at: Option<prost_types::Timestamp>,
     #[prost(string, tag = "9")]
     description: String,
+    #[prost(string, repeated, tag = "12")]
+    parents: Vec<String>,
 }
 
 /// Every build cache record of the engine at `socket`, from its `BuildKit`.
@@ -97,6 +102,15 @@ async fn ask(socket: PathBuf) -> Result<Vec<BuildCacheEntry>, String> {
         .into_iter()
         .filter(|r| !r.id.is_empty())
         .map(|r| BuildCacheEntry {
+            parents: {
+                let mut all: Vec<String> = std::iter::once(r.parent)
+                    .chain(r.parents)
+                    .filter(|p| !p.is_empty())
+                    .collect();
+                all.sort();
+                all.dedup();
+                all
+            },
             id: r.id,
             description: r.description,
             created: timestamp(r.created_at.as_ref()),

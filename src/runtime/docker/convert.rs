@@ -176,6 +176,7 @@ pub(super) fn container_from_summary(summary: ContainerSummary) -> Option<Contai
     let volumes = volume_names(summary.mounts);
     let networks = network_keys(summary.network_settings.and_then(|s| s.networks));
     Some(Container {
+        image_mounts: Vec::new(),
         names: container_names(summary.names),
         state: container_state(summary.state.as_ref()),
         pod: pod_identity(&labels),
@@ -221,6 +222,7 @@ pub(super) fn container_from_inspect(inspect: ContainerInspectResponse) -> Optio
     // Inspect names the container `/name`, as the list does.
     let names = container_names(inspect.name.map(|n| vec![n]));
     Some(Container {
+        image_mounts: Vec::new(),
         names,
         state,
         pod: pod_identity(&labels),
@@ -252,6 +254,8 @@ pub(super) fn image_from_inspect(inspect: ImageInspect) -> Option<Image> {
         refs
     };
     Some(Image {
+        // Only the list has it (`ParentId`): see `with_parent`.
+        parent: None,
         id,
         tags: sorted(real_refs(inspect.repo_tags.unwrap_or_default())),
         digests: sorted(real_refs(inspect.repo_digests.unwrap_or_default())),
@@ -268,6 +272,18 @@ pub(super) fn image_from_inspect(inspect: ImageInspect) -> Option<Image> {
         pinned: false,
         unique_size: None,
         recorded_use: None,
+    })
+}
+
+/// Whether the engine keeps its images in containerd's store (Docker 29's
+/// default, `"features": {"containerd-snapshotter": true}`): `/info`'s
+/// driver status then says `driver-type io.containerd.snapshotter.v1`.
+pub(super) fn uses_containerd_store(info: &bollard::models::SystemInfo) -> bool {
+    info.driver_status.iter().flatten().any(|pair| {
+        pair.first().map(String::as_str) == Some("driver-type")
+            && pair
+                .get(1)
+                .is_some_and(|v| v.starts_with("io.containerd.snapshotter"))
     })
 }
 

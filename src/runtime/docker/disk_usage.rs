@@ -133,6 +133,30 @@ struct BuildCacheRecord {
     size: Option<i64>,
     created_at: Option<String>,
     last_used_at: Option<String>,
+    /// The record it was built on, before `Parents` (API < 1.42).
+    parent: Option<String>,
+    parents: Option<Vec<String>>,
+    /// Docker 29 sends `Parents` under this key, leading space and all
+    /// (moby `api/types/build/cache.go`, its struct tag).
+    #[serde(rename = " Parents")]
+    parents_spaced: Option<Vec<String>>,
+}
+
+impl BuildCacheRecord {
+    /// Every parent it names, in any of the three keys, each once.
+    fn all_parents(&mut self) -> Vec<String> {
+        let mut all: Vec<String> = self
+            .parent
+            .take()
+            .into_iter()
+            .chain(self.parents.take().unwrap_or_default())
+            .chain(self.parents_spaced.take().unwrap_or_default())
+            .filter(|p| !p.is_empty())
+            .collect();
+        all.sort();
+        all.dedup();
+        all
+    }
 }
 
 #[derive(Deserialize)]
@@ -159,8 +183,9 @@ fn build_cache_from_df(body: &[u8]) -> Result<Vec<BuildCacheEntry>, serde_json::
         .unwrap_or_default();
     let mut entries: Vec<BuildCacheEntry> = records
         .into_iter()
-        .filter_map(|r| {
+        .filter_map(|mut r| {
             Some(BuildCacheEntry {
+                parents: r.all_parents(),
                 id: r.id.filter(|id| !id.is_empty())?,
                 description: r.description.unwrap_or_default(),
                 created: r.created_at.as_deref().and_then(parse_docker_time),
@@ -223,6 +248,17 @@ mod tests {
         assert_eq!(entries[0].last_used, None);
         // Nothing at all: no records.
         assert!(build_cache_from_df(b"{}").unwrap().is_empty());
+        // A record's parents, under each key an engine has used: 1.41's
+        // `Parent`, `Parents`, and Docker 29's `" Parents"` (issue 22).
+        let parents = br#"{"BuildCache":[
+            {"ID":"a","Parent":"p0"},
+            {"ID":"b","Parents":["p1","p2"]},
+            {"ID":"c"," Parents":["p3"],"Parent":""}]}"#;
+        let entries = build_cache_from_df(parents).unwrap();
+        let of = |n: usize| entries[n].parents.clone();
+        assert_eq!(of(0), ["p0"]);
+        assert_eq!(of(1), ["p1", "p2"]);
+        assert_eq!(of(2), ["p3"]);
         assert!(
             build_cache_from_df(br#"{"BuildCache":null}"#)
                 .unwrap()

@@ -25,9 +25,7 @@ use std::time::{Duration, SystemTime};
 
 use bollard::models::{EventMessage, EventMessageTypeEnum};
 
-use crate::inventory::{
-    Container, Image, PodSandbox, Volume, reference_forms, sandboxes_from_containers,
-};
+use crate::inventory::{Container, Image, PodSandbox, Volume, sandboxes_from_containers};
 
 /// How many events dockerd keeps (`eventsLimit` in moby's
 /// `daemon/events/events.go`, unchanged since 2015).
@@ -57,6 +55,13 @@ pub(super) struct Watch {
     /// The snapshot's images that no event has named since: an image's
     /// references and last tag time change only with an event about it.
     images: HashMap<String, Image>,
+    /// Whether `images` is every image of the engine still: no image event
+    /// since the snapshot. Only then does it know every child of an image.
+    images_whole: bool,
+    /// Whether an image of the snapshot was built on another: only then
+    /// does a re-check look for children (elsewhere the engine's own
+    /// refusal, 409, stands for a child made during the run).
+    chains: bool,
     /// Events from here on are yet to be read; `None` until a listing.
     cursor: Option<SystemTime>,
 }
@@ -98,6 +103,8 @@ impl Watch {
                 .collect(),
             volumes: HashMap::new(),
             images: HashMap::new(),
+            images_whole: false,
+            chains: false,
             cursor: Some(taken),
         }
     }
@@ -111,7 +118,30 @@ impl Watch {
     /// The snapshot's images, read from the same `taken` on.
     pub(super) fn with_images(mut self, images: impl IntoIterator<Item = Image>) -> Self {
         self.images = images.into_iter().map(|i| (i.id.clone(), i)).collect();
+        self.images_whole = true;
+        self.chains = self.images.values().any(|i| i.parent.is_some());
         self
+    }
+
+    /// Whether an image of the snapshot was built on another.
+    pub(super) fn has_chains(&self) -> bool {
+        self.chains
+    }
+
+    /// The images built on one of `parents`, when the snapshot's images
+    /// are still every image (no image event since); `None` otherwise.
+    pub(super) fn children_of(&self, parents: &HashSet<&str>) -> Option<Vec<Image>> {
+        if !self.images_whole {
+            return None;
+        }
+        let mut children: Vec<Image> = self
+            .images
+            .values()
+            .filter(|i| i.parent.as_deref().is_some_and(|p| parents.contains(p)))
+            .cloned()
+            .collect();
+        children.sort_by(|a, b| a.id.cmp(&b.id));
+        Some(children)
     }
 
     /// Image `id` as the snapshot read it, when no event has named it
@@ -155,13 +185,14 @@ impl Watch {
         for name in volumes {
             self.volumes.remove(name);
         }
-        match images {
-            Some(named) => {
-                for id in named {
-                    self.images.remove(id);
-                }
+        if let Some(named) = images {
+            for id in named {
+                self.images_whole &= !self.images.contains_key(id);
+                self.images.remove(id);
             }
-            None => self.images.clear(),
+        } else {
+            self.images_whole = false;
+            self.images.clear();
         }
         for id in gone {
             self.containers.remove(id);
@@ -246,8 +277,8 @@ impl Watch {
 /// One container of the watch.
 struct Entry {
     container: Container,
-    /// The keys an image may know it by: its image id and every form of
-    /// the reference it was made from.
+    /// The keys an image may know it by
+    /// ([`crate::inventory::uses::container_image_keys`]).
     image_keys: Vec<String>,
     /// Whether it carries its exit time, if it has one.
     complete: bool,
@@ -255,13 +286,12 @@ struct Entry {
 
 impl Entry {
     fn new(container: Container, complete: bool) -> Self {
-        let mut image_keys = Vec::new();
-        if !container.image_id.is_empty() {
-            image_keys.push(container.image_id.clone());
-        }
-        if !container.image_ref.is_empty() {
-            image_keys.extend(reference_forms(&container.image_ref));
-        }
+        // The one definition of how a container names the images it uses
+        // (made from, mounted), as the planner matches them.
+        let image_keys = crate::inventory::uses::container_image_keys(&container)
+            .into_iter()
+            .map(|(key, _)| key.into_owned())
+            .collect();
         Self {
             container,
             image_keys,
@@ -413,6 +443,7 @@ mod tests {
 
         let t = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 0);
         let image = |id: &str| Image {
+            parent: None,
             id: id.to_owned(),
             tags: Vec::new(),
             digests: Vec::new(),
@@ -455,5 +486,55 @@ mod tests {
         let w = Watch::new(Vec::new(), t, true);
         assert_eq!(w.since(), Some(t - OVERLAP));
         assert_eq!(Watch::default().since(), None);
+    }
+
+    proptest::proptest! {
+        /// Issue 22: the containers and children a re-check of an image
+        /// gathers from the watch are never fewer than the users the plan
+        /// saw, and on them the rules keep the image as the plan did.
+        #[test]
+        fn a_recheck_never_sees_fewer_users_of_an_image_than_the_plan(
+            inv in crate::plan::props::arb_inventory()
+        ) {
+            use crate::inventory::uses::{ImageUses, image_keys};
+            let t = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 0);
+            let watch = Watch::new(inv.containers.clone(), t, true)
+                .with_images(inv.images.clone());
+            let uses = ImageUses::new(&inv.containers, &inv.images);
+            for image in &inv.images {
+                // As `DockerRuntime::recheck` gathers them for a batch of one.
+                let batch: HashSet<&str> = std::iter::once(image.id.as_str()).collect();
+                let mut fresh_images = vec![image.clone()];
+                if watch.has_chains() {
+                    let children = watch.children_of(&batch).unwrap();
+                    fresh_images.extend(children.into_iter().filter(|c| c.id != image.id));
+                }
+                let keys: HashSet<&str> = fresh_images.iter().flat_map(image_keys).collect();
+                let containers = watch.users_of_images(&keys);
+                let seen: BTreeSet<&str> = containers.iter().map(|c| c.id.as_str()).collect();
+                for (n, _) in uses.containers_of(image) {
+                    let id = uses.container(n).id.as_str();
+                    proptest::prop_assert!(seen.contains(id), "{} misses user {id}", image.id);
+                }
+                let children: BTreeSet<&str> = fresh_images.iter().map(|i| i.id.as_str()).collect();
+                for n in uses.children_of(image) {
+                    let id = inv.images[n].id.as_str();
+                    proptest::prop_assert!(children.contains(id), "{} misses child {id}", image.id);
+                }
+                let fresh = crate::inventory::Inventory {
+                    containers,
+                    images: fresh_images,
+                    ..crate::inventory::Inventory::default()
+                };
+                let policy = crate::policy::Policy::builtin();
+                let now = chrono::Utc::now();
+                let again = crate::plan::recheck(crate::inventory::Kind::Image, &[image.id.as_str()], &fresh, &policy, now);
+                let whole = crate::plan::recheck(crate::inventory::Kind::Image, &[image.id.as_str()], &inv, &policy, now);
+                let rule = |d: &[Option<crate::plan::Decision>]| d[0].as_ref().map(|d| d.rule);
+                if rule(&whole) == Some(crate::plan::Rule::InUse) {
+                    proptest::prop_assert_eq!(rule(&again), Some(crate::plan::Rule::InUse));
+                }
+            }
+        }
     }
 }

@@ -583,7 +583,7 @@ impl DockerRuntime {
                         return Removal::InUse(format!("image is used by container {}", user.id));
                     }
                 }
-                Err(e) => return Removal::Failed(e.to_string()),
+                Err(e) => return super::failed(&e),
             }
             for reference in &refs {
                 // A tag may have moved to another image since the re-check
@@ -940,7 +940,8 @@ fn removal_from_error(e: BollardError) -> Removal {
             status_code: 409,
             message,
         } => Removal::InUse(message),
-        other => Removal::Failed(other.to_string()),
+        // With every cause: "docker read events failed" alone says nothing.
+        other => super::failed(&other),
     }
 }
 

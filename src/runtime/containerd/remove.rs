@@ -124,7 +124,7 @@ impl ContainerdRuntime {
             Some(checked) => checked,
             None => match self.all_containers().await {
                 Ok(everyone) => check(&Known::listed(&everyone)),
-                Err(e) => return Removal::Failed(e.to_string()),
+                Err(e) => return crate::runtime::failed(&e),
             },
         };
         if let Some(user) = users.first() {

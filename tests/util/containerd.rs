@@ -20,6 +20,13 @@
 //! answer, takes about 0.1 s (measured: 70 to 130 ms on 2 cores); the
 //! sandbox image import adds about as much.
 //!
+//! [`PrivateContainerd::start_version`] runs either release a node may
+//! have: Debian 12's containerd 1.6.20 ([`ContainerdVersion::V1_6`], what
+//! [`PrivateContainerd::start`] runs) or containerd 2.3.4 built from its
+//! sources ([`ContainerdVersion::V2_3`], [`PrivateContainerd::start_v2`]),
+//! found under `$SAFEPRUNE_TEST_RUNTIMES`; where that is unset the test is
+//! skipped, and says so. Each runs with its own `ctr` and shim.
+//!
 //! Everything the fixtures create carries the label `safeprune.test=<scope>`
 //! with the engine's own scope.
 
@@ -34,17 +41,27 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use containerd_client::services::v1::GetRequest;
+use containerd_client::services::v1::{
+    Container, GetContainerRequest, GetRequest, ListRequest as ListLeasesRequest,
+    ListResourcesRequest,
+};
 use containerd_client::tonic::Request;
 use containerd_client::tonic::transport::Channel;
 use containerd_client::types::v1::Status as TaskStatus;
 use containerd_client::with_namespace;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 
+#[allow(
+    unused_imports,
+    reason = "each test binary uses its own subset of the harness"
+)]
+pub use self::pods::{IMAGE_VOLUME_PATH, ImageVolumePod, PodContainer, image_volume_mount};
+
 use self::archive::images_archive;
-use super::TEST_LABEL;
+use self::daemon::Binaries;
 use super::engine::EngineProcess;
 use super::node::http_get;
+use super::{Skipped, TEST_LABEL};
 
 /// The namespace the CRI plugin keeps kubelet's objects in.
 pub const CRI_NAMESPACE: &str = "k8s.io";
@@ -69,12 +86,38 @@ pub struct Imported {
     pub layer_digest: String,
 }
 
+/// The containerd release a [`PrivateContainerd`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerdVersion {
+    /// Debian 12's containerd 1.6.20 (package `containerd`): `containerd`,
+    /// its shim and `ctr` on PATH.
+    V1_6,
+    /// containerd 2.3.4, built from its sources (`../shared/runtimes`):
+    /// `$SAFEPRUNE_TEST_RUNTIMES/containerd-2.3.4/`.
+    V2_3,
+}
+
+/// A lease and what it holds, as containerd's leases API lists them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseResources {
+    pub id: String,
+    pub labels: BTreeMap<String, String>,
+    /// `(type, id)` of each resource, such as `("snapshots/overlayfs", key)`.
+    pub resources: Vec<(String, String)>,
+}
+
 /// A containerd of the test's own, with the CRI plugin.
 pub struct PrivateContainerd {
     channel: Channel,
     socket: PathBuf,
+    binaries: Binaries,
     /// Last, so the clients are gone before the daemon is torn down.
     process: EngineProcess,
+}
+
+/// Debian's containerd, which is always there (scripts/deps.sh).
+fn debian() -> Binaries {
+    Binaries::find(ContainerdVersion::V1_6).expect("Debian's containerd needs no runtimes")
 }
 
 impl PrivateContainerd {
@@ -83,7 +126,7 @@ impl PrivateContainerd {
     pub async fn start_on_small_fs(megabytes: u64) -> Self {
         let mut process = EngineProcess::new("containerd", "spc-");
         process.mount_small_fs("root", megabytes);
-        Self::start_in(process).await
+        Self::start_in(process, debian()).await
     }
 
     /// Where the CRI plugin stores unpacked images: its image file system.
@@ -100,15 +143,45 @@ impl PrivateContainerd {
     /// When containerd cannot be started or does not answer within 30 s; the
     /// message holds the tail of its log.
     pub async fn start() -> Self {
-        Self::start_in(EngineProcess::new("containerd", "spc-")).await
+        Self::start_in(EngineProcess::new("containerd", "spc-"), debian()).await
     }
 
-    async fn start_in(mut process: EngineProcess) -> Self {
+    /// [`Self::start`] on containerd 2.3.4: `start_version(V2_3)`.
+    ///
+    /// ```ignore
+    /// let Some(containerd) = PrivateContainerd::start_v2().await.or_skip() else {
+    ///     return; // printed: "skipped: SAFEPRUNE_TEST_RUNTIMES is unset ..."
+    /// };
+    /// ```
+    ///
+    /// # Errors
+    /// [`Skipped`] when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
+    pub async fn start_v2() -> Result<Self, Skipped> {
+        Self::start_version(ContainerdVersion::V2_3).await
+    }
+
+    /// [`Self::start`] on the containerd release `version`, with the
+    /// config of that release and its own `ctr` and shim.
+    ///
+    /// # Errors
+    /// [`Skipped`] for [`ContainerdVersion::V2_3`] when
+    /// `$SAFEPRUNE_TEST_RUNTIMES` is unset (never for 1.6).
+    ///
+    /// # Panics
+    /// As [`Self::start`]; and when `$SAFEPRUNE_TEST_RUNTIMES` is set but
+    /// lacks `containerd-2.3.4/`.
+    pub async fn start_version(version: ContainerdVersion) -> Result<Self, Skipped> {
+        let binaries = Binaries::find(version)?;
+        Ok(Self::start_in(EngineProcess::new("containerd", "spc-"), binaries).await)
+    }
+
+    async fn start_in(mut process: EngineProcess, binaries: Binaries) -> Self {
         let socket = process.path(daemon::SOCKET);
-        let channel = daemon::launch(&mut process, "config.toml", true).await;
+        let channel = daemon::launch(&mut process, &binaries, "config.toml", true).await;
         let containerd = Self {
             channel,
             socket,
+            binaries,
             process,
         };
         containerd.import_image(
@@ -134,7 +207,13 @@ impl PrivateContainerd {
         // A killed containerd leaves its socket; the answer must come from
         // the new one.
         let _ = fs::remove_file(&self.socket);
-        self.channel = daemon::launch(&mut self.process, "config-restart.toml", cri).await;
+        self.channel = daemon::launch(
+            &mut self.process,
+            &self.binaries,
+            "config-restart.toml",
+            cri,
+        )
+        .await;
     }
 
     /// The pid of containerd, the init of the node's namespaces: its
@@ -179,6 +258,11 @@ impl PrivateContainerd {
             .collect()
     }
 
+    /// The release this containerd is.
+    pub fn version(&self) -> ContainerdVersion {
+        self.binaries.version
+    }
+
     /// The socket path, `/tmp/spc-XXXXXX/c.sock`.
     pub fn socket(&self) -> &Path {
         &self.socket
@@ -214,9 +298,9 @@ impl PrivateContainerd {
         RuntimeServiceClient::new(self.channel())
     }
 
-    /// `ctr`, pointed at this containerd and `namespace`.
+    /// `ctr` of this containerd's release, pointed at it and `namespace`.
     pub fn ctr(&self, namespace: &str) -> Command {
-        let mut cmd = Command::new("ctr");
+        let mut cmd = Command::new(self.binaries.ctr());
         cmd.arg("--address")
             .arg(&self.socket)
             .args(["--namespace", namespace]);
@@ -353,6 +437,49 @@ impl PrivateContainerd {
             namespace,
             &["containers", "create", "--label", &label, image, id],
         );
+    }
+
+    /// The native record of container `id` in `namespace`, as containerd's
+    /// API returns it (its spec and extensions as JSON in `Any`s).
+    pub async fn native_container(&self, namespace: &str, id: &str) -> Container {
+        let request = with_namespace!(GetContainerRequest { id: id.to_owned() }, namespace);
+        Box::pin(self.native().containers().get(request))
+            .await
+            .unwrap_or_else(|e| panic!("get container {namespace}/{id}: {e}"))
+            .into_inner()
+            .container
+            .unwrap_or_else(|| panic!("no record for container {namespace}/{id}"))
+    }
+
+    /// Every lease in `namespace` with the resources it holds, by id.
+    pub async fn leases(&self, namespace: &str) -> Vec<LeaseResources> {
+        let request = with_namespace!(ListLeasesRequest { filters: vec![] }, namespace);
+        let leases = Box::pin(self.native().leases().list(request))
+            .await
+            .unwrap_or_else(|e| panic!("list leases in {namespace}: {e}"))
+            .into_inner()
+            .leases;
+        let mut all = Vec::new();
+        for lease in leases {
+            let request = with_namespace!(
+                ListResourcesRequest {
+                    id: lease.id.clone()
+                },
+                namespace
+            );
+            let resources = Box::pin(self.native().leases().list_resources(request))
+                .await
+                .unwrap_or_else(|e| panic!("list the resources of lease {}: {e}", lease.id))
+                .into_inner()
+                .resources;
+            all.push(LeaseResources {
+                id: lease.id,
+                labels: lease.labels.into_iter().collect(),
+                resources: resources.into_iter().map(|r| (r.r#type, r.id)).collect(),
+            });
+        }
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all
     }
 
     /// Waits until the task of native container `id` has stopped.

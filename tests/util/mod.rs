@@ -19,6 +19,9 @@
 //!   and stopped.
 //! - [`image`] (`image.rs`): the container image `scripts/image.sh` builds
 //!   from the binary under test, and its archives read back.
+//! - [`test_runtime`] and [`Skipped`] (here): the newer engines built from
+//!   upstream sources (`$SAFEPRUNE_TEST_RUNTIMES`, which `scripts/test.sh`
+//!   sets), or why a test that needs one did not run.
 //!
 //! Everything the fixtures create carries the label `safeprune.test=<scope>`
 //! with the engine's own scope, and lies in that engine alone.
@@ -38,7 +41,10 @@ pub mod node;
 pub mod pod;
 
 use std::collections::HashMap;
+use std::ffi::OsString;
+use std::fmt;
 use std::fs;
+use std::path::PathBuf;
 use std::process::Command;
 
 /// The label every fixture object carries.
@@ -50,6 +56,73 @@ pub const RUN_FOREVER: &[&str] = &["sh", "-c", "trap 'exit 0' TERM; sleep 3600 &
 
 /// A command that exits 0 at once.
 pub const EXIT_0: &[&str] = &["sh", "-c", "exit 0"];
+
+/// The directory of the runtimes built from upstream sources
+/// (`../shared/runtimes/install.sh` unpacked there, one directory per set,
+/// such as `containerd-2.3.4/`); `scripts/test.sh` sets it when
+/// `../shared/runtimes` exists.
+pub const RUNTIMES_VAR: &str = "SAFEPRUNE_TEST_RUNTIMES";
+
+/// Why a test did not run: an engine it needs is not on this machine. Its
+/// text starts with `skipped:`, and the test prints it (see [`OrSkip`]):
+/// a test that passes without running must say so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped(pub String);
+
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `result.or_skip()`: the value, or `None` once the reason it is missing
+/// has been printed, for `let Some(x) = ... else { return };`.
+pub trait OrSkip<T> {
+    /// The value; or prints the [`Skipped`] reason and gives `None`.
+    fn or_skip(self) -> Option<T>;
+}
+
+impl<T> OrSkip<T> for Result<T, Skipped> {
+    fn or_skip(self) -> Option<T> {
+        // On stderr, beside the harness's other notes (an engine's start):
+        // nextest shows it with the test's output, as cargo test does.
+        self.map_err(|skipped| eprintln!("{skipped}")).ok()
+    }
+}
+
+/// The directory of runtime set `set` (say `containerd-2.3.4`) under
+/// `$SAFEPRUNE_TEST_RUNTIMES`, for tests of `what` (say `containerd
+/// 2.3.4`).
+///
+/// # Errors
+/// [`Skipped`] when the variable is unset: the runtimes are optional, as
+/// `../shared/runtimes` is.
+///
+/// # Panics
+/// When the variable is set but `set` is not under it: that is a broken
+/// install, not a machine without the runtimes, and must not pass as a skip.
+pub fn test_runtime(set: &str, what: &str) -> Result<PathBuf, Skipped> {
+    runtime_in(std::env::var_os(RUNTIMES_VAR), set, what)
+}
+
+/// [`test_runtime`] with `root` as the variable's value.
+///
+/// # Errors
+/// [`Skipped`] when `root` is `None` or empty.
+pub fn runtime_in(root: Option<OsString>, set: &str, what: &str) -> Result<PathBuf, Skipped> {
+    let Some(root) = root.filter(|v| !v.is_empty()) else {
+        return Err(Skipped(format!(
+            "skipped: {RUNTIMES_VAR} is unset (../shared/runtimes absent): {what} tests not run"
+        )));
+    };
+    let dir = PathBuf::from(root).join(set);
+    assert!(
+        dir.is_dir(),
+        "{RUNTIMES_VAR} is set but {} is missing: run ../shared/runtimes/install.sh into it (scripts/test.sh does)",
+        dir.display()
+    );
+    Ok(dir)
+}
 
 /// Runs `command`; panics with its output when it fails.
 pub fn run_ok(command: &mut Command) {

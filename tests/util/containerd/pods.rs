@@ -1,21 +1,77 @@
 //! CRI fixtures: pod sandboxes and their containers, made through CRI as
-//! kubelet makes them.
+//! kubelet makes them; among them pods with an image volume (KEP-4639, CRI
+//! `Mount.image`, containerd 2.1 and later).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use k8s_cri::v1::{
     ContainerConfig, ContainerMetadata, ContainerState as CriContainerState,
-    ContainerStatusRequest, CreateContainerRequest, ImageSpec, LinuxContainerConfig,
-    LinuxContainerResources, LinuxPodSandboxConfig, LinuxSandboxSecurityContext,
-    ListContainersRequest, NamespaceMode, NamespaceOption, PodSandboxConfig, PodSandboxMetadata,
+    ContainerStatusRequest, ContainerStatusResponse, CreateContainerRequest, Image, ImageSpec,
+    LinuxContainerConfig, LinuxContainerResources, LinuxPodSandboxConfig,
+    LinuxSandboxSecurityContext, ListContainersRequest, ListImagesRequest, Mount, NamespaceMode,
+    NamespaceOption, PodSandboxConfig, PodSandboxMetadata, RemoveImageRequest,
     RemovePodSandboxRequest, RunPodSandboxRequest, StartContainerRequest, StatusRequest,
     StopContainerRequest, StopPodSandboxRequest,
 };
 
-use super::{PrivateContainerd, STATE_TIMEOUT};
+use containerd_client::tonic::Status;
+use k8s_cri::v1::image_service_client::ImageServiceClient;
+
+use super::{ContainerdVersion, PrivateContainerd, STATE_TIMEOUT};
 use crate::util::pod::Pod;
 use crate::util::{EXIT_0, RUN_FOREVER, scoped_labels};
+
+/// Where [`PrivateContainerd::run_image_volume_pod`] mounts the image.
+pub const IMAGE_VOLUME_PATH: &str = "/volume";
+
+/// A CRI mount of image `image` (a reference, or an image id
+/// `sha256:<config digest>`) at `container_path`, read only: an image
+/// volume as kubelet asks for one (Kubernetes forces image volumes read
+/// only).
+pub fn image_volume_mount(image: &str, container_path: &str) -> Mount {
+    Mount {
+        container_path: container_path.to_owned(),
+        readonly: true,
+        image: Some(ImageSpec {
+            image: image.to_owned(),
+            ..ImageSpec::default()
+        }),
+        ..Mount::default()
+    }
+}
+
+/// One of a pod's containers, as kubelet asks CRI to make it.
+#[derive(Debug, Clone, Default)]
+pub struct PodContainer<'a> {
+    /// Its name in the pod (`io.kubernetes.container.name`).
+    pub name: &'a str,
+    /// Its restart count: kubelet makes a new container of the same name
+    /// with the next attempt (CRI refuses a second one of the same name
+    /// and attempt: the name is reserved).
+    pub attempt: u32,
+    /// Its image, a reference or an id.
+    pub image: &'a str,
+    pub cmd: &'a [&'a str],
+    /// Labels besides kubelet's.
+    pub labels: &'a [(&'a str, &'a str)],
+    pub mounts: Vec<Mount>,
+}
+
+/// A running pod whose container mounts an image as a volume.
+#[derive(Debug, Clone)]
+pub struct ImageVolumePod {
+    pub pod: Pod,
+    /// The pod's sandbox id.
+    pub sandbox_id: String,
+    /// The name of the container that mounts the image, and its image.
+    pub name: String,
+    pub image: String,
+    /// The id of the container that mounts the image; it runs until stopped.
+    pub container_id: String,
+    /// The mount, as `CreateContainer` was given it.
+    pub mount: Mount,
+}
 
 impl PrivateContainerd {
     /// Runs a pod sandbox through CRI, as kubelet does, on the host network.
@@ -61,6 +117,39 @@ impl PrivateContainerd {
         cmd: &[&str],
         labels: &[(&str, &str)],
     ) -> String {
+        let container = PodContainer {
+            name,
+            image,
+            cmd,
+            labels,
+            ..PodContainer::default()
+        };
+        self.try_create_pod_container(pod, sandbox_id, container)
+            .await
+            .unwrap_or_else(|e| panic!("create container {name} in {}: {e}", pod.name))
+    }
+
+    /// Creates (does not start) `container` in a pod through CRI, as
+    /// [`Self::create_pod_container`], with its mounts and attempt; its
+    /// error as CRI gave it (code and message, as kubelet logs them): a
+    /// test may expect the refusal.
+    ///
+    /// # Errors
+    /// CRI's answer when `CreateContainer` fails.
+    pub async fn try_create_pod_container(
+        &self,
+        pod: &Pod,
+        sandbox_id: &str,
+        container: PodContainer<'_>,
+    ) -> Result<String, Status> {
+        let PodContainer {
+            name,
+            attempt,
+            image,
+            cmd,
+            labels,
+            mounts,
+        } = container;
         let mut all_labels = scoped_labels(self.scope(), pod.labels());
         all_labels.insert("io.kubernetes.container.name".to_owned(), name.to_owned());
         all_labels.extend(
@@ -71,17 +160,18 @@ impl PrivateContainerd {
         let config = ContainerConfig {
             metadata: Some(ContainerMetadata {
                 name: name.to_owned(),
-                attempt: 0,
+                attempt,
             }),
             image: Some(ImageSpec {
                 image: image.to_owned(),
                 ..ImageSpec::default()
             }),
             command: cmd.iter().map(|&s| s.to_owned()).collect(),
+            mounts,
             labels: all_labels,
             annotations: HashMap::from([(
                 "io.kubernetes.container.restartCount".to_owned(),
-                "0".to_owned(),
+                attempt.to_string(),
             )]),
             linux: Some(LinuxContainerConfig {
                 // Not below containerd's own score: see docs/engines.md, "Test engines".
@@ -100,9 +190,7 @@ impl PrivateContainerd {
         };
         Box::pin(self.cri().create_container(request))
             .await
-            .unwrap_or_else(|e| panic!("create container {name} in {}: {e}", pod.name))
-            .into_inner()
-            .container_id
+            .map(|answer| answer.into_inner().container_id)
     }
 
     /// Starts a CRI container.
@@ -192,6 +280,122 @@ impl PrivateContainerd {
             .await;
         self.start_container(&id).await;
         id
+    }
+
+    /// A running pod `pod`: its container `name` runs `image` (until
+    /// stopped) and mounts image `volume_image` at [`IMAGE_VOLUME_PATH`],
+    /// read only: a Kubernetes image volume, as kubelet asks for it. Import
+    /// both images first; nothing is pulled. `volume_image` may be a
+    /// reference or an image id (kubelet passes the id its pull resolved).
+    ///
+    /// # Panics
+    /// On containerd 1.6, which knows no image volumes (they came with
+    /// containerd 2.1), and when CRI refuses.
+    pub async fn run_image_volume_pod(
+        &self,
+        pod: &Pod,
+        name: &str,
+        image: &str,
+        volume_image: &str,
+    ) -> ImageVolumePod {
+        assert_ne!(
+            self.version(),
+            ContainerdVersion::V1_6,
+            "containerd 1.6 has no image volumes (CRI Mount.image): start containerd 2.x"
+        );
+        let sandbox_id = self.run_pod_sandbox(pod).await;
+        let mount = image_volume_mount(volume_image, IMAGE_VOLUME_PATH);
+        let container = PodContainer {
+            name,
+            image,
+            cmd: RUN_FOREVER,
+            mounts: vec![mount.clone()],
+            ..PodContainer::default()
+        };
+        let container_id = self
+            .try_create_pod_container(pod, &sandbox_id, container)
+            .await
+            .unwrap_or_else(|e| panic!("create container {name} mounting {volume_image}: {e}"));
+        self.start_container(&container_id).await;
+        ImageVolumePod {
+            pod: pod.clone(),
+            sandbox_id,
+            name: name.to_owned(),
+            image: image.to_owned(),
+            container_id,
+            mount,
+        }
+    }
+
+    /// What kubelet does once the container of `pod` that mounts the image
+    /// has exited: a new container of the same name, the next `attempt`
+    /// (its restart count, from 1), with the same mount, started. Returns
+    /// its id, or CRI's refusal (of the create or the start).
+    ///
+    /// # Errors
+    /// CRI's answer when `CreateContainer` or `StartContainer` fails.
+    pub async fn recreate_image_volume_container(
+        &self,
+        pod: &ImageVolumePod,
+        attempt: u32,
+    ) -> Result<String, Status> {
+        let container = PodContainer {
+            name: &pod.name,
+            attempt,
+            image: &pod.image,
+            cmd: RUN_FOREVER,
+            mounts: vec![pod.mount.clone()],
+            ..PodContainer::default()
+        };
+        let id = self
+            .try_create_pod_container(&pod.pod, &pod.sandbox_id, container)
+            .await?;
+        Box::pin(self.cri().start_container(StartContainerRequest {
+            container_id: id.clone(),
+        }))
+        .await?;
+        Ok(id)
+    }
+
+    /// CRI's `ContainerStatus` of container `id`, verbose (with `info`) or
+    /// not.
+    pub async fn container_status(&self, id: &str, verbose: bool) -> ContainerStatusResponse {
+        Box::pin(self.cri().container_status(ContainerStatusRequest {
+            container_id: id.to_owned(),
+            verbose,
+        }))
+        .await
+        .unwrap_or_else(|e| panic!("container status {id}: {e}"))
+        .into_inner()
+    }
+
+    /// Every image, as kubelet lists them through CRI.
+    pub async fn cri_images(&self) -> Vec<Image> {
+        Box::pin(
+            ImageServiceClient::new(self.channel()).list_images(ListImagesRequest { filter: None }),
+        )
+        .await
+        .expect("list images through CRI")
+        .into_inner()
+        .images
+    }
+
+    /// CRI's `RemoveImage` of `image` (a reference or an id), as kubelet's
+    /// image GC or `crictl rmi` calls it; its error as CRI gave it.
+    ///
+    /// # Errors
+    /// CRI's answer when `RemoveImage` fails.
+    pub async fn try_remove_image(&self, image: &str) -> Result<(), Status> {
+        Box::pin(
+            ImageServiceClient::new(self.channel()).remove_image(RemoveImageRequest {
+                image: Some(ImageSpec {
+                    image: image.to_owned(),
+                    ..ImageSpec::default()
+                }),
+            }),
+        )
+        .await
+        .map(|_| ())
     }
 
     /// The ids of every container, as kubelet sees them through CRI.

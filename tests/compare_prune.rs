@@ -49,6 +49,27 @@ async fn lay_out(e: &PrivateDockerd) {
     e.create_container("new", "stopped:1", &[], EXIT_0).await;
     // A BuildKit build: an image, and build cache records.
     e.build_with_buildkit("built:1");
+    // Issue 22: an image in use under several names, which the command
+    // strips down to one reference; and `docker commit` of a container of
+    // base:1 into committed:1, which runs: the command takes only base:1's
+    // name.
+    let used = e
+        .docker()
+        .inspect_image("used:1")
+        .await
+        .unwrap()
+        .id
+        .unwrap();
+    for extra in ["used:2", "zed/used:1", "other:1"] {
+        e.tag_image(&used, extra).await;
+    }
+    e.import_busybox_image("base:1", Some("base")).await;
+    let source = e.create_container("source", "base:1", &[], EXIT_0).await;
+    util::run_ok(e.cli().args(["commit", &source, "committed:1"]));
+    let child = e
+        .create_container("child", "committed:1", &[], RUN_FOREVER)
+        .await;
+    e.start_container(&child).await;
 }
 
 /// Every object of the engine: (kind, id) → its names, as the report
@@ -67,7 +88,9 @@ async fn objects(e: &PrivateDockerd) -> BTreeMap<(String, String), BTreeSet<Stri
             .collect();
         all.insert(("container".into(), c.id.unwrap()), names);
     }
-    let options = ListImagesOptionsBuilder::default().all(false).build();
+    // Every image, the untagged parents `docker images` hides too: the
+    // command leaves such a parent behind it, with no name.
+    let options = ListImagesOptionsBuilder::default().all(true).build();
     for i in d.list_images(Some(options)).await.unwrap() {
         all.insert(("image".into(), i.id), i.repo_tags.into_iter().collect());
     }
@@ -196,6 +219,28 @@ async fn predicted_as_removed(
     eprintln!("removed by docker system prune {flags:?}: {removed:?}");
     assert!(!removed.is_empty());
     assert_eq!(predicted, removed, "the model and the command differ");
+    // The names it took off images it kept (issue 22), by name.
+    let mut untagged: Vec<String> = before_pruned
+        .iter()
+        .filter(|(k, _)| k.0 == "image")
+        .filter_map(|(k, names)| Some(names.difference(after.get(k)?).cloned().collect::<Vec<_>>()))
+        .flatten()
+        .collect();
+    untagged.sort();
+    let mut predicted_untags: Vec<String> = comparison["untagged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|u| u["names"].as_array().unwrap().clone())
+        .map(|n| n.as_str().unwrap().to_owned())
+        .filter(|n| !n.contains('@'))
+        .collect();
+    predicted_untags.sort();
+    eprintln!("untagged by docker system prune {flags:?}: {untagged:?}");
+    assert_eq!(
+        predicted_untags, untagged,
+        "the model and the command take different names off kept images"
+    );
     // The plan removed nothing.
     assert_eq!(objects(predicted_on).await, before);
     comparison
@@ -249,6 +294,120 @@ async fn the_prediction_matches_docker_system_prune_object_for_object() {
         summary["command_removes"].as_u64(),
         Some(removes + 3),
         "{summary}"
+    );
+}
+
+/// Issue 22: a build of nine chained steps leaves nine build cache
+/// records, each built on the one before. `docker builder prune -a -f`
+/// removes them all; so does `safeprune run` now, leaves first (in id
+/// order it left 5 or 6, refused while their children were left).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chain_of_build_cache_records_goes_whole_as_with_docker_builder_prune() {
+    let (ours, theirs) = tokio::join!(PrivateDockerd::start(), PrivateDockerd::start());
+    for e in [&ours, &theirs] {
+        e.build_chain_with_buildkit("chain:1", 9);
+    }
+    let before = build_cache(&ours).await.len();
+    assert!(before >= 9, "{before} build cache records");
+    assert!(
+        build_cache(&ours)
+            .await
+            .iter()
+            .any(|r| r["Parent"].as_str().is_some_and(|p| !p.is_empty())),
+        "the records are not chained"
+    );
+    util::run_ok(theirs.cli().args(["builder", "prune", "-a", "-f"]));
+    assert_eq!(build_cache(&theirs).await.len(), 0);
+    let cli = Cli::new(
+        &Runtime::Docker(ours.endpoint()),
+        "containers: {enabled: false}\nimages: {enabled: false}\nbuild_cache: {min_age: 0s}\n",
+    );
+    let (code, report) = cli.json(&["run", "--output", "json"]);
+    assert_eq!(code, Some(0), "{report}");
+    let left = build_cache(&ours).await;
+    assert!(left.is_empty(), "left: {left:#?}\nreport: {report}");
+    assert_eq!(
+        report["summary"]["delete"]["build_cache"].as_u64(),
+        Some(before as u64)
+    );
+}
+
+/// Issue 22, on the real engine: a parent of an image in use is kept as in
+/// use, its child named, and keeps its name; an unused parent and child
+/// both go in one run, the child first (in id order the parent was
+/// refused, 409, in one run out of two).
+#[tokio::test(flavor = "multi_thread")]
+async fn safeprune_keeps_a_parent_in_use_and_removes_an_unused_chain_children_first() {
+    let e = PrivateDockerd::start().await;
+    let commit = |from: &str, to: &str| {
+        let e = &e;
+        let (from, to) = (from.to_owned(), to.to_owned());
+        async move {
+            let source = e
+                .create_container(&to.replace(':', "-"), &from, &[], EXIT_0)
+                .await;
+            util::run_ok(e.cli().args(["commit", &source, &to]));
+            util::run_ok(e.cli().args(["rm", &source]));
+        }
+    };
+    e.import_busybox_image("base:1", Some("base")).await;
+    commit("base:1", "committed:1").await;
+    let child = e
+        .create_container("child", "committed:1", &[], RUN_FOREVER)
+        .await;
+    e.start_container(&child).await;
+    // Several parent-child pairs, so that id order puts some parents first.
+    for n in 0..4 {
+        e.import_busybox_image(&format!("old{n}:1"), Some(&format!("old{n}")))
+            .await;
+        commit(&format!("old{n}:1"), &format!("old{n}-child:1")).await;
+    }
+    let cli = Cli::new(
+        &Runtime::Docker(e.endpoint()),
+        "images: {min_age: 0s}\nbuild_cache: {enabled: false}\n",
+    );
+    let (code, plan) = cli.json(&["plan", "--output", "json"]);
+    assert_eq!(code, Some(0), "{plan}");
+    let base = plan["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "base:1")
+        .expect("base:1 decided");
+    assert_eq!(base["rule"], "in_use", "{base}");
+    assert_eq!(
+        base["detail"], "image committed:1 is built on it and is kept (in_use)",
+        "{base}"
+    );
+    let (code, report) = cli.json(&["run", "--output", "json"]);
+    assert_eq!(code, Some(0), "{report}");
+    let outcomes = report["outcomes"].as_array().unwrap();
+    let deleted: BTreeSet<&str> = outcomes
+        .iter()
+        .filter(|o| o["result"] == "deleted")
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    for n in 0..4 {
+        assert!(deleted.contains(format!("old{n}:1").as_str()), "{report}");
+        assert!(
+            deleted.contains(format!("old{n}-child:1").as_str()),
+            "{report}"
+        );
+    }
+    assert!(
+        outcomes.iter().all(|o| o["result"] == "deleted"),
+        "a removal was refused: {report}"
+    );
+    let names: BTreeSet<String> = objects(&e)
+        .await
+        .into_iter()
+        .filter(|(k, _)| k.0 == "image")
+        .flat_map(|(_, names)| names)
+        .collect();
+    assert_eq!(
+        names,
+        ["base:1", "committed:1"].map(str::to_owned).into(),
+        "safeprune takes no name off what it keeps"
     );
 }
 

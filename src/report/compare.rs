@@ -85,6 +85,21 @@ pub struct Difference {
     pub command: String,
 }
 
+/// An image the command keeps but takes names off.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Untagged {
+    pub kind: Kind,
+    pub id: String,
+    pub name: String,
+    /// The names it loses, as listed.
+    pub names: Vec<String>,
+    /// safeprune's rule for the image (safeprune takes no name off an
+    /// image it keeps).
+    pub rule: Rule,
+    /// Why the command keeps the image.
+    pub command: String,
+}
+
 /// Both sides' totals.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Totals {
@@ -94,6 +109,8 @@ pub struct Totals {
     pub safeprune_bytes: u64,
     /// Removed by both.
     pub both: usize,
+    /// Names the command takes off images it keeps.
+    pub command_untags: usize,
 }
 
 /// The comparison.
@@ -110,6 +127,10 @@ pub struct Comparison {
     pub only_safeprune: Vec<Difference>,
     /// What both remove.
     pub both: Vec<Difference>,
+    /// Images the command keeps but takes names off: the names pods are
+    /// started by (`docker system prune -a` untags a parent of an image in
+    /// use, and the extra names of an image in use).
+    pub untagged: Vec<Untagged>,
     pub summary: Totals,
 }
 
@@ -127,6 +148,7 @@ impl Comparison {
         let mut only_command = Vec::new();
         let mut only_safeprune = Vec::new();
         let mut both = Vec::new();
+        let mut untagged = Vec::new();
         let mut summary = Totals::default();
         for d in &plan.decisions {
             let Some(v) = verdicts.get(&(d.kind, d.id.clone())) else {
@@ -151,6 +173,17 @@ impl Comparison {
                 detail: d.detail.clone(),
                 command: v.why.clone(),
             };
+            if !v.removes && !v.untags.is_empty() {
+                summary.command_untags += v.untags.len();
+                untagged.push(Untagged {
+                    kind: d.kind,
+                    id: d.id.clone(),
+                    name: d.name.clone(),
+                    names: v.untags.clone(),
+                    rule: d.rule,
+                    command: v.why.clone(),
+                });
+            }
             match (v.removes, ours) {
                 (true, true) => {
                     summary.both += 1;
@@ -170,6 +203,7 @@ impl Comparison {
             only_command,
             only_safeprune,
             both,
+            untagged,
             summary,
         }
     }
@@ -183,6 +217,35 @@ impl Comparison {
         let mut text = serde_json::to_string_pretty(self).expect("a comparison serializes");
         text.push('\n');
         text
+    }
+
+    /// The images the command keeps but takes names off, as a section of
+    /// the table; nothing when there are none.
+    fn untagged_table(&self, out: &mut String) {
+        if self.untagged.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "{} NAMES `{}` TAKES OFF IMAGES IT KEEPS",
+            self.summary.command_untags, self.command
+        );
+        let mut cells = vec![vec![
+            "IMAGE".to_owned(),
+            "ID".to_owned(),
+            "NAMES LOST".to_owned(),
+            "THE COMMAND KEEPS IT: WHY".to_owned(),
+        ]];
+        for u in &self.untagged {
+            cells.push(vec![
+                u.name.clone(),
+                short_id(&u.id),
+                u.names.join(", "),
+                u.command.clone(),
+            ]);
+        }
+        push_rows(out, &cells);
+        out.push('\n');
     }
 
     /// The table for people.
@@ -247,8 +310,9 @@ impl Comparison {
             "THE COMMAND KEEPS IT: WHY",
             |d| &d.command,
         );
+        self.untagged_table(&mut out);
         let s = &self.summary;
-        let _ = writeln!(
+        let _ = write!(
             out,
             "SUMMARY\n  `{}` would remove {} objects ({}); safeprune removes {} ({}); both remove {}",
             self.command,
@@ -258,6 +322,14 @@ impl Comparison {
             human_bytes(s.safeprune_bytes),
             s.both
         );
+        if s.command_untags > 0 {
+            let _ = write!(
+                out,
+                "; the command also takes {} names off images it keeps",
+                s.command_untags
+            );
+        }
+        out.push('\n');
         out
     }
 }
@@ -288,6 +360,7 @@ mod tests {
         let verdict = |removes, why: &str| Verdict {
             removes,
             why: why.to_owned(),
+            untags: Vec::new(),
         };
         let verdicts = HashMap::from([
             (
@@ -326,7 +399,8 @@ mod tests {
                 command_bytes: 11,
                 safeprune_removes: 2,
                 safeprune_bytes: 110,
-                both: 1
+                both: 1,
+                command_untags: 0,
             }
         );
         let table = c.to_table();
@@ -344,8 +418,54 @@ mod tests {
         );
         assert!(
             table.contains(
-                "would remove 2 objects (11B); safeprune removes 2 (110B); both remove 1"
+                "would remove 2 objects (11B); safeprune removes 2 (110B); both remove 1\n"
             ),
+            "{table}"
+        );
+        assert!(!table.contains("TAKES OFF"), "{table}");
+    }
+
+    #[test]
+    fn names_the_command_takes_off_images_it_keeps_are_listed_apart() {
+        let mut web = Decision::saved(Kind::Image, "web", "web", None, Some(1000));
+        web.rule = Rule::InUse;
+        web.decision = Action::Keep;
+        let plan = Plan {
+            decisions: vec![web],
+            ..Plan::default()
+        };
+        let mut untagging = HashMap::from([(
+            (Kind::Image, "web".to_owned()),
+            Verdict {
+                removes: false,
+                why: "used by running container web".to_owned(),
+                untags: Vec::new(),
+            },
+        )]);
+        untagging
+            .get_mut(&(Kind::Image, "web".to_owned()))
+            .unwrap()
+            .untags = vec!["web:2".into(), "zed/web:1".into()];
+        let c = Comparison::new(
+            Command::DockerPrune,
+            &plan,
+            &untagging,
+            "n",
+            "docker",
+            Utc::now(),
+        );
+        assert_eq!(c.untagged.len(), 1);
+        assert_eq!(c.untagged[0].names, ["web:2", "zed/web:1"]);
+        assert_eq!(c.untagged[0].rule, Rule::InUse);
+        assert_eq!(c.summary.command_untags, 2);
+        let table = c.to_table();
+        assert!(
+            table.contains("2 NAMES `docker system prune -a -f` TAKES OFF IMAGES IT KEEPS"),
+            "{table}"
+        );
+        assert!(table.contains("web:2, zed/web:1"), "{table}");
+        assert!(
+            table.contains("; the command also takes 2 names off images it keeps\n"),
             "{table}"
         );
     }

@@ -15,6 +15,7 @@
 mod daemon;
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 
@@ -115,6 +116,29 @@ impl PrivateDockerd {
             "FROM scratch\nCOPY f /f\n",
         )
         .expect("write the Dockerfile");
+        super::run_ok(
+            self.cli()
+                .env("DOCKER_BUILDKIT", "1")
+                .args(["build", "-q", "-t", tag])
+                .arg(context.path()),
+        );
+    }
+
+    /// Builds `tag` with `BuildKit` from `steps` files, one `COPY` each: a
+    /// chain of build cache records, each built on the one before.
+    pub fn build_chain_with_buildkit(&self, tag: &str, steps: usize) {
+        let context = tempfile::tempdir().expect("build context");
+        let mut dockerfile = "FROM scratch\n".to_owned();
+        for n in 0..steps {
+            std::fs::write(
+                context.path().join(format!("f{n}")),
+                format!("step {n} of {tag}"),
+            )
+            .expect("write the build context");
+            let _ = writeln!(dockerfile, "COPY f{n} /f{n}");
+        }
+        std::fs::write(context.path().join("Dockerfile"), dockerfile)
+            .expect("write the Dockerfile");
         super::run_ok(
             self.cli()
                 .env("DOCKER_BUILDKIT", "1")

@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use saphyr_parser::{Event, Marker, Parser, ScalarStyle, Span};
+use saphyr_parser::{Event, Marker, Parser, ScalarStyle, Span, Tag};
 
 /// Deeper than any policy key (`runtime.docker.endpoint` is three).
 pub const MAX_DEPTH: usize = 32;
@@ -142,28 +142,7 @@ impl Scanner<'_> {
                 }
             }
             Event::Scalar(value, style, anchor, tag) => {
-                let chars = value.chars().count();
-                if chars > MAX_SCALAR_CHARS {
-                    return Err(fault(
-                        at,
-                        format!(
-                            "a value of {chars} characters, more than {MAX_SCALAR_CHARS}: \
-                             no policy key or value is that long"
-                        ),
-                    ));
-                }
-                let is_null = tag.as_ref().map_or_else(
-                    || style == ScalarStyle::Plain && is_null_word(&value),
-                    |t| t.is_yaml_core_schema() && t.suffix == "null",
-                );
-                let path = self.value_path(at, Some(&value))?;
-                if let Some(path) = path {
-                    if path.is_empty() && !is_null {
-                        return Err(not_a_mapping(at));
-                    }
-                    self.check_null(is_null, &path, at)?;
-                }
-                self.count(at, 1)?;
+                self.scalar(&value, style, tag.as_deref(), at)?;
                 self.finish(anchor, 1);
             }
             Event::Alias(anchor) => {
@@ -223,6 +202,38 @@ impl Scanner<'_> {
             Event::Nothing | Event::StreamStart | Event::DocumentEnd => {}
         }
         Ok(false)
+    }
+
+    /// Takes one scalar, a key or a value.
+    fn scalar(
+        &mut self,
+        value: &str,
+        style: ScalarStyle,
+        tag: Option<&Tag>,
+        at: &Marker,
+    ) -> Result<(), Fault> {
+        let chars = value.chars().count();
+        if chars > MAX_SCALAR_CHARS {
+            return Err(fault(
+                at,
+                format!(
+                    "a value of {chars} characters, more than {MAX_SCALAR_CHARS}: \
+                     no policy key or value is that long"
+                ),
+            ));
+        }
+        let is_null = tag.map_or_else(
+            || style == ScalarStyle::Plain && is_null_word(value),
+            |t| t.is_yaml_core_schema() && t.suffix == "null",
+        );
+        let path = self.value_path(at, Some(value))?;
+        if let Some(path) = path {
+            if path.is_empty() && !is_null {
+                return Err(not_a_mapping(at));
+            }
+            self.check_null(is_null, &path, at)?;
+        }
+        self.count(at, 1)
     }
 
     /// Where the value that starts here sits: its dotted path, or `None`

@@ -7,6 +7,9 @@
 //! - at most [`MAX_NODES`] values, each alias counted with everything it
 //!   stands for, so that aliases cannot expand a small file into gigabytes;
 //! - no key twice in one mapping;
+//! - no YAML tag (`!!str 5`, `!Tag {…}`): serde would honour some and
+//!   ignore others, so a tag would change what a value means, or nothing,
+//!   without a word;
 //! - no value left empty or null (`key:`, `key: ~`, `- null`), except at
 //!   the paths the caller allows: an empty value drops a default silently
 //!   (`labels:` with its entries commented out would drop the istio-init
@@ -161,7 +164,7 @@ impl Scanner<'_> {
                 self.count(at, size)?;
                 self.finish(0, size);
             }
-            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+            Event::SequenceStart(anchor, ref tag) | Event::MappingStart(anchor, ref tag) => {
                 let mapping = matches!(event, Event::MappingStart(..));
                 let Some(path) = self.value_path(at, None)? else {
                     return Err(fault(
@@ -171,6 +174,9 @@ impl Scanner<'_> {
                 };
                 if path.is_empty() && !mapping {
                     return Err(not_a_mapping(at));
+                }
+                if let Some(tag) = tag {
+                    return Err(tagged(at, tag, Some(&path)));
                 }
                 if self.stack.len() >= MAX_DEPTH {
                     return Err(fault(
@@ -227,11 +233,14 @@ impl Scanner<'_> {
             |t| t.is_yaml_core_schema() && t.suffix == "null",
         );
         let path = self.value_path(at, Some(value))?;
-        if let Some(path) = path {
+        if let Some(path) = &path {
             if path.is_empty() && !is_null {
                 return Err(not_a_mapping(at));
             }
-            self.check_null(is_null, &path, at)?;
+            self.check_null(is_null, path, at)?;
+        }
+        if let Some(tag) = tag {
+            return Err(tagged(at, tag, path.as_deref()));
         }
         self.count(at, 1)
     }
@@ -339,6 +348,35 @@ fn not_a_mapping(at: &Marker) -> Fault {
         "a policy is a mapping of keys (`version: 1`, `images:` …), not a single value or a list"
             .to_owned(),
     )
+}
+
+/// A tag on the value at `path` (`None`: on a key).
+fn tagged(at: &Marker, tag: &Tag, path: Option<&str>) -> Fault {
+    let on = match path {
+        None => "a key",
+        Some("") => "the document",
+        Some(path) => path,
+    };
+    fault(
+        at,
+        format!(
+            "YAML tag `{}` on {on}: tags are not supported; remove it (quote a value to make \
+             it text)",
+            written(tag)
+        ),
+    )
+}
+
+/// A tag near enough to how it was written to find it in the file: the
+/// parser hands it over with its handle resolved.
+fn written(tag: &Tag) -> String {
+    match tag.handle.as_str() {
+        "tag:yaml.org,2002:" => format!("!!{}", tag.suffix),
+        "!" => format!("!{}", tag.suffix),
+        // A verbatim tag, or the non-specific `!`, comes with no handle.
+        "" if tag.suffix == "!" => "!".to_owned(),
+        prefix => format!("!<{prefix}{}>", tag.suffix),
+    }
 }
 
 /// The plain scalars YAML reads as null.
@@ -506,6 +544,49 @@ mod tests {
     fn complex_keys_are_refused() {
         assert!(check("? [a]\n: b\n").unwrap_err().contains("as a key"));
         assert!(check("a: &k x\n*k : y\n").unwrap_err().contains("as a key"));
+    }
+
+    #[test]
+    fn tags_are_refused_where_they_are_written() {
+        for (text, says, line, column) in [
+            (
+                "safety: {concurrency: !!str 5}\n",
+                "YAML tag `!!str` on safety.concurrency: tags are not supported",
+                1,
+                23,
+            ),
+            ("images: !Tag {enabled: true}\n", "`!Tag` on images:", 1, 9),
+            (
+                "images:\n  keep: !!seq [a]\n",
+                "`!!seq` on images.keep:",
+                2,
+                9,
+            ),
+            ("images: {keep: [! a]}\n", "`!` on images.keep[0]:", 1, 17),
+            ("!!str version: 1\n", "`!!str` on a key:", 1, 1),
+            ("--- !!map\nversion: 1\n", "`!!map` on the document:", 1, 5),
+            ("version: !!int 1\n", "`!!int` on version:", 1, 10),
+            (
+                "a: !<tag:example.com,2000:x> b\n",
+                "`!<tag:example.com,2000:x>` on a:",
+                1,
+                4,
+            ),
+            // A null tag where null is allowed is still a tag.
+            (
+                "allowed:\n  here: !!null x\n",
+                "`!!null` on allowed.here:",
+                2,
+                9,
+            ),
+        ] {
+            let e = check(text).expect_err(text);
+            assert!(e.contains(says), "{text:?}: {e}");
+            assert!(
+                e.ends_with(&format!("at line {line} column {column}")),
+                "{text:?}: {e}"
+            );
+        }
     }
 
     #[test]

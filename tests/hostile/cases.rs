@@ -173,6 +173,16 @@ const FILES: &[File] = &[
     ),
     ("tab-indent.yaml", "not valid YAML", Some((2, 2))),
     (
+        "tag-str.yaml",
+        "YAML tag `!!str` on safety.concurrency: tags are not supported",
+        Some((2, 16)),
+    ),
+    (
+        "tag-unknown.yaml",
+        "YAML tag `!Tag` on images: tags are not supported",
+        Some((1, 9)),
+    ),
+    (
         "textfile-number.yaml",
         "path '7' is not absolute",
         Some((2, 21)),

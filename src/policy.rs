@@ -181,6 +181,7 @@ impl Default for DockerConfig {
 pub struct ContainerdConfig {
     #[serde(deserialize_with = "endpoint")]
     pub endpoint: String,
+    #[serde(deserialize_with = "texts")]
     pub namespaces: Vec<String>,
 }
 
@@ -483,9 +484,17 @@ impl<'de> Deserialize<'de> for Listen {
 
 /// Parses a scalar through `FromStr` inside the deserializer, so that the
 /// error carries the line and column of the value itself.
+///
+/// Through `deserialize_str`, the YAML reader hands over any scalar as the
+/// text it was written as: right for a value whose own syntax refuses a
+/// bool or a number (a duration, where `0` is one). Through
+/// `deserialize_any`, an unquoted `true`, `5` or `1.10` arrives as what YAML
+/// reads it as, and is refused: right for a value that any text is (a glob,
+/// a label rule, a name), where `true` would be taken as the text "true"
+/// and `1.10` as "1.1" without a word.
 struct Parsed<T>(PhantomData<T>);
 
-impl<T: FromStr<Err = String>> Visitor<'_> for Parsed<T> {
+impl<T: FromStr<Err: fmt::Display>> Visitor<'_> for Parsed<T> {
     type Value = T;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -496,9 +505,44 @@ impl<T: FromStr<Err = String>> Visitor<'_> for Parsed<T> {
         v.parse().map_err(E::custom)
     }
 
-    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<T, E> {
-        self.visit_str(&v.to_string())
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<T, E> {
+        Err(E::custom(not_text(format_args!("the boolean {v}"))))
     }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<T, E> {
+        Err(E::custom(not_text(format_args!("the number {v}"))))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<T, E> {
+        Err(E::custom(not_text(format_args!("the number {v}"))))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<T, E> {
+        Err(E::custom(not_text(format_args!("the number {v}"))))
+    }
+}
+
+/// Why an unquoted scalar is not the string expected. YAML may read it as
+/// another value than it was written (`1.10` is 1.1, `0x10` is 16), so
+/// the message names what it read.
+fn not_text(read_as: fmt::Arguments<'_>) -> String {
+    format!(
+        "expected a string, and YAML reads this unquoted value as {read_as}: quote it if it is \
+         meant as text"
+    )
+}
+
+/// A list of strings that may be any text: each one a string as written,
+/// never a bool or number YAML read (see [`Parsed`]).
+fn texts<'de, D: Deserializer<'de>>(de: D) -> Result<Vec<String>, D::Error> {
+    struct Text(String);
+    impl<'de> Deserialize<'de> for Text {
+        fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+            de.deserialize_any(Parsed::<String>(PhantomData)).map(Self)
+        }
+    }
+    let list = Vec::<Text>::deserialize(de)?;
+    Ok(list.into_iter().map(|Text(text)| text).collect())
 }
 
 /// Reads an unsigned integer and checks it inside the deserializer, so that
@@ -825,7 +869,8 @@ impl Serialize for Pattern {
 
 impl<'de> Deserialize<'de> for Pattern {
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        de.deserialize_str(Parsed::<Self>(PhantomData))
+        // Any text is a glob: `5` must be written "5" (see `Parsed`).
+        de.deserialize_any(Parsed::<Self>(PhantomData))
     }
 }
 
@@ -897,7 +942,8 @@ impl Serialize for LabelRule {
 
 impl<'de> Deserialize<'de> for LabelRule {
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        de.deserialize_str(Parsed::<Self>(PhantomData))
+        // Any text is a label key: `true` must be written "true" (see `Parsed`).
+        de.deserialize_any(Parsed::<Self>(PhantomData))
     }
 }
 

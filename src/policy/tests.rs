@@ -302,3 +302,54 @@ fn keep_recent_and_state_dir_have_their_defaults() {
     );
     assert!(err("images: {keep_recent: -1}").contains("images.keep_recent"));
 }
+
+#[test]
+fn a_string_that_may_be_any_text_is_not_taken_from_a_bool_or_a_number() {
+    // Issue 22: `labels: [true]` was the label key "true", `keep: [1.10]`
+    // the glob "1.1".
+    for (text, says, column) in [
+        (
+            "protect: {labels: [true]}\n",
+            "protect.labels[0]: expected a string, and YAML reads this unquoted value as the \
+             boolean true: quote it if it is meant as text",
+            20,
+        ),
+        (
+            "images: {keep: [5]}\n",
+            "images.keep[0]: expected a string",
+            17,
+        ),
+        ("images: {keep: [1.10]}\n", "as the number 1.1:", 17),
+        ("volumes: {keep_labels: [0x10]}\n", "as the number 16:", 25),
+        (
+            "runtime: {containerd: {namespaces: [-1]}}\n",
+            "runtime.containerd.namespaces[0]: expected a string, and YAML reads this unquoted \
+             value as the number -1",
+            37,
+        ),
+        (
+            "runtime: {containerd: {namespaces: [.inf]}}\n",
+            "as the number inf:",
+            37,
+        ),
+    ] {
+        let e = err(text);
+        assert!(e.contains(says), "{text:?}: {e}");
+        assert!(
+            e.ends_with(&format!("at line 1 column {column}")),
+            "{text:?}: {e}"
+        );
+    }
+    let quoted = parse(
+        "protect: {labels: [\"true\"]}\nimages: {keep: ['5']}\n\
+         runtime: {containerd: {namespaces: [\"1.10\"]}}\n",
+    )
+    .unwrap();
+    assert_eq!(quoted.protect.labels[0].as_str(), "true");
+    assert_eq!(quoted.images.keep[0].as_str(), "5");
+    assert_eq!(quoted.runtime.containerd.namespaces, ["1.10"]);
+    // A value with its own syntax says what is wrong with it instead, and
+    // `0` is a duration.
+    assert!(err("lock_file: true\n").contains("path 'true' is not absolute"));
+    parse("containers: {min_age: 0}\n").unwrap();
+}

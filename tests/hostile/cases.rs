@@ -111,7 +111,18 @@ const FILES: &[File] = &[
         "a value of 5000 characters",
         Some((2, 3)),
     ),
+    (
+        "keep-number.yaml",
+        "images.keep[0]: expected a string, and YAML reads this unquoted value as the number 5",
+        Some((2, 10)),
+    ),
     ("kind-null.yaml", "runtime.kind has no value", Some((2, 9))),
+    (
+        "labels-bool.yaml",
+        "protect.labels[0]: expected a string, and YAML reads this unquoted value as the \
+         boolean true: quote it if it is meant as text",
+        Some((2, 12)),
+    ),
     (
         "labels-commented-out.yaml",
         "protect.labels has no value",

@@ -764,10 +764,19 @@ impl FromStr for Schedule {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        let fields = text.split_whitespace().count();
-        if !(5..=6).contains(&fields) {
+        check_crontab_characters(text)?;
+        let fields: Vec<&str> = text.split_ascii_whitespace().collect();
+        if !(5..=6).contains(&fields.len()) {
             return Err(format!(
                 "invalid schedule '{text}': write a crontab line of 5 fields, e.g. \"0 5 * * 4\""
+            ));
+        }
+        // croner reads `1,` as `1`: `1, 5 * * *` would run at 05:01 where
+        // `1,5 * * * *` was meant.
+        if let Some(field) = fields.iter().find(|f| f.split(',').any(str::is_empty)) {
+            return Err(format!(
+                "invalid schedule '{text}': the field '{field}' has an empty list entry: write \
+                 a list with no spaces or stray commas, e.g. 1,5"
             ));
         }
         let cron = croner::parser::CronParser::builder()
@@ -791,6 +800,30 @@ impl FromStr for Schedule {
             cron,
         })
     }
+}
+
+/// Refuses what croner takes and a crontab would not: a space that is not
+/// one to cron (a no-break space, an em space, as pasted from a web page:
+/// croner splits fields at any Unicode space, cron at spaces and tabs
+/// only), or any other character that is not plain ASCII.
+fn check_crontab_characters(text: &str) -> Result<(), String> {
+    // A block scalar (`schedule: |`) ends the line with a line feed.
+    let Some(c) = text
+        .chars()
+        .find(|c| !c.is_ascii_graphic() && !matches!(c, ' ' | '\t' | '\n'))
+    else {
+        return Ok(());
+    };
+    let what = if c.is_whitespace() {
+        "is not a plain space: separate the fields with spaces"
+    } else {
+        "is not plain ASCII: write the line as in a crontab, e.g. \"0 5 * * 4\""
+    };
+    Err(format!(
+        "invalid schedule '{}': U+{:04X} {what}",
+        text.escape_debug(),
+        u32::from(c)
+    ))
 }
 
 impl Serialize for Schedule {

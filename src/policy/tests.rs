@@ -353,3 +353,51 @@ fn a_string_that_may_be_any_text_is_not_taken_from_a_bool_or_a_number() {
     assert!(err("lock_file: true\n").contains("path 'true' is not absolute"));
     parse("containers: {min_age: 0}\n").unwrap();
 }
+
+#[test]
+fn a_crontab_field_with_an_empty_list_entry_is_refused() {
+    // croner reads `1,` as `1`: "1, 5 * * *" would run at 05:01.
+    for line in ["1, 5 * * *", "1,,5 5 * * *", ",1 5 * * *", "0 5 * * MON,"] {
+        let e = Schedule::from_str(line).unwrap_err();
+        assert!(e.contains("has an empty list entry"), "{line}: {e}");
+    }
+    let e = err("schedule: \"1, 5 * * *\"\n");
+    assert!(
+        e.ends_with(
+            "invalid schedule '1, 5 * * *': the field '1,' has an empty list entry: write a list \
+             with no spaces or stray commas, e.g. 1,5 at line 1 column 11"
+        ),
+        "{e}"
+    );
+    Schedule::from_str("1,5 * * * *").unwrap();
+    Schedule::from_str("0 5 * * MON,THU").unwrap();
+}
+
+#[test]
+fn a_crontab_line_spaced_with_other_than_plain_spaces_is_refused() {
+    for (line, code) in [
+        ("0\u{a0}5 * * 4", "U+00A0"),
+        ("0 5\u{2003}* * 4", "U+2003"),
+        ("0 5 * * 4\u{3000}", "U+3000"),
+        ("0 5 * * 4\r", "U+000D"),
+    ] {
+        let e = Schedule::from_str(line).unwrap_err();
+        assert!(
+            e.ends_with(&format!(
+                "{code} is not a plain space: separate the fields with spaces"
+            )),
+            "{line:?}: {e}"
+        );
+    }
+    let e = Schedule::from_str("0 5 * * 4\u{1}").unwrap_err();
+    assert_eq!(
+        e,
+        "invalid schedule '0 5 * * 4\\u{1}': U+0001 is not plain ASCII: write the line as in a \
+         crontab, e.g. \"0 5 * * 4\""
+    );
+    let e = err("version: 1\nschedule: \"0\u{a0}5 * * 4\"\n");
+    assert!(e.ends_with("at line 2 column 11"), "{e}");
+    // Tabs and a block scalar's final line feed are plain spacing.
+    Schedule::from_str("0\t5 * * 4").unwrap();
+    Schedule::from_str("0 5 * * 4\n").unwrap();
+}

@@ -178,8 +178,23 @@ const FILES: &[File] = &[
     ),
     ("runtime-empty.yaml", "runtime has no value", Some((1, 8))),
     (
+        "schedule-em-space.yaml",
+        "invalid schedule '0 5\\u{2003}* * 4': U+2003 is not a plain space",
+        Some((2, 11)),
+    ),
+    (
         "schedule-garbage.yaml",
         "invalid schedule 'every thursday'",
+        Some((1, 11)),
+    ),
+    (
+        "schedule-nbsp.yaml",
+        "invalid schedule '0\\u{a0}5 * * 4': U+00A0 is not a plain space",
+        Some((1, 11)),
+    ),
+    (
+        "schedule-trailing-comma.yaml",
+        "invalid schedule '1, 5 * * *': the field '1,' has an empty list entry",
         Some((1, 11)),
     ),
     ("tab-indent.yaml", "not valid YAML", Some((2, 2))),

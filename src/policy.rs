@@ -1000,7 +1000,7 @@ impl Policy {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         // Bounds and faults serde would not see, before it parses at all.
         scan::scan(text, NULLABLE).map_err(|fault| invalid(fault.to_string()))?;
-        serde_yaml::from_str(text).map_err(|e| invalid(e.to_string()))
+        serde_yaml::from_str(text).map_err(|e| invalid(located(&e)))
     }
 
     /// The built-in default, identical to `config/policy.yaml`.
@@ -1028,6 +1028,20 @@ impl Policy {
     #[must_use]
     pub fn to_yaml(&self) -> String {
         serde_yaml::to_string(self).expect("a policy always serializes")
+    }
+}
+
+/// The YAML reader's error, with its place. `yaml_serde` prints no place for
+/// line 1 column 1 (it takes a zero mark for "none"), so an unknown key
+/// on the first line would be the one fault without a place; the marks of
+/// libyaml's byte-offset errors are zero too, and are left as they are.
+fn located(e: &serde_yaml::Error) -> String {
+    let message = e.to_string();
+    match e.location() {
+        Some(at) if at.index() == 0 && !message.contains(" at position ") => {
+            format!("{message} at line 1 column 1")
+        }
+        _ => message,
     }
 }
 

@@ -401,3 +401,14 @@ fn a_crontab_line_spaced_with_other_than_plain_spaces_is_refused() {
     Schedule::from_str("0\t5 * * 4").unwrap();
     Schedule::from_str("0 5 * * 4\n").unwrap();
 }
+
+#[test]
+fn a_fault_at_the_first_character_of_the_file_is_located() {
+    // yaml_serde prints no place for line 1 column 1.
+    for text in ["bogus: 1\n", "\u{feff}bogus: 1\n", "\"\\u0001\": 1\n"] {
+        let e = err(text);
+        assert!(e.contains("unknown field `"), "{text:?}: {e}");
+        assert!(e.ends_with(" at line 1 column 1"), "{text:?}: {e}");
+    }
+    assert!(err("version: 1\nbogus: 1\n").ends_with("`state_dir` at line 2 column 1"));
+}

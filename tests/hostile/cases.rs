@@ -233,6 +233,11 @@ const FILES: &[File] = &[
     ("unknown-alias.yaml", "unknown anchor", Some((2, 9))),
     ("unknown-key.yaml", "unknown field `kep`", Some((2, 3))),
     (
+        "unknown-key-first-line.yaml",
+        "unknown field `bogus`",
+        Some((1, 1)),
+    ),
+    (
         "version-2.yaml",
         "unsupported policy version 2",
         Some((1, 10)),

@@ -502,7 +502,8 @@ impl<T: FromStr<Err: fmt::Display>> Visitor<'_> for Parsed<T> {
     }
 
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
-        v.parse().map_err(E::custom)
+        let parsed = v.parse().map_err(E::custom)?;
+        control_fault(v).map_or(Ok(parsed), |e| Err(E::custom(e)))
     }
 
     fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<T, E> {
@@ -530,6 +531,20 @@ fn not_text(read_as: fmt::Arguments<'_>) -> String {
         "expected a string, and YAML reads this unquoted value as {read_as}: quote it if it is \
          meant as text"
     )
+}
+
+/// Why a value cannot hold the control character it does, if it does (a
+/// `"\u0001"` escape): no path, glob, label or name has one, and one does
+/// not show in an error or a terminal. Tab and line feed are spacing a
+/// block scalar or a crontab line may hold.
+fn control_fault(text: &str) -> Option<String> {
+    let c = text
+        .chars()
+        .find(|c| c.is_control() && !matches!(c, '\t' | '\n'))?;
+    Some(format!(
+        "the value holds a control character (U+{:04X}): remove it",
+        u32::from(c)
+    ))
 }
 
 /// A list of strings that may be any text: each one a string as written,
@@ -580,7 +595,7 @@ impl<F: FnOnce(&str) -> Result<(), String>> Visitor<'_> for Checked<F> {
 
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
         (self.0)(v).map_err(E::custom)?;
-        Ok(v.to_owned())
+        control_fault(v).map_or_else(|| Ok(v.to_owned()), |e| Err(E::custom(e)))
     }
 }
 

@@ -6,6 +6,8 @@
 //!   deeply nested flow collections;
 //! - at most [`MAX_NODES`] values, each alias counted with everything it
 //!   stands for, so that aliases cannot expand a small file into gigabytes;
+//! - only YAML's printable characters in the file: libyaml refuses the
+//!   others naming a byte offset only;
 //! - no key twice in one mapping;
 //! - no YAML tag (`!!str 5`, `!Tag {…}`): serde would honour some and
 //!   ignore others, so a tag would change what a value means, or nothing,
@@ -93,6 +95,7 @@ enum FrameKind {
 /// # Errors
 /// The first fault found, with its line and column.
 pub fn scan(text: &str, nullable: &[&str]) -> Result<(), Fault> {
+    printable(text)?;
     let mut scanner = Scanner {
         nullable,
         stack: Vec::new(),
@@ -379,6 +382,40 @@ fn written(tag: &Tag) -> String {
     }
 }
 
+/// Refuses a character YAML does not allow anywhere in a file, where it
+/// is: libyaml would refuse it too, naming only a byte offset.
+fn printable(text: &str) -> Result<(), Fault> {
+    let (mut line, mut column) = (1, 1);
+    for c in text.chars() {
+        // YAML 1.2's c-printable, which libyaml enforces.
+        let allowed = matches!(c,
+            '\t' | '\n' | '\r' | ' '..='~' | '\u{85}' | '\u{a0}'..='\u{d7ff}'
+            | '\u{e000}'..='\u{fffd}' | '\u{10000}'..);
+        if !allowed {
+            let what = if c.is_control() {
+                "a control character"
+            } else {
+                "an unprintable character"
+            };
+            return Err(Fault {
+                line,
+                column,
+                message: format!(
+                    "{what} (U+{:04X}), which YAML does not allow in a file: remove it",
+                    u32::from(c)
+                ),
+            });
+        }
+        if c == '\n' {
+            line += 1;
+            column = 1;
+        } else {
+            column += 1;
+        }
+    }
+    Ok(())
+}
+
 /// The plain scalars YAML reads as null.
 fn is_null_word(value: &str) -> bool {
     matches!(value, "" | "~" | "null" | "Null" | "NULL")
@@ -587,6 +624,33 @@ mod tests {
                 "{text:?}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn unprintable_characters_are_refused_where_they_are() {
+        for (text, what, line, column) in [
+            (
+                "images:\n  keep: [\"a\u{1}b\"]\n",
+                "a control character (U+0001)",
+                2,
+                12,
+            ),
+            ("\u{1}bogus: 1\n", "a control character (U+0001)", 1, 1),
+            ("a: 'x\u{7f}'\n", "a control character (U+007F)", 1, 6),
+            ("a: x\u{80}\n", "a control character (U+0080)", 1, 5),
+            ("a: x\u{fffe}\n", "an unprintable character (U+FFFE)", 1, 5),
+        ] {
+            let e = check(text).expect_err(text);
+            assert_eq!(
+                e,
+                format!(
+                    "{what}, which YAML does not allow in a file: remove it at line {line} \
+                     column {column}"
+                )
+            );
+        }
+        // What YAML allows: tabs in values, CRLF, NEL, NBSP, any language.
+        check("a: \"x\ty\"\r\nb: c\u{85}d\nc: \u{a0}é😀\n").unwrap();
     }
 
     #[test]

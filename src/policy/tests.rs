@@ -403,6 +403,43 @@ fn a_crontab_line_spaced_with_other_than_plain_spaces_is_refused() {
 }
 
 #[test]
+fn a_control_character_in_a_value_is_refused_where_the_value_is() {
+    for (text, path, column) in [
+        ("images: {keep: [\"a\\u0001*\"]}\n", "images.keep[0]", 17),
+        (
+            "protect: {labels: [\"k=\\x07\"]}\n",
+            "protect.labels[0]",
+            20,
+        ),
+        (
+            "runtime: {containerd: {namespaces: [\"k8s\\u0001io\"]}}\n",
+            "runtime.containerd.namespaces[0]",
+            37,
+        ),
+        (
+            "report: {json_path: \"/tmp/\\u0001.json\"}\n",
+            "report.json_path",
+            21,
+        ),
+    ] {
+        let e = err(text);
+        assert!(
+            e.contains(&format!("{path}: the value holds a control character")),
+            "{text:?}: {e}"
+        );
+        assert!(
+            e.ends_with(&format!("at line 1 column {column}")),
+            "{text:?}: {e}"
+        );
+    }
+    assert!(err("images: {keep: [\"\\e\"]}\n").contains("(U+001B): remove it"));
+    // A value's own check comes first: a NUL is no path, no socket.
+    assert!(err("lock_file: \"/run/\\0\"\n").contains("contains a NUL byte"));
+    // Tab and line feed are spacing.
+    parse("images: {keep: [\"a\\tb\"]}\nschedule: |\n  0 5 * * 4\n").unwrap();
+}
+
+#[test]
 fn a_fault_at_the_first_character_of_the_file_is_located() {
     // yaml_serde prints no place for line 1 column 1.
     for text in ["bogus: 1\n", "\u{feff}bogus: 1\n", "\"\\u0001\": 1\n"] {

@@ -69,6 +69,16 @@ const FILES: &[File] = &[
         Some((2, 16)),
     ),
     (
+        "control-escaped.yaml",
+        "images.keep[1]: the value holds a control character (U+0001): remove it",
+        Some((2, 37)),
+    ),
+    (
+        "control-raw.yaml",
+        "a control character (U+0001), which YAML does not allow in a file: remove it",
+        Some((2, 17)),
+    ),
+    (
         "duplicate-key.yaml",
         "duplicate key `images` (first at line 1 column 1)",
         Some((3, 1)),

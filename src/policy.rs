@@ -181,6 +181,7 @@ impl Default for DockerConfig {
 pub struct ContainerdConfig {
     #[serde(deserialize_with = "endpoint")]
     pub endpoint: String,
+    #[serde(deserialize_with = "texts")]
     pub namespaces: Vec<String>,
 }
 
@@ -483,9 +484,17 @@ impl<'de> Deserialize<'de> for Listen {
 
 /// Parses a scalar through `FromStr` inside the deserializer, so that the
 /// error carries the line and column of the value itself.
+///
+/// Through `deserialize_str`, the YAML reader hands over any scalar as the
+/// text it was written as: right for a value whose own syntax refuses a
+/// bool or a number (a duration, where `0` is one). Through
+/// `deserialize_any`, an unquoted `true`, `5` or `1.10` arrives as what YAML
+/// reads it as, and is refused: right for a value that any text is (a glob,
+/// a label rule, a name), where `true` would be taken as the text "true"
+/// and `1.10` as "1.1" without a word.
 struct Parsed<T>(PhantomData<T>);
 
-impl<T: FromStr<Err = String>> Visitor<'_> for Parsed<T> {
+impl<T: FromStr<Err: fmt::Display>> Visitor<'_> for Parsed<T> {
     type Value = T;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -493,12 +502,62 @@ impl<T: FromStr<Err = String>> Visitor<'_> for Parsed<T> {
     }
 
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
-        v.parse().map_err(E::custom)
+        let parsed = v.parse().map_err(E::custom)?;
+        control_fault(v).map_or(Ok(parsed), |e| Err(E::custom(e)))
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<T, E> {
+        Err(E::custom(not_text(format_args!("the boolean {v}"))))
     }
 
     fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<T, E> {
-        self.visit_str(&v.to_string())
+        Err(E::custom(not_text(format_args!("the number {v}"))))
     }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<T, E> {
+        Err(E::custom(not_text(format_args!("the number {v}"))))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<T, E> {
+        Err(E::custom(not_text(format_args!("the number {v}"))))
+    }
+}
+
+/// Why an unquoted scalar is not the string expected. YAML may read it as
+/// another value than it was written (`1.10` is 1.1, `0x10` is 16), so
+/// the message names what it read.
+fn not_text(read_as: fmt::Arguments<'_>) -> String {
+    format!(
+        "expected a string, and YAML reads this unquoted value as {read_as}: quote it if it is \
+         meant as text"
+    )
+}
+
+/// Why a value cannot hold the control character it does, if it does (a
+/// `"\u0001"` escape): no path, glob, label or name has one, and one does
+/// not show in an error or a terminal. Tab and line feed are spacing a
+/// block scalar or a crontab line may hold.
+fn control_fault(text: &str) -> Option<String> {
+    let c = text
+        .chars()
+        .find(|c| c.is_control() && !matches!(c, '\t' | '\n'))?;
+    Some(format!(
+        "the value holds a control character (U+{:04X}): remove it",
+        u32::from(c)
+    ))
+}
+
+/// A list of strings that may be any text: each one a string as written,
+/// never a bool or number YAML read (see [`Parsed`]).
+fn texts<'de, D: Deserializer<'de>>(de: D) -> Result<Vec<String>, D::Error> {
+    struct Text(String);
+    impl<'de> Deserialize<'de> for Text {
+        fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+            de.deserialize_any(Parsed::<String>(PhantomData)).map(Self)
+        }
+    }
+    let list = Vec::<Text>::deserialize(de)?;
+    Ok(list.into_iter().map(|Text(text)| text).collect())
 }
 
 /// Reads an unsigned integer and checks it inside the deserializer, so that
@@ -536,7 +595,7 @@ impl<F: FnOnce(&str) -> Result<(), String>> Visitor<'_> for Checked<F> {
 
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
         (self.0)(v).map_err(E::custom)?;
-        Ok(v.to_owned())
+        control_fault(v).map_or_else(|| Ok(v.to_owned()), |e| Err(E::custom(e)))
     }
 }
 
@@ -720,10 +779,19 @@ impl FromStr for Schedule {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        let fields = text.split_whitespace().count();
-        if !(5..=6).contains(&fields) {
+        check_crontab_characters(text)?;
+        let fields: Vec<&str> = text.split_ascii_whitespace().collect();
+        if !(5..=6).contains(&fields.len()) {
             return Err(format!(
                 "invalid schedule '{text}': write a crontab line of 5 fields, e.g. \"0 5 * * 4\""
+            ));
+        }
+        // croner reads `1,` as `1`: `1, 5 * * *` would run at 05:01 where
+        // `1,5 * * * *` was meant.
+        if let Some(field) = fields.iter().find(|f| f.split(',').any(str::is_empty)) {
+            return Err(format!(
+                "invalid schedule '{text}': the field '{field}' has an empty list entry: write \
+                 a list with no spaces or stray commas, e.g. 1,5"
             ));
         }
         let cron = croner::parser::CronParser::builder()
@@ -747,6 +815,30 @@ impl FromStr for Schedule {
             cron,
         })
     }
+}
+
+/// Refuses what croner takes and a crontab would not: a space that is not
+/// one to cron (a no-break space, an em space, as pasted from a web page:
+/// croner splits fields at any Unicode space, cron at spaces and tabs
+/// only), or any other character that is not plain ASCII.
+fn check_crontab_characters(text: &str) -> Result<(), String> {
+    // A block scalar (`schedule: |`) ends the line with a line feed.
+    let Some(c) = text
+        .chars()
+        .find(|c| !c.is_ascii_graphic() && !matches!(c, ' ' | '\t' | '\n'))
+    else {
+        return Ok(());
+    };
+    let what = if c.is_whitespace() {
+        "is not a plain space: separate the fields with spaces"
+    } else {
+        "is not plain ASCII: write the line as in a crontab, e.g. \"0 5 * * 4\""
+    };
+    Err(format!(
+        "invalid schedule '{}': U+{:04X} {what}",
+        text.escape_debug(),
+        u32::from(c)
+    ))
 }
 
 impl Serialize for Schedule {
@@ -825,7 +917,8 @@ impl Serialize for Pattern {
 
 impl<'de> Deserialize<'de> for Pattern {
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        de.deserialize_str(Parsed::<Self>(PhantomData))
+        // Any text is a glob: `5` must be written "5" (see `Parsed`).
+        de.deserialize_any(Parsed::<Self>(PhantomData))
     }
 }
 
@@ -897,7 +990,8 @@ impl Serialize for LabelRule {
 
 impl<'de> Deserialize<'de> for LabelRule {
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        de.deserialize_str(Parsed::<Self>(PhantomData))
+        // Any text is a label key: `true` must be written "true" (see `Parsed`).
+        de.deserialize_any(Parsed::<Self>(PhantomData))
     }
 }
 
@@ -921,7 +1015,7 @@ impl Policy {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         // Bounds and faults serde would not see, before it parses at all.
         scan::scan(text, NULLABLE).map_err(|fault| invalid(fault.to_string()))?;
-        serde_yaml::from_str(text).map_err(|e| invalid(e.to_string()))
+        serde_yaml::from_str(text).map_err(|e| invalid(located(&e)))
     }
 
     /// The built-in default, identical to `config/policy.yaml`.
@@ -949,6 +1043,20 @@ impl Policy {
     #[must_use]
     pub fn to_yaml(&self) -> String {
         serde_yaml::to_string(self).expect("a policy always serializes")
+    }
+}
+
+/// The YAML reader's error, with its place. `yaml_serde` prints no place for
+/// line 1 column 1 (it takes a zero mark for "none"), so an unknown key
+/// on the first line would be the one fault without a place; the marks of
+/// libyaml's byte-offset errors are zero too, and are left as they are.
+fn located(e: &serde_yaml::Error) -> String {
+    let message = e.to_string();
+    match e.location() {
+        Some(at) if at.index() == 0 && !message.contains(" at position ") => {
+            format!("{message} at line 1 column 1")
+        }
+        _ => message,
     }
 }
 

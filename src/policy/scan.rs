@@ -6,7 +6,12 @@
 //!   deeply nested flow collections;
 //! - at most [`MAX_NODES`] values, each alias counted with everything it
 //!   stands for, so that aliases cannot expand a small file into gigabytes;
+//! - only YAML's printable characters in the file: libyaml refuses the
+//!   others naming a byte offset only;
 //! - no key twice in one mapping;
+//! - no YAML tag (`!!str 5`, `!Tag {…}`): serde would honour some and
+//!   ignore others, so a tag would change what a value means, or nothing,
+//!   without a word;
 //! - no value left empty or null (`key:`, `key: ~`, `- null`), except at
 //!   the paths the caller allows: an empty value drops a default silently
 //!   (`labels:` with its entries commented out would drop the istio-init
@@ -18,7 +23,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use saphyr_parser::{Event, Marker, Parser, ScalarStyle, Span};
+use saphyr_parser::{Event, Marker, Parser, ScalarStyle, Span, Tag};
 
 /// Deeper than any policy key (`runtime.docker.endpoint` is three).
 pub const MAX_DEPTH: usize = 32;
@@ -90,6 +95,7 @@ enum FrameKind {
 /// # Errors
 /// The first fault found, with its line and column.
 pub fn scan(text: &str, nullable: &[&str]) -> Result<(), Fault> {
+    printable(text)?;
     let mut scanner = Scanner {
         nullable,
         stack: Vec::new(),
@@ -142,28 +148,7 @@ impl Scanner<'_> {
                 }
             }
             Event::Scalar(value, style, anchor, tag) => {
-                let chars = value.chars().count();
-                if chars > MAX_SCALAR_CHARS {
-                    return Err(fault(
-                        at,
-                        format!(
-                            "a value of {chars} characters, more than {MAX_SCALAR_CHARS}: \
-                             no policy key or value is that long"
-                        ),
-                    ));
-                }
-                let is_null = tag.as_ref().map_or_else(
-                    || style == ScalarStyle::Plain && is_null_word(&value),
-                    |t| t.is_yaml_core_schema() && t.suffix == "null",
-                );
-                let path = self.value_path(at, Some(&value))?;
-                if let Some(path) = path {
-                    if path.is_empty() && !is_null {
-                        return Err(not_a_mapping(at));
-                    }
-                    self.check_null(is_null, &path, at)?;
-                }
-                self.count(at, 1)?;
+                self.scalar(&value, style, tag.as_deref(), at)?;
                 self.finish(anchor, 1);
             }
             Event::Alias(anchor) => {
@@ -182,7 +167,7 @@ impl Scanner<'_> {
                 self.count(at, size)?;
                 self.finish(0, size);
             }
-            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+            Event::SequenceStart(anchor, ref tag) | Event::MappingStart(anchor, ref tag) => {
                 let mapping = matches!(event, Event::MappingStart(..));
                 let Some(path) = self.value_path(at, None)? else {
                     return Err(fault(
@@ -192,6 +177,9 @@ impl Scanner<'_> {
                 };
                 if path.is_empty() && !mapping {
                     return Err(not_a_mapping(at));
+                }
+                if let Some(tag) = tag {
+                    return Err(tagged(at, tag, Some(&path)));
                 }
                 if self.stack.len() >= MAX_DEPTH {
                     return Err(fault(
@@ -223,6 +211,41 @@ impl Scanner<'_> {
             Event::Nothing | Event::StreamStart | Event::DocumentEnd => {}
         }
         Ok(false)
+    }
+
+    /// Takes one scalar, a key or a value.
+    fn scalar(
+        &mut self,
+        value: &str,
+        style: ScalarStyle,
+        tag: Option<&Tag>,
+        at: &Marker,
+    ) -> Result<(), Fault> {
+        let chars = value.chars().count();
+        if chars > MAX_SCALAR_CHARS {
+            return Err(fault(
+                at,
+                format!(
+                    "a value of {chars} characters, more than {MAX_SCALAR_CHARS}: \
+                     no policy key or value is that long"
+                ),
+            ));
+        }
+        let is_null = tag.map_or_else(
+            || style == ScalarStyle::Plain && is_null_word(value),
+            |t| t.is_yaml_core_schema() && t.suffix == "null",
+        );
+        let path = self.value_path(at, Some(value))?;
+        if let Some(path) = &path {
+            if path.is_empty() && !is_null {
+                return Err(not_a_mapping(at));
+            }
+            self.check_null(is_null, path, at)?;
+        }
+        if let Some(tag) = tag {
+            return Err(tagged(at, tag, path.as_deref()));
+        }
+        self.count(at, 1)
     }
 
     /// Where the value that starts here sits: its dotted path, or `None`
@@ -328,6 +351,69 @@ fn not_a_mapping(at: &Marker) -> Fault {
         "a policy is a mapping of keys (`version: 1`, `images:` …), not a single value or a list"
             .to_owned(),
     )
+}
+
+/// A tag on the value at `path` (`None`: on a key).
+fn tagged(at: &Marker, tag: &Tag, path: Option<&str>) -> Fault {
+    let on = match path {
+        None => "a key",
+        Some("") => "the document",
+        Some(path) => path,
+    };
+    fault(
+        at,
+        format!(
+            "YAML tag `{}` on {on}: tags are not supported; remove it (quote a value to make \
+             it text)",
+            written(tag)
+        ),
+    )
+}
+
+/// A tag near enough to how it was written to find it in the file: the
+/// parser hands it over with its handle resolved.
+fn written(tag: &Tag) -> String {
+    match tag.handle.as_str() {
+        "tag:yaml.org,2002:" => format!("!!{}", tag.suffix),
+        "!" => format!("!{}", tag.suffix),
+        // A verbatim tag, or the non-specific `!`, comes with no handle.
+        "" if tag.suffix == "!" => "!".to_owned(),
+        prefix => format!("!<{prefix}{}>", tag.suffix),
+    }
+}
+
+/// Refuses a character YAML does not allow anywhere in a file, where it
+/// is: libyaml would refuse it too, naming only a byte offset.
+fn printable(text: &str) -> Result<(), Fault> {
+    let (mut line, mut column) = (1, 1);
+    for c in text.chars() {
+        // YAML 1.2's c-printable, which libyaml enforces.
+        let allowed = matches!(c,
+            '\t' | '\n' | '\r' | ' '..='~' | '\u{85}' | '\u{a0}'..='\u{d7ff}'
+            | '\u{e000}'..='\u{fffd}' | '\u{10000}'..);
+        if !allowed {
+            let what = if c.is_control() {
+                "a control character"
+            } else {
+                "an unprintable character"
+            };
+            return Err(Fault {
+                line,
+                column,
+                message: format!(
+                    "{what} (U+{:04X}), which YAML does not allow in a file: remove it",
+                    u32::from(c)
+                ),
+            });
+        }
+        if c == '\n' {
+            line += 1;
+            column = 1;
+        } else {
+            column += 1;
+        }
+    }
+    Ok(())
 }
 
 /// The plain scalars YAML reads as null.
@@ -495,6 +581,76 @@ mod tests {
     fn complex_keys_are_refused() {
         assert!(check("? [a]\n: b\n").unwrap_err().contains("as a key"));
         assert!(check("a: &k x\n*k : y\n").unwrap_err().contains("as a key"));
+    }
+
+    #[test]
+    fn tags_are_refused_where_they_are_written() {
+        for (text, says, line, column) in [
+            (
+                "safety: {concurrency: !!str 5}\n",
+                "YAML tag `!!str` on safety.concurrency: tags are not supported",
+                1,
+                23,
+            ),
+            ("images: !Tag {enabled: true}\n", "`!Tag` on images:", 1, 9),
+            (
+                "images:\n  keep: !!seq [a]\n",
+                "`!!seq` on images.keep:",
+                2,
+                9,
+            ),
+            ("images: {keep: [! a]}\n", "`!` on images.keep[0]:", 1, 17),
+            ("!!str version: 1\n", "`!!str` on a key:", 1, 1),
+            ("--- !!map\nversion: 1\n", "`!!map` on the document:", 1, 5),
+            ("version: !!int 1\n", "`!!int` on version:", 1, 10),
+            (
+                "a: !<tag:example.com,2000:x> b\n",
+                "`!<tag:example.com,2000:x>` on a:",
+                1,
+                4,
+            ),
+            // A null tag where null is allowed is still a tag.
+            (
+                "allowed:\n  here: !!null x\n",
+                "`!!null` on allowed.here:",
+                2,
+                9,
+            ),
+        ] {
+            let e = check(text).expect_err(text);
+            assert!(e.contains(says), "{text:?}: {e}");
+            assert!(
+                e.ends_with(&format!("at line {line} column {column}")),
+                "{text:?}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn unprintable_characters_are_refused_where_they_are() {
+        for (text, what, line, column) in [
+            (
+                "images:\n  keep: [\"a\u{1}b\"]\n",
+                "a control character (U+0001)",
+                2,
+                12,
+            ),
+            ("\u{1}bogus: 1\n", "a control character (U+0001)", 1, 1),
+            ("a: 'x\u{7f}'\n", "a control character (U+007F)", 1, 6),
+            ("a: x\u{80}\n", "a control character (U+0080)", 1, 5),
+            ("a: x\u{fffe}\n", "an unprintable character (U+FFFE)", 1, 5),
+        ] {
+            let e = check(text).expect_err(text);
+            assert_eq!(
+                e,
+                format!(
+                    "{what}, which YAML does not allow in a file: remove it at line {line} \
+                     column {column}"
+                )
+            );
+        }
+        // What YAML allows: tabs in values, CRLF, NEL, NBSP, any language.
+        check("a: \"x\ty\"\r\nb: c\u{85}d\nc: \u{a0}é😀\n").unwrap();
     }
 
     #[test]

@@ -302,3 +302,150 @@ fn keep_recent_and_state_dir_have_their_defaults() {
     );
     assert!(err("images: {keep_recent: -1}").contains("images.keep_recent"));
 }
+
+#[test]
+fn a_string_that_may_be_any_text_is_not_taken_from_a_bool_or_a_number() {
+    // Issue 22: `labels: [true]` was the label key "true", `keep: [1.10]`
+    // the glob "1.1".
+    for (text, says, column) in [
+        (
+            "protect: {labels: [true]}\n",
+            "protect.labels[0]: expected a string, and YAML reads this unquoted value as the \
+             boolean true: quote it if it is meant as text",
+            20,
+        ),
+        (
+            "images: {keep: [5]}\n",
+            "images.keep[0]: expected a string",
+            17,
+        ),
+        ("images: {keep: [1.10]}\n", "as the number 1.1:", 17),
+        ("volumes: {keep_labels: [0x10]}\n", "as the number 16:", 25),
+        (
+            "runtime: {containerd: {namespaces: [-1]}}\n",
+            "runtime.containerd.namespaces[0]: expected a string, and YAML reads this unquoted \
+             value as the number -1",
+            37,
+        ),
+        (
+            "runtime: {containerd: {namespaces: [.inf]}}\n",
+            "as the number inf:",
+            37,
+        ),
+    ] {
+        let e = err(text);
+        assert!(e.contains(says), "{text:?}: {e}");
+        assert!(
+            e.ends_with(&format!("at line 1 column {column}")),
+            "{text:?}: {e}"
+        );
+    }
+    let quoted = parse(
+        "protect: {labels: [\"true\"]}\nimages: {keep: ['5']}\n\
+         runtime: {containerd: {namespaces: [\"1.10\"]}}\n",
+    )
+    .unwrap();
+    assert_eq!(quoted.protect.labels[0].as_str(), "true");
+    assert_eq!(quoted.images.keep[0].as_str(), "5");
+    assert_eq!(quoted.runtime.containerd.namespaces, ["1.10"]);
+    // A value with its own syntax says what is wrong with it instead, and
+    // `0` is a duration.
+    assert!(err("lock_file: true\n").contains("path 'true' is not absolute"));
+    parse("containers: {min_age: 0}\n").unwrap();
+}
+
+#[test]
+fn a_crontab_field_with_an_empty_list_entry_is_refused() {
+    // croner reads `1,` as `1`: "1, 5 * * *" would run at 05:01.
+    for line in ["1, 5 * * *", "1,,5 5 * * *", ",1 5 * * *", "0 5 * * MON,"] {
+        let e = Schedule::from_str(line).unwrap_err();
+        assert!(e.contains("has an empty list entry"), "{line}: {e}");
+    }
+    let e = err("schedule: \"1, 5 * * *\"\n");
+    assert!(
+        e.ends_with(
+            "invalid schedule '1, 5 * * *': the field '1,' has an empty list entry: write a list \
+             with no spaces or stray commas, e.g. 1,5 at line 1 column 11"
+        ),
+        "{e}"
+    );
+    Schedule::from_str("1,5 * * * *").unwrap();
+    Schedule::from_str("0 5 * * MON,THU").unwrap();
+}
+
+#[test]
+fn a_crontab_line_spaced_with_other_than_plain_spaces_is_refused() {
+    for (line, code) in [
+        ("0\u{a0}5 * * 4", "U+00A0"),
+        ("0 5\u{2003}* * 4", "U+2003"),
+        ("0 5 * * 4\u{3000}", "U+3000"),
+        ("0 5 * * 4\r", "U+000D"),
+    ] {
+        let e = Schedule::from_str(line).unwrap_err();
+        assert!(
+            e.ends_with(&format!(
+                "{code} is not a plain space: separate the fields with spaces"
+            )),
+            "{line:?}: {e}"
+        );
+    }
+    let e = Schedule::from_str("0 5 * * 4\u{1}").unwrap_err();
+    assert_eq!(
+        e,
+        "invalid schedule '0 5 * * 4\\u{1}': U+0001 is not plain ASCII: write the line as in a \
+         crontab, e.g. \"0 5 * * 4\""
+    );
+    let e = err("version: 1\nschedule: \"0\u{a0}5 * * 4\"\n");
+    assert!(e.ends_with("at line 2 column 11"), "{e}");
+    // Tabs and a block scalar's final line feed are plain spacing.
+    Schedule::from_str("0\t5 * * 4").unwrap();
+    Schedule::from_str("0 5 * * 4\n").unwrap();
+}
+
+#[test]
+fn a_control_character_in_a_value_is_refused_where_the_value_is() {
+    for (text, path, column) in [
+        ("images: {keep: [\"a\\u0001*\"]}\n", "images.keep[0]", 17),
+        (
+            "protect: {labels: [\"k=\\x07\"]}\n",
+            "protect.labels[0]",
+            20,
+        ),
+        (
+            "runtime: {containerd: {namespaces: [\"k8s\\u0001io\"]}}\n",
+            "runtime.containerd.namespaces[0]",
+            37,
+        ),
+        (
+            "report: {json_path: \"/tmp/\\u0001.json\"}\n",
+            "report.json_path",
+            21,
+        ),
+    ] {
+        let e = err(text);
+        assert!(
+            e.contains(&format!("{path}: the value holds a control character")),
+            "{text:?}: {e}"
+        );
+        assert!(
+            e.ends_with(&format!("at line 1 column {column}")),
+            "{text:?}: {e}"
+        );
+    }
+    assert!(err("images: {keep: [\"\\e\"]}\n").contains("(U+001B): remove it"));
+    // A value's own check comes first: a NUL is no path, no socket.
+    assert!(err("lock_file: \"/run/\\0\"\n").contains("contains a NUL byte"));
+    // Tab and line feed are spacing.
+    parse("images: {keep: [\"a\\tb\"]}\nschedule: |\n  0 5 * * 4\n").unwrap();
+}
+
+#[test]
+fn a_fault_at_the_first_character_of_the_file_is_located() {
+    // yaml_serde prints no place for line 1 column 1.
+    for text in ["bogus: 1\n", "\u{feff}bogus: 1\n", "\"\\u0001\": 1\n"] {
+        let e = err(text);
+        assert!(e.contains("unknown field `"), "{text:?}: {e}");
+        assert!(e.ends_with(" at line 1 column 1"), "{text:?}: {e}");
+    }
+    assert!(err("version: 1\nbogus: 1\n").ends_with("`state_dir` at line 2 column 1"));
+}

@@ -69,6 +69,16 @@ const FILES: &[File] = &[
         Some((2, 16)),
     ),
     (
+        "control-escaped.yaml",
+        "images.keep[1]: the value holds a control character (U+0001): remove it",
+        Some((2, 37)),
+    ),
+    (
+        "control-raw.yaml",
+        "a control character (U+0001), which YAML does not allow in a file: remove it",
+        Some((2, 17)),
+    ),
+    (
         "duplicate-key.yaml",
         "duplicate key `images` (first at line 1 column 1)",
         Some((3, 1)),
@@ -111,7 +121,18 @@ const FILES: &[File] = &[
         "a value of 5000 characters",
         Some((2, 3)),
     ),
+    (
+        "keep-number.yaml",
+        "images.keep[0]: expected a string, and YAML reads this unquoted value as the number 5",
+        Some((2, 10)),
+    ),
     ("kind-null.yaml", "runtime.kind has no value", Some((2, 9))),
+    (
+        "labels-bool.yaml",
+        "protect.labels[0]: expected a string, and YAML reads this unquoted value as the \
+         boolean true: quote it if it is meant as text",
+        Some((2, 12)),
+    ),
     (
         "labels-commented-out.yaml",
         "protect.labels has no value",
@@ -167,11 +188,36 @@ const FILES: &[File] = &[
     ),
     ("runtime-empty.yaml", "runtime has no value", Some((1, 8))),
     (
+        "schedule-em-space.yaml",
+        "invalid schedule '0 5\\u{2003}* * 4': U+2003 is not a plain space",
+        Some((2, 11)),
+    ),
+    (
         "schedule-garbage.yaml",
         "invalid schedule 'every thursday'",
         Some((1, 11)),
     ),
+    (
+        "schedule-nbsp.yaml",
+        "invalid schedule '0\\u{a0}5 * * 4': U+00A0 is not a plain space",
+        Some((1, 11)),
+    ),
+    (
+        "schedule-trailing-comma.yaml",
+        "invalid schedule '1, 5 * * *': the field '1,' has an empty list entry",
+        Some((1, 11)),
+    ),
     ("tab-indent.yaml", "not valid YAML", Some((2, 2))),
+    (
+        "tag-str.yaml",
+        "YAML tag `!!str` on safety.concurrency: tags are not supported",
+        Some((2, 16)),
+    ),
+    (
+        "tag-unknown.yaml",
+        "YAML tag `!Tag` on images: tags are not supported",
+        Some((1, 9)),
+    ),
     (
         "textfile-number.yaml",
         "path '7' is not absolute",
@@ -196,6 +242,11 @@ const FILES: &[File] = &[
     ("unclosed-flow.yaml", "not valid YAML", Some((2, 1))),
     ("unknown-alias.yaml", "unknown anchor", Some((2, 9))),
     ("unknown-key.yaml", "unknown field `kep`", Some((2, 3))),
+    (
+        "unknown-key-first-line.yaml",
+        "unknown field `bogus`",
+        Some((1, 1)),
+    ),
     (
         "version-2.yaml",
         "unsupported policy version 2",

@@ -107,6 +107,7 @@ fn node(containers: usize) -> Inventory {
             last_tagged: None,
             size: Some(100 << 20),
             pinned: false,
+            cri_pinned: false,
             unique_size: None,
             recorded_use: None,
         });

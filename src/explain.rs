@@ -150,6 +150,7 @@ mod tests {
                 size: None,
             }],
             images: vec![Image {
+                cri_pinned: false,
                 parent: None,
                 id: "sha256:5555aaaa".into(),
                 tags: vec!["nginx:latest".into(), "nginx:1.25".into()],

@@ -246,8 +246,13 @@ pub struct Image {
     pub last_tagged: Option<DateTime<Utc>>,
     /// Bytes on disk; `None` when the runtime does not say.
     pub size: Option<u64>,
-    /// Pinned by the runtime (containerd's pinned label, the sandbox image).
+    /// Pinned by the runtime: CRI reports it pinned, containerd's pinned
+    /// label, or a name of the runtime's configured sandbox image.
     pub pinned: bool,
+    /// Pinned as CRI reports it (`Image.pinned` of `ListImages`): what
+    /// crictl and kubelet honour. containerd before 1.6.22 and 1.7.3
+    /// reports nothing pinned, whatever its labels.
+    pub cri_pinned: bool,
     /// The id of the image it was built on, where the engine refuses to
     /// delete a parent while a child exists (Docker's overlay2 store:
     /// `docker commit`, a classic build). `None` elsewhere.

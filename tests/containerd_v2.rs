@@ -519,3 +519,95 @@ async fn introspection_exports_no_cri_image_config_on_containerd_2() {
     .into_inner();
     assert_eq!(info.extra, None);
 }
+
+/// Issue 22: safeprune keeps an image a live pod mounts as a volume. Its
+/// container has exited (crashed) when safeprune runs; the image would be
+/// eligible by age; after the run, kubelet's restart of the container
+/// (attempt 1, the same mount) succeeds. Before, `run` deleted the image
+/// and the restart failed with `ImageVolumeMountFailed`.
+#[tokio::test]
+async fn an_image_a_live_pod_mounts_is_kept_and_the_pods_container_restarts_after_a_run() {
+    use util::node::{Cli, Runtime};
+    let Some((containerd, _app, data)) = engine().await else {
+        return;
+    };
+    let p = pod_mounting_data(&containerd, &data).await;
+    containerd.stop_container(&p.container_id).await;
+    containerd.wait_container_exited(&p.container_id).await;
+    let endpoint = containerd.endpoint();
+    let cli = Cli::new(
+        &Runtime::Containerd(&endpoint, &[CRI_NAMESPACE]),
+        "images: {min_age: 0s}\ncontainers: {min_age: 0s}\n",
+    );
+    let (code, report) = cli.json(&["run", "--output", "json"]);
+    assert_eq!(code, Some(0), "{report}");
+    let decision = report["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == DATA)
+        .unwrap_or_else(|| panic!("{DATA} decided: {report}"));
+    assert_eq!(decision["rule"], "in_use", "{decision}");
+    assert!(
+        decision["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("mounted as a volume by kept container app_web_default_"),
+        "{decision}"
+    );
+    assert!(
+        containerd
+            .cri_images()
+            .await
+            .iter()
+            .any(|i| i.repo_tags.iter().any(|t| t == DATA)),
+        "{DATA} is gone"
+    );
+    // kubelet restarts the container: its mount resolves.
+    containerd
+        .recreate_image_volume_container(&p, 1)
+        .await
+        .unwrap_or_else(|e| panic!("the restart after safeprune's run failed: {e}"));
+    // And `explain` names the use.
+    let out = cli.run(&["explain", DATA]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("mounted as a volume by kept container"),
+        "{text}"
+    );
+}
+
+/// Issue 22: the node's sandbox image is kept whatever it is named, by the
+/// runtime's own facts: with no keep pattern and no pod left, containerd
+/// 2.3.4's CRI reports it pinned, and 1.6.20 names it in its status.
+#[tokio::test]
+async fn the_sandbox_image_is_kept_by_the_runtimes_pin_whatever_its_name() {
+    use util::node::{Cli, Runtime};
+    for version in [ContainerdVersion::V1_6, ContainerdVersion::V2_3] {
+        let Some(containerd) = PrivateContainerd::start_version(version).await.or_skip() else {
+            return;
+        };
+        let endpoint = containerd.endpoint();
+        let cli = Cli::new(
+            &Runtime::Containerd(&endpoint, &[CRI_NAMESPACE]),
+            "images: {min_age: 0s, keep: []}\n",
+        );
+        let (code, report) = cli.json(&["run", "--output", "json"]);
+        assert_eq!(code, Some(0), "{version:?}: {report}");
+        let pause = report["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == SANDBOX_IMAGE)
+            .unwrap_or_else(|| panic!("{version:?}: the sandbox image decided: {report}"));
+        assert_eq!(pause["rule"], "pinned", "{version:?}: {pause}");
+        assert!(
+            containerd
+                .cri_images()
+                .await
+                .iter()
+                .any(|i| i.repo_tags.iter().any(|t| t == SANDBOX_IMAGE)),
+            "{version:?}: the sandbox image is gone"
+        );
+    }
+}

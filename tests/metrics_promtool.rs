@@ -73,6 +73,7 @@ fn image(id: &str, tags: &[&str], size: u64) -> Image {
         last_tagged: Some(hours_ago(500)),
         size: Some(size),
         pinned: false,
+        cri_pinned: false,
         unique_size: None,
         recorded_use: None,
     }

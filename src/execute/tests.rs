@@ -38,6 +38,7 @@ fn node() -> Inventory {
         images: ["sha256:a", "sha256:b", "sha256:app"]
             .iter()
             .map(|id| Image {
+                cri_pinned: false,
                 parent: None,
                 id: (*id).to_owned(),
                 tags: vec![],

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::inventory::uses::{ImageUses, image_depths};
+use crate::inventory::uses::{ContainerUse, ImageUses, image_depths};
 use crate::inventory::{ContainerState, Inventory, Kind};
 
 /// What the command does with one object, and why.
@@ -311,23 +311,21 @@ fn in_cri_namespace(id: &str) -> bool {
 
 /// The verdict of `crictl rmi --prune` on every image of `inv`
 /// (kubernetes-sigs/cri-tools `cmd/crictl/image.go`, the `rmi` command's
-/// action, v1.30 and later): every image CRI lists, but those pinned
-/// (skipped since v1.30.0, commit af4707c2: the sandbox image and
-/// `io.cri-containerd.pinned` ones) and those a CRI container of any state
-/// was made from (`ListContainers` unfiltered, each container's image
-/// resolved to its id). Pod sandboxes are not containers to CRI: their
-/// image is kept by its pin alone. Containers are left alone, and
+/// action, v1.30 and later): every image CRI lists, but those CRI reports
+/// pinned (skipped since v1.30.0, commit af4707c2; containerd before
+/// 1.6.22 and 1.7.3 reports none, so there the sandbox image goes too) and
+/// those a CRI container of any state was made from (`ListContainers`
+/// unfiltered, each container's image resolved to its id: the one
+/// definition's "made from", `inventory::uses`). Pod sandboxes are not
+/// containers to CRI, and an image mounted as a volume is no container's
+/// image: both go unless pinned. Containers are left alone, and
 /// namespaces other than `k8s.io` are not CRI's.
 #[must_use]
 pub fn crictl_rmi_prune(inv: &Inventory) -> HashMap<(Kind, String), Verdict> {
-    let cri_containers: Vec<&crate::inventory::Container> = inv
-        .containers
-        .iter()
-        .filter(|c| {
-            in_cri_namespace(&c.id)
-                && c.labels.get(CRI_KIND).map(String::as_str) == Some("container")
-        })
-        .collect();
+    let uses = ImageUses::new(&inv.containers, &inv.images);
+    let is_cri_container = |c: &crate::inventory::Container| {
+        in_cri_namespace(&c.id) && c.labels.get(CRI_KIND).map(String::as_str) == Some("container")
+    };
     let mut verdicts = HashMap::new();
     for c in &inv.containers {
         verdicts.insert(
@@ -336,16 +334,25 @@ pub fn crictl_rmi_prune(inv: &Inventory) -> HashMap<(Kind, String), Verdict> {
         );
     }
     for i in &inv.images {
+        let made_from = || {
+            uses.containers_of(i)
+                .into_iter()
+                .filter(|(_, how)| *how == ContainerUse::MadeFrom)
+                .map(|(n, _)| uses.container(n))
+                .find(|c| is_cri_container(c))
+        };
         let verdict = if !in_cri_namespace(&i.id) {
             Verdict::keeps("not in k8s.io: CRI does not list it")
-        } else if i.pinned {
-            Verdict::keeps("pinned (skipped since crictl v1.30)")
-        } else if let Some(c) = cri_containers.iter().find(|c| made_from(c, i)) {
+        } else if i.cri_pinned {
+            Verdict::keeps("CRI reports it pinned (skipped since crictl v1.30)")
+        } else if let Some(c) = made_from() {
             Verdict::keeps(format!(
                 "a CRI container was made from it ({}, {})",
                 c.display_name(),
                 c.state.as_str()
             ))
+        } else if i.pinned {
+            Verdict::removes("no CRI container was made from it, and CRI does not report it pinned")
         } else {
             Verdict::removes("no CRI container was made from it")
         };
@@ -356,13 +363,6 @@ pub fn crictl_rmi_prune(inv: &Inventory) -> HashMap<(Kind, String), Verdict> {
 
 /// The label CRI puts on its containers: `container` or `sandbox`.
 const CRI_KIND: &str = "io.cri-containerd.kind";
-
-/// Whether `c` was made from `i`: by the target its image name resolved to,
-/// or by that name.
-fn made_from(c: &crate::inventory::Container, i: &crate::inventory::Image) -> bool {
-    (!c.image_id.is_empty() && c.image_id == i.id)
-        || i.tags.iter().chain(&i.digests).any(|r| *r == c.image_ref)
-}
 
 /// The verdict of `nerdctl -n k8s.io system prune -a -f` on every
 /// container and image of `inv` (containerd/nerdctl `pkg/cmd/system/prune.go`
@@ -397,12 +397,22 @@ pub fn nerdctl_system_prune(inv: &Inventory) -> HashMap<(Kind, String), Verdict>
         }
         verdicts.insert((Kind::Container, c.id.clone()), verdict);
     }
+    // The containers left by the exact name they record (nerdctl matches
+    // record names, not spellings): one pass over the node.
+    let mut naming: HashMap<&str, &crate::inventory::Container> = HashMap::new();
+    for c in left.iter().filter(|c| in_cri_namespace(&c.id)) {
+        naming.entry(c.image_ref.as_str()).or_insert(c);
+    }
     for i in &inv.images {
         let verdict = if !in_cri_namespace(&i.id) {
             Verdict::keeps("not in k8s.io")
-        } else if let Some(c) = left.iter().find(|c| {
-            in_cri_namespace(&c.id) && i.tags.iter().chain(&i.digests).any(|r| *r == c.image_ref)
-        }) {
+        } else if let Some(c) = i
+            .tags
+            .iter()
+            .chain(&i.digests)
+            .filter_map(|r| naming.get(r.as_str()))
+            .min_by(|a, b| a.id.cmp(&b.id))
+        {
             Verdict::keeps(format!(
                 "container {} names it (its other names go)",
                 c.display_name()
@@ -817,10 +827,33 @@ mod tests {
     }
 
     #[test]
-    fn crictl_prune_spares_pinned_images_and_those_of_cri_containers_of_any_state() {
-        let v = crictl_rmi_prune(&cri_node());
+    fn crictl_prune_spares_what_cri_pins_and_the_images_of_cri_containers_of_any_state() {
+        // The pause image is pinned by its configured name only, as on
+        // containerd 1.6.20, whose CRI reports nothing pinned: crictl
+        // removes it (issue 22). So too an image mounted as a volume.
+        let mut node = cri_node();
+        node.images.push(Image {
+            id: "k8s.io/sha256:cri-pinned".into(),
+            pinned: true,
+            cri_pinned: true,
+            ..Image::default()
+        });
+        node.images.push(Image {
+            id: "k8s.io/sha256:volume".into(),
+            ..Image::default()
+        });
+        node.containers[0].image_mounts = vec!["k8s.io/sha256:volume".into()];
+        let v = crictl_rmi_prune(&node);
         // The native container's image goes: crictl does not see it.
-        let mut want = ids(Kind::Image, &["k8s.io/sha256:tool", "k8s.io/sha256:unused"]);
+        let mut want = ids(
+            Kind::Image,
+            &[
+                "k8s.io/sha256:pause",
+                "k8s.io/sha256:tool",
+                "k8s.io/sha256:unused",
+                "k8s.io/sha256:volume",
+            ],
+        );
         want.sort();
         assert_eq!(removed(&v), want);
         assert!(
@@ -828,10 +861,14 @@ mod tests {
                 .why
                 .contains("init, exited")
         );
+        assert_eq!(
+            v[&(Kind::Image, "k8s.io/sha256:pause".into())].why,
+            "no CRI container was made from it, and CRI does not report it pinned"
+        );
         assert!(
-            v[&(Kind::Image, "k8s.io/sha256:pause".into())]
+            v[&(Kind::Image, "k8s.io/sha256:cri-pinned".into())]
                 .why
-                .starts_with("pinned")
+                .starts_with("CRI reports it pinned")
         );
     }
 

@@ -60,6 +60,7 @@ fn sandbox(id: &str, uid: &str, ready: bool) -> PodSandbox {
 
 pub(super) fn image(id: &str, tags: &[&str], hours: i64) -> Image {
     Image {
+        cri_pinned: false,
         parent: None,
         id: id.to_owned(),
         tags: tags.iter().map(|t| (*t).to_owned()).collect(),
@@ -422,6 +423,7 @@ fn odd_engine_data_does_not_panic() {
     c.pod = Some(PodIdentity::default());
     let mut inv = with_containers(vec![c]);
     inv.images = vec![Image {
+        cri_pinned: false,
         parent: None,
         id: String::new(),
         tags: vec![],

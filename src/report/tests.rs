@@ -52,6 +52,7 @@ fn sample_report(outcomes: Vec<Outcome>) -> Report {
         ],
         images: vec![
             Image {
+                cri_pinned: false,
                 parent: None,
                 id: "sha256:feed".into(),
                 tags: vec![
@@ -68,6 +69,7 @@ fn sample_report(outcomes: Vec<Outcome>) -> Report {
                 recorded_use: None,
             },
             Image {
+                cri_pinned: false,
                 parent: None,
                 id: "sha256:dead".into(),
                 tags: vec![],

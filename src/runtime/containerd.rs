@@ -35,7 +35,7 @@ use self::convert::{
     CriView, NamespaceData, containers_of, is_cri_kind, is_cri_sandbox, qualified, sandboxes_of,
     split_qualified,
 };
-use self::images::images_of;
+use self::images::{Pins, images_of};
 use self::watch::{Known, Watch};
 use super::{Engine, Removal, RuntimeError};
 use crate::inventory::Kind;
@@ -286,19 +286,29 @@ impl ContainerdRuntime {
         }
     }
 
-    /// The sandbox image CRI names now, or the last one it named when it
-    /// does not answer.
-    async fn sandbox_image(&self) -> (Option<String>, bool) {
-        match cri::sandbox_image(&self.channel).await {
+    /// The sandbox image CRI names now (or the last one it named when it
+    /// does not answer), the names of the images it reports pinned, and
+    /// whether it answered. A re-check's pins: the same facts as the
+    /// inventory's, so that a re-check never sees fewer pins than the plan.
+    async fn sandbox_image(&self) -> (Option<String>, Vec<String>, bool) {
+        let (image, pinned) = tokio::join!(
+            cri::sandbox_image(&self.channel),
+            cri::pinned_images(&self.channel)
+        );
+        let pinned = pinned.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "CRI does not list its images: its pins are read from their labels only");
+            Vec::new()
+        });
+        match image {
             Ok(image) => {
                 if let Ok(mut cached) = self.sandbox_image.lock() {
                     cached.clone_from(&image);
                 }
-                (image, true)
+                (image, pinned, true)
             }
             Err(e) => {
                 tracing::warn!(error = %e, "CRI does not answer: no fresh sandbox image");
-                (self.cached_sandbox_image(), false)
+                (self.cached_sandbox_image(), pinned, false)
             }
         }
     }
@@ -586,7 +596,7 @@ impl ContainerdRuntime {
         wanted: &[(&str, &str)],
     ) -> Result<(Vec<Image>, Vec<Container>), RuntimeError> {
         let cri_batch = wanted.iter().any(|(ns, _)| *ns == CRI_NAMESPACE);
-        let (watched, (sandbox_image, cri_answered)) = tokio::join!(
+        let (watched, (sandbox_image, cri_pinned, cri_answered)) = tokio::join!(
             self.synced(|known| {
                 let records: Vec<(&str, Vec<ImageRecord>)> = wanted
                     .iter()
@@ -599,20 +609,21 @@ impl ContainerdRuntime {
                 if cri_batch {
                     self.sandbox_image().await
                 } else {
-                    (None, false)
+                    (None, Vec::new(), false)
                 }
             },
         );
         let Some((records, users, cri_containers)) = watched else {
             return self
-                .recheck_images_listed(wanted, sandbox_image, cri_answered)
+                .recheck_images_listed(wanted, sandbox_image, &cri_pinned, cri_answered)
                 .await;
         };
         let mut images = Vec::new();
         for (namespace, records) in records {
-            let pinned = pinned_names(
+            let pinned = pins(
                 namespace,
                 sandbox_image.as_ref(),
+                &cri_pinned,
                 cri_answered,
                 &cri_containers,
             );
@@ -632,6 +643,7 @@ impl ContainerdRuntime {
         &self,
         wanted: &[(&str, &str)],
         sandbox_image: Option<String>,
+        cri_pinned: &[String],
         cri_answered: bool,
     ) -> Result<(Vec<Image>, Vec<Container>), RuntimeError> {
         let mut images = Vec::new();
@@ -639,9 +651,10 @@ impl ContainerdRuntime {
         for data in &self.all_containers().await? {
             let containers = containers_of(data, None);
             if wanted.iter().any(|(ns, _)| *ns == data.namespace) {
-                let pinned = pinned_names(
+                let pinned = pins(
                     &data.namespace,
                     sandbox_image.as_ref(),
+                    cri_pinned,
                     cri_answered,
                     &containers,
                 );
@@ -730,9 +743,10 @@ impl Engine for ContainerdRuntime {
                 None if is_cri => self.cached_sandbox_image(),
                 None => None,
             };
-            let pinned = pinned_names(
+            let pinned = pins(
                 &namespace.namespace,
                 sandbox_image.as_ref(),
+                view.map_or(&[][..], |v| &v.pinned),
                 view.is_some(),
                 &containers,
             );
@@ -842,18 +856,19 @@ fn native_sandboxes(containers: Vec<NativeContainer>, tasks: Vec<Process>) -> Ve
     sandboxes_of(CRI_NAMESPACE, None, &containers_of(&data, None))
 }
 
-/// The image names pinned in `namespace`: none outside the CRI namespace;
-/// in it, the sandbox image, and, when CRI did not answer, the image of
-/// every sandbox container of `containers` (CRI may name a sandbox image
-/// we have not seen).
-fn pinned_names(
+/// What pins the images of `namespace`: nothing outside the CRI
+/// namespace; in it, what CRI reports pinned, the sandbox image, and, when
+/// CRI did not answer, the image of every sandbox container of
+/// `containers` (CRI may name a sandbox image we have not seen).
+fn pins(
     namespace: &str,
     sandbox_image: Option<&String>,
+    cri_pinned: &[String],
     cri_answered: bool,
     containers: &[Container],
-) -> Vec<String> {
+) -> Pins {
     if namespace != CRI_NAMESPACE {
-        return Vec::new();
+        return Pins::default();
     }
     let mut names: Vec<String> = sandbox_image.cloned().into_iter().collect();
     if !cri_answered {
@@ -864,7 +879,10 @@ fn pinned_names(
                 .map(|c| c.image_ref.clone()),
         );
     }
-    names
+    Pins {
+        names,
+        cri: cri_pinned.to_vec(),
+    }
 }
 
 /// The configured namespaces safeprune may prune: each once, without

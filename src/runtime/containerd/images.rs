@@ -23,9 +23,20 @@ const PINNED: &str = "pinned";
 /// content: index to manifests, manifest to config and layers.
 const LABEL_GC_CONTENT: &str = "containerd.io/gc.ref.content.";
 
-/// The images of one namespace, one per target. An image with any name in
-/// `pinned_names` (in any spelling) is pinned.
-pub(super) fn images_of(data: &NamespaceData, pinned_names: &[String]) -> Vec<Image> {
+/// What pins the images of one namespace, besides containerd's label.
+#[derive(Debug, Default)]
+pub(super) struct Pins {
+    /// Names pinned by the runtime's configuration: the sandbox image, and
+    /// sandboxes' images when CRI does not answer.
+    pub names: Vec<String>,
+    /// Names of the images CRI reports pinned.
+    pub cri: Vec<String>,
+}
+
+/// The images of one namespace, one per target. An image with a name in
+/// `pins` (in any spelling), or containerd's pinned label, is pinned; one
+/// named in `pins.cri` is also what CRI reports pinned.
+pub(super) fn images_of(data: &NamespaceData, pins: &Pins) -> Vec<Image> {
     let mut by_target: BTreeMap<&str, Vec<&ImageRecord>> = BTreeMap::new();
     for record in &data.images {
         match record.target.as_ref().map(|t| t.digest.as_str()) {
@@ -35,10 +46,11 @@ pub(super) fn images_of(data: &NamespaceData, pinned_names: &[String]) -> Vec<Im
             _ => tracing::debug!(name = %record.name, "image record without a target, skipped"),
         }
     }
-    let pinned_forms: BTreeSet<String> = pinned_names
-        .iter()
-        .flat_map(|n| reference_forms(n))
-        .collect();
+    let forms = |names: &[String]| -> BTreeSet<String> {
+        names.iter().flat_map(|n| reference_forms(n)).collect()
+    };
+    let pinned_forms = forms(&pins.names);
+    let cri_forms = forms(&pins.cri);
     by_target
         .into_iter()
         .map(|(digest, records)| {
@@ -46,7 +58,7 @@ pub(super) fn images_of(data: &NamespaceData, pinned_names: &[String]) -> Vec<Im
                 &data.namespace,
                 digest,
                 &records,
-                &pinned_forms,
+                (&pinned_forms, &cri_forms),
                 &data.content,
             )
         })
@@ -71,7 +83,7 @@ fn image(
     namespace: &str,
     digest: &str,
     records: &[&ImageRecord],
-    pinned_forms: &BTreeSet<String>,
+    (pinned_forms, cri_forms): (&BTreeSet<String>, &BTreeSet<String>),
     content: &HashMap<String, Info>,
 ) -> Image {
     let mut tags = BTreeSet::new();
@@ -87,12 +99,17 @@ fn image(
             digests.insert(format!("{}@{digest}", repository(name)));
         }
     }
-    let pinned = records.iter().any(|r| {
-        label(&r.labels, LABEL_PINNED) == Some(PINNED)
-            || reference_forms(&r.name)
-                .iter()
-                .any(|f| pinned_forms.contains(f))
-    });
+    let named_in = |forms: &BTreeSet<String>| {
+        records
+            .iter()
+            .any(|r| reference_forms(&r.name).iter().any(|f| forms.contains(f)))
+    };
+    let cri_pinned = named_in(cri_forms);
+    let pinned = cri_pinned
+        || named_in(pinned_forms)
+        || records
+            .iter()
+            .any(|r| label(&r.labels, LABEL_PINNED) == Some(PINNED));
     Image {
         parent: None,
         id: qualified(namespace, digest),
@@ -109,6 +126,7 @@ fn image(
             .max(),
         size: content_size(digest, content),
         pinned,
+        cri_pinned,
         unique_size: None,
         recorded_use: None,
     }

@@ -32,10 +32,12 @@ use containerd_client::types::v1::Process;
 use prost::Message;
 use prost_types::Any;
 
-use super::convert::{NamespaceData, plain_container, qualified, slim_record, tasks_by_container};
+use super::convert::{
+    NamespaceData, image_mounts, plain_container, qualified, slim_record, tasks_by_container,
+};
 use super::images;
 use super::native;
-use crate::inventory::{Container, reference_forms};
+use crate::inventory::{Container, Image, uses};
 
 /// The topic of the watch's own barrier events.
 pub(super) const BARRIER_TOPIC: &str = "/safeprune/barrier";
@@ -96,8 +98,6 @@ struct Watched {
     /// The record converted without task or CRI state: what decides an
     /// image's users and a pod's sandboxes needs no more.
     container: Container,
-    /// Every spelling of the image name it was made from.
-    image_forms: Vec<String>,
 }
 
 /// What a sync found changed: container ids and image names, by namespace,
@@ -299,31 +299,47 @@ impl Known {
             .unwrap_or_default()
     }
 
-    /// Every container, of any watched namespace, made from one of
-    /// `images` (`(namespace, target digest)`): by a name that points at
-    /// that target in its own namespace, or by any spelling of one of
-    /// their names. Image ids are set from the names as they are now.
+    /// Every container, of any watched namespace, that uses one of
+    /// `images` (`(namespace, target digest)`) by the one definition
+    /// (`inventory::uses`): made from it or mounting it, by a name that
+    /// points at that target in its own namespace, or by any spelling of
+    /// one of the image's names. Image ids and mounted images are resolved
+    /// from the names as they are now.
     pub(super) fn users_of_images(&self, images: &[(&str, &str)]) -> Vec<Container> {
-        let mut names: HashSet<String> = HashSet::new();
-        for (namespace, digest) in images {
-            for record in self.records_of(namespace, digest) {
-                names.extend(reference_forms(&record.name));
-            }
-        }
+        // Each image by the keys the inventory knows it by: its id and
+        // every name pointing at it.
+        let wanted: Vec<Image> = images
+            .iter()
+            .map(|(namespace, digest)| Image {
+                id: qualified(namespace, digest),
+                tags: self
+                    .records_of(namespace, digest)
+                    .into_iter()
+                    .map(|r| r.name)
+                    .collect(),
+                ..Image::default()
+            })
+            .collect();
         let mut found = Vec::new();
         for (namespace, state) in &self.namespaces {
-            for entry in state.containers.values() {
-                let target = state
+            let target = |name: &str| {
+                state
                     .images
-                    .get(&entry.container.image_ref)
+                    .get(name)
                     .and_then(|r| r.target.as_ref())
                     .map(|t| t.digest.as_str())
-                    .filter(|d| !d.is_empty());
-                let by_target = target.is_some_and(|t| images.contains(&(namespace.as_str(), t)));
-                if by_target || entry.image_forms.iter().any(|f| names.contains(f)) {
-                    let mut container = entry.container.clone();
-                    container.image_id =
-                        target.map(|t| qualified(namespace, t)).unwrap_or_default();
+                    .filter(|d| !d.is_empty())
+            };
+            for entry in state.containers.values() {
+                let mut container = entry.container.clone();
+                container.image_id = target(&entry.container.image_ref)
+                    .map(|t| qualified(namespace, t))
+                    .unwrap_or_default();
+                container.image_mounts = image_mounts(namespace, &entry.record, target);
+                if wanted
+                    .iter()
+                    .any(|image| uses::container_uses_image(&container, image).is_some())
+                {
                     found.push(container);
                 }
             }
@@ -411,16 +427,9 @@ impl Dirty {
 
 /// A container as the watch keeps it.
 fn watched(namespace: &str, native: &NativeContainer) -> Watched {
-    let container = plain_container(namespace, native);
-    let image_forms = if native.image.is_empty() {
-        Vec::new()
-    } else {
-        reference_forms(&native.image)
-    };
     Watched {
         record: slim_record(native),
-        container,
-        image_forms,
+        container: plain_container(namespace, native),
     }
 }
 

@@ -254,6 +254,7 @@ pub(super) fn image_from_inspect(inspect: ImageInspect) -> Option<Image> {
         refs
     };
     Some(Image {
+        cri_pinned: false,
         // Only the list has it (`ParentId`): see `with_parent`.
         parent: None,
         id,

@@ -443,6 +443,7 @@ mod tests {
 
         let t = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 0);
         let image = |id: &str| Image {
+            cri_pinned: false,
             parent: None,
             id: id.to_owned(),
             tags: Vec::new(),

@@ -400,3 +400,73 @@ fn sandbox_image_comes_from_the_verbose_config() {
     assert_eq!(sandbox_image_of(&info("not json")), None);
     assert_eq!(sandbox_image_of(&HashMap::new()), None);
 }
+
+#[test]
+fn image_volumes_come_from_cri_records_config_and_the_specs_mount_sources() {
+    // As containerd 2.3.4 records a container mounting two images (one by
+    // reference, one by CRI's id) and lays the first out in its spec
+    // (docs/engines.md, containerd 2.x).
+    let manifest = "7f5b22770000000000000000000000000000000000000000000000000000790a";
+    let config = serde_json::json!({
+        "Metadata": {
+            "Name": "app_web_default_uid-1_0",
+            "SandboxID": SANDBOX,
+            "Config": {"mounts": [
+                {"container_path": "/volume", "readonly": true,
+                 "image": {"image": "docker.io/library/data:1"}},
+                {"container_path": "/models", "image": {"image": "sha256:d686"}},
+                {"container_path": "/plain", "host_path": "/srv"}
+            ]}
+        }
+    });
+    let mut c = with_extension(
+        native("app", cri_labels("container")),
+        EXTENSION_CONTAINER,
+        &config.to_string(),
+    );
+    let spec = serde_json::json!({"mounts": [
+        {"destination": "/volume", "type": "bind", "options": ["rbind", "ro"],
+         "source": format!("/run/containerd/io.containerd.grpc.v1.cri/image-volumes/{SANDBOX}/{manifest}")},
+        {"destination": "/etc/hosts", "source": "/var/lib/kubelet/pods/uid-1/etc-hosts"}
+    ]});
+    c.spec = Some(Any {
+        type_url: String::new(),
+        value: spec.to_string().into_bytes(),
+    });
+    let data = NamespaceData {
+        namespace: "k8s.io".into(),
+        containers: vec![c],
+        images: vec![record("sha256:d686", "sha256:models-manifest")],
+        ..NamespaceData::default()
+    };
+    let containers = containers_of(&data, None);
+    assert_eq!(
+        containers[0].image_mounts,
+        [
+            "docker.io/library/data:1".to_owned(),
+            format!("k8s.io/sha256:{manifest}"),
+            "k8s.io/sha256:models-manifest".to_owned(),
+            "sha256:d686".to_owned(),
+        ]
+    );
+    // The watch keeps the spec of such a container: it names the volumes.
+    assert!(slim_record(&data.containers[0]).spec.is_some());
+    // A plain container mounts no image; an odd config hides nothing else.
+    let odd = with_extension(
+        native("odd", cri_labels("container")),
+        EXTENSION_CONTAINER,
+        &serde_json::json!({"Metadata": {"Name": "n", "SandboxID": SANDBOX, "Config": null}})
+            .to_string(),
+    );
+    let data = NamespaceData {
+        namespace: "k8s.io".into(),
+        containers: vec![odd],
+        ..NamespaceData::default()
+    };
+    let odd = &containers_of(&data, None)[0];
+    assert!(odd.image_mounts.is_empty());
+    assert_eq!(
+        odd.pod.as_ref().and_then(|p| p.sandbox_id.clone()),
+        Some(format!("k8s.io/{SANDBOX}"))
+    );
+}

@@ -70,7 +70,7 @@ fn every_name_of_one_target_is_one_image() {
         record("docker.io/library/busybox:latest", TARGET, 210, 210),
         record("other:1", "sha256:bbbb", 50, 60),
     ]);
-    let images = images_of(&ns, &[]);
+    let images = images_of(&ns, &Pins::default());
     assert_eq!(images.len(), 2);
     let busybox = &images[0];
     assert_eq!(busybox.id, "k8s.io/sha256:aaaa");
@@ -95,9 +95,45 @@ fn every_name_of_one_target_is_one_image() {
 
 #[test]
 fn an_image_known_only_by_its_id_is_dangling() {
-    let images = images_of(&namespace(vec![record("sha256:0079", TARGET, 1, 1)]), &[]);
+    let images = images_of(
+        &namespace(vec![record("sha256:0079", TARGET, 1, 1)]),
+        &Pins::default(),
+    );
     assert!(images[0].is_dangling());
     assert!(images[0].digests.is_empty());
+}
+
+#[test]
+fn what_cri_reports_pinned_is_pinned_and_apart_from_labels() {
+    // CRI names a pinned image by its id (CRI's record `sha256:<config>`)
+    // and its tags; a labelled image CRI does not report (containerd
+    // 1.6.20) is pinned for safeprune, but not for crictl.
+    let mut labelled = record("registry.k8s.io/pause:3.6", TARGET, 1, 1);
+    labelled
+        .labels
+        .insert(LABEL_PINNED.to_owned(), PINNED.to_owned());
+    let ns = namespace(vec![
+        labelled,
+        record("sha256:c0f1", "sha256:b1", 1, 1),
+        record("localhost/kubernetes/pause:0.1.0", "sha256:b1", 1, 1),
+        record("other:2", "sha256:b3", 1, 1),
+    ]);
+    let pins = Pins {
+        names: Vec::new(),
+        cri: vec!["sha256:c0f1".to_owned()],
+    };
+    let pinned: Vec<(String, bool, bool)> = images_of(&ns, &pins)
+        .into_iter()
+        .map(|i| (i.id, i.pinned, i.cri_pinned))
+        .collect();
+    assert_eq!(
+        pinned,
+        [
+            ("k8s.io/sha256:aaaa".to_owned(), true, false),
+            ("k8s.io/sha256:b1".to_owned(), true, true),
+            ("k8s.io/sha256:b3".to_owned(), false, false),
+        ]
+    );
 }
 
 #[test]
@@ -116,10 +152,16 @@ fn pinned_by_label_or_by_the_sandbox_image_in_any_spelling() {
         record("docker.io/library/pause:1", "sha256:b2", 1, 1),
         record("other:2", "sha256:b3", 1, 1),
     ]);
-    let pinned: Vec<(String, bool)> = images_of(&ns, &["pause:1".to_owned()])
-        .into_iter()
-        .map(|i| (i.id, i.pinned))
-        .collect();
+    let pinned: Vec<(String, bool)> = images_of(
+        &ns,
+        &Pins {
+            names: vec!["pause:1".to_owned()],
+            cri: Vec::new(),
+        },
+    )
+    .into_iter()
+    .map(|i| (i.id, i.pinned))
+    .collect();
     assert_eq!(
         pinned,
         [
@@ -140,7 +182,7 @@ fn records_without_a_target_or_a_name_are_skipped() {
         record("", TARGET, 1, 1),
         record("y:1", "", 1, 1),
     ]);
-    assert!(images_of(&ns, &[]).is_empty());
+    assert!(images_of(&ns, &Pins::default()).is_empty());
 }
 
 #[test]

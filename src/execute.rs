@@ -356,7 +356,15 @@ fn removals_of<'a>(
         .then(|| disk_target(plan, policy))
         .flatten();
     if disk.is_none() {
-        return (targets, policy.safety.concurrency.0, None);
+        // BuildKit prunes one request at a time, and a listing taken while
+        // it prunes may leave records out: one build cache record at a
+        // time costs nothing and keeps each removal's checks true.
+        let limit = if kind == Kind::BuildCache {
+            1
+        } else {
+            policy.safety.concurrency.0
+        };
+        return (targets, limit, None);
     }
     targets.sort_by(|a, b| a.last_used.cmp(&b.last_used).then_with(|| a.id.cmp(&b.id)));
     (targets, 1, disk)

@@ -210,7 +210,25 @@ pub enum Timezone {
 pub struct Protect {
     pub labels: Vec<LabelRule>,
     pub live_pod_sandboxes: bool,
+    /// Always `true`: pod sandboxes are kubelet's on every runtime. `false`
+    /// is refused when the policy is read (it deleted sandboxes on Docker
+    /// and was refused by the containerd adapter; issue 22). The key stays
+    /// so that policies which spell out the default keep working.
+    #[serde(deserialize_with = "always_true")]
     pub pod_sandboxes: bool,
+}
+
+/// `true`, the one value `protect.pod_sandboxes` takes.
+fn always_true<'de, D: Deserializer<'de>>(de: D) -> Result<bool, D::Error> {
+    if bool::deserialize(de)? {
+        Ok(true)
+    } else {
+        Err(serde::de::Error::custom(
+            "pod_sandboxes: false is not supported: pod sandboxes belong to kubelet, and \
+             safeprune removes none on any runtime (removing one behind kubelet breaks its \
+             pod's bookkeeping); remove the key, or write true",
+        ))
+    }
 }
 
 impl Default for Protect {

@@ -214,7 +214,9 @@ fn container(
     if c.state.is_live() {
         return d(Rule::Running, format!("container is {}", c.state.as_str()));
     }
-    if policy.protect.pod_sandboxes && pod.is_some_and(|p| p.is_sandbox) {
+    // Whatever the policy says (it accepts only true): kubelet's on every
+    // runtime.
+    if pod.is_some_and(|p| p.is_sandbox) {
         return d(
             Rule::PodSandbox,
             format!("sandbox of pod {}: kubelet owns it", pod_name()),

@@ -179,10 +179,11 @@ fn disabled_containers_are_kept_but_protections_still_name_themselves() {
 }
 
 #[test]
-fn unprotected_policy_deletes_live_pod_init_containers() {
+fn unprotected_policy_deletes_live_pod_init_containers_but_never_a_sandbox() {
     // The switches really switch: with protection off, the same container goes.
     let mut policy = Policy::builtin();
     policy.protect.live_pod_sandboxes = false;
+    // Issue 22: no policy unprotects a sandbox, not even one set in code.
     policy.protect.pod_sandboxes = false;
     let mut sb = exited("sb", 100);
     sb.pod = Some(PodIdentity {
@@ -193,7 +194,7 @@ fn unprotected_policy_deletes_live_pod_init_containers() {
     inv.sandboxes = vec![sandbox("ready", "u", true)];
     let p = plan(&inv, &policy, now());
     assert_eq!(find(&p, Kind::Container, "init").rule, Rule::Eligible);
-    assert_eq!(find(&p, Kind::Container, "sb").rule, Rule::Eligible);
+    assert_eq!(find(&p, Kind::Container, "sb").rule, Rule::PodSandbox);
 }
 
 #[test]

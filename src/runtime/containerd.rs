@@ -286,29 +286,50 @@ impl ContainerdRuntime {
         }
     }
 
-    /// The sandbox image CRI names now (or the last one it named when it
-    /// does not answer), the names of the images it reports pinned, and
-    /// whether it answered. A re-check's pins: the same facts as the
-    /// inventory's, so that a re-check never sees fewer pins than the plan.
-    async fn sandbox_image(&self) -> (Option<String>, Vec<String>, bool) {
-        let (image, pinned) = tokio::join!(
-            cri::sandbox_image(&self.channel),
-            cri::pinned_images(&self.channel)
-        );
-        let pinned = pinned.unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "CRI does not list its images: its pins are read from their labels only");
-            Vec::new()
-        });
-        match image {
+    /// The sandbox image CRI names now, or the last one it named when it
+    /// does not answer.
+    async fn sandbox_image(&self) -> (Option<String>, bool) {
+        match cri::sandbox_image(&self.channel).await {
             Ok(image) => {
                 if let Ok(mut cached) = self.sandbox_image.lock() {
                     cached.clone_from(&image);
                 }
-                (image, pinned, true)
+                (image, true)
             }
             Err(e) => {
                 tracing::warn!(error = %e, "CRI does not answer: no fresh sandbox image");
-                (self.cached_sandbox_image(), pinned, false)
+                (self.cached_sandbox_image(), false)
+            }
+        }
+    }
+
+    /// Marks the images of a re-check's batch that CRI reports pinned,
+    /// asking CRI about each by one of its names (`ImageStatus`: a call per
+    /// image, not a listing of the node). An image CRI cannot be asked
+    /// about keeps the pins its records carry.
+    async fn with_cri_pins(&self, images: &mut [Image]) {
+        let asked = images.iter().map(|image| async move {
+            let in_cri = image
+                .id
+                .strip_prefix(CRI_NAMESPACE)
+                .is_some_and(|rest| rest.starts_with('/'));
+            let name = image.tags.iter().chain(&image.digests).next()?;
+            if !in_cri {
+                return None;
+            }
+            match cri::image_pinned(&self.channel, name).await {
+                Ok(pinned) => Some(pinned),
+                Err(e) => {
+                    tracing::warn!(image = %image.id, error = %e, "CRI does not say whether the image is pinned: its labels alone say");
+                    None
+                }
+            }
+        });
+        let answers = futures_util::future::join_all(asked).await;
+        for (image, pinned) in images.iter_mut().zip(answers) {
+            if pinned == Some(true) {
+                image.cri_pinned = true;
+                image.pinned = true;
             }
         }
     }
@@ -596,7 +617,7 @@ impl ContainerdRuntime {
         wanted: &[(&str, &str)],
     ) -> Result<(Vec<Image>, Vec<Container>), RuntimeError> {
         let cri_batch = wanted.iter().any(|(ns, _)| *ns == CRI_NAMESPACE);
-        let (watched, (sandbox_image, cri_pinned, cri_answered)) = tokio::join!(
+        let (watched, (sandbox_image, cri_answered)) = tokio::join!(
             self.synced(|known| {
                 let records: Vec<(&str, Vec<ImageRecord>)> = wanted
                     .iter()
@@ -609,21 +630,23 @@ impl ContainerdRuntime {
                 if cri_batch {
                     self.sandbox_image().await
                 } else {
-                    (None, Vec::new(), false)
+                    (None, false)
                 }
             },
         );
         let Some((records, users, cri_containers)) = watched else {
-            return self
-                .recheck_images_listed(wanted, sandbox_image, &cri_pinned, cri_answered)
-                .await;
+            let (mut images, users) = self
+                .recheck_images_listed(wanted, sandbox_image, cri_answered)
+                .await?;
+            self.with_cri_pins(&mut images).await;
+            return Ok((images, users));
         };
         let mut images = Vec::new();
         for (namespace, records) in records {
             let pinned = pins(
                 namespace,
                 sandbox_image.as_ref(),
-                &cri_pinned,
+                &[],
                 cri_answered,
                 &cri_containers,
             );
@@ -634,6 +657,7 @@ impl ContainerdRuntime {
             };
             images.extend(images_of(&data, &pinned));
         }
+        self.with_cri_pins(&mut images).await;
         Ok((images, users))
     }
 
@@ -643,7 +667,6 @@ impl ContainerdRuntime {
         &self,
         wanted: &[(&str, &str)],
         sandbox_image: Option<String>,
-        cri_pinned: &[String],
         cri_answered: bool,
     ) -> Result<(Vec<Image>, Vec<Container>), RuntimeError> {
         let mut images = Vec::new();
@@ -654,7 +677,7 @@ impl ContainerdRuntime {
                 let pinned = pins(
                     &data.namespace,
                     sandbox_image.as_ref(),
-                    cri_pinned,
+                    &[],
                     cri_answered,
                     &containers,
                 );

@@ -646,10 +646,17 @@ impl DockerRuntime {
             Ok(records) => records,
             Err(e) => return Removal::Failed(e),
         };
-        if !records.iter().any(|r| r.id == id) {
-            return Removal::Gone;
-        }
+        // A record missing from one listing is not trusted to be gone: a
+        // listing taken while BuildKit prunes may leave records out
+        // (measured: a chain's record reported gone, still there after).
+        // The prune by id says, and the listing after it.
+        let listed = records.iter().any(|r| r.id == id);
         if let Some(other) = records.iter().find(|r| r.id != id && r.id.contains(id)) {
+            // Unlisted, it is no record but a piece of another's id, which
+            // the prune's filter would match: gone, and nothing pruned.
+            if !listed {
+                return Removal::Gone;
+            }
             return Removal::Failed(format!(
                 "the prune filter for {id} would also match build cache record {}",
                 other.id

@@ -248,6 +248,11 @@ const FILES: &[File] = &[
         Some((1, 1)),
     ),
     (
+        "pod-sandboxes-false.yaml",
+        "pod_sandboxes: false is not supported: pod sandboxes belong to kubelet",
+        Some((2, 3)),
+    ),
+    (
         "version-2.yaml",
         "unsupported policy version 2",
         Some((1, 10)),

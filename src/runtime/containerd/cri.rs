@@ -14,8 +14,9 @@ use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::{
     Container, ContainerState as CriState, ContainerStatus, ContainerStatusRequest,
-    ImageFsInfoRequest, ListContainersRequest, ListImagesRequest, ListPodSandboxRequest,
-    PodSandbox, PodSandboxStatusRequest, RemoveContainerRequest, StatusRequest,
+    ImageFsInfoRequest, ImageSpec, ImageStatusRequest, ListContainersRequest, ListImagesRequest,
+    ListPodSandboxRequest, PodSandbox, PodSandboxStatusRequest, RemoveContainerRequest,
+    StatusRequest,
 };
 
 use super::convert::{CriView, sandbox_image_of};
@@ -174,6 +175,25 @@ pub(super) async fn pinned_images(channel: &Channel) -> Result<Vec<String>, Stat
         })
         .filter(|name| !name.is_empty())
         .collect())
+}
+
+/// Whether CRI reports the image named `name` pinned; false for an image it
+/// does not know. One call whatever the node's size: a re-check's.
+pub(super) async fn image_pinned(channel: &Channel, name: &str) -> Result<bool, Status> {
+    let answer = ImageServiceClient::new(channel.clone())
+        .image_status(request(ImageStatusRequest {
+            image: Some(ImageSpec {
+                image: name.to_owned(),
+                ..ImageSpec::default()
+            }),
+            verbose: false,
+        }))
+        .await;
+    match answer {
+        Ok(answer) => Ok(answer.into_inner().image.is_some_and(|i| i.pinned)),
+        Err(status) if status.code() == Code::NotFound => Ok(false),
+        Err(status) => Err(status),
+    }
 }
 
 pub(super) async fn sandbox_image(channel: &Channel) -> Result<Option<String>, Status> {

@@ -18,14 +18,19 @@ pub fn find<'p>(plan: &'p Plan, inventory: &Inventory, query: &str) -> Vec<&'p D
     let query = query.trim();
     let bare = |id: &str| id.strip_prefix("sha256:").unwrap_or(id).to_owned();
     let wanted = bare(query.trim_start_matches('/'));
+    // Container names by id, once: asking the containers per decision
+    // scanned them all for every decision of the node.
+    let container_names: std::collections::HashMap<&str, &[String]> = inventory
+        .containers
+        .iter()
+        .map(|c| (c.id.as_str(), c.names.as_slice()))
+        .collect();
     let names = |d: &Decision| -> Vec<String> {
         match d.kind {
-            Kind::Container => inventory
-                .containers
-                .iter()
-                .filter(|c| c.id == d.id)
-                .flat_map(|c| c.names.clone())
-                .collect(),
+            Kind::Container => container_names
+                .get(d.id.as_str())
+                .map(|names| names.to_vec())
+                .unwrap_or_default(),
             Kind::Image => d
                 .refs
                 .iter()

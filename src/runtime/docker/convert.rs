@@ -137,7 +137,7 @@ fn tag_repository(reference: &str) -> &str {
 
 fn container_state(state: Option<&ContainerSummaryStateEnum>) -> ContainerState {
     match state {
-        Some(state) => ContainerState::from_docker(state.as_ref()),
+        Some(state) => state_named(state.as_ref()),
         None => ContainerState::Unknown,
     }
 }
@@ -206,9 +206,9 @@ pub(super) fn container_from_inspect(inspect: ContainerInspectResponse) -> Optio
     let volumes = volume_names(inspect.mounts);
     let networks = network_keys(inspect.network_settings.and_then(|s| s.networks));
     let docker_state = inspect.state.unwrap_or_default();
-    let state = docker_state.status.map_or(ContainerState::Unknown, |s| {
-        ContainerState::from_docker(s.as_ref())
-    });
+    let state = docker_state
+        .status
+        .map_or(ContainerState::Unknown, |s| state_named(s.as_ref()));
     // Only exited and dead containers have run to an end; a `created` one
     // whose start failed may carry an exit time too (as in `containers`).
     let finished = if matches!(state, ContainerState::Exited | ContainerState::Dead) {
@@ -276,6 +276,22 @@ pub(super) fn image_from_inspect(inspect: ImageInspect) -> Option<Image> {
     })
 }
 
+/// A container's state as Docker names it (`State`); anything unexpected
+/// is `Unknown`, which counts as live: a state we cannot name is not one
+/// we delete in.
+pub(super) fn state_named(state: &str) -> ContainerState {
+    match state {
+        "created" => ContainerState::Created,
+        "running" => ContainerState::Running,
+        "paused" => ContainerState::Paused,
+        "restarting" => ContainerState::Restarting,
+        "removing" => ContainerState::Removing,
+        "exited" => ContainerState::Exited,
+        "dead" => ContainerState::Dead,
+        _ => ContainerState::Unknown,
+    }
+}
+
 /// Whether the engine keeps its images in containerd's store (Docker 29's
 /// default, `"features": {"containerd-snapshotter": true}`): `/info`'s
 /// driver status then says `driver-type io.containerd.snapshotter.v1`.
@@ -319,6 +335,14 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()
+    }
+
+    #[test]
+    fn docker_states_fold_and_an_unknown_one_is_live() {
+        assert_eq!(state_named("exited"), ContainerState::Exited);
+        assert_eq!(state_named("paused"), ContainerState::Paused);
+        assert!(state_named("frobbed").is_live());
+        assert!(!state_named("created").is_live());
     }
 
     #[test]

@@ -55,12 +55,14 @@ die() {
 [ "$(id -u)" -eq 0 ] || die "run as root: debootstrap, chroot and unshare need it"
 cd "$(dirname "$0")/.."
 repo=$PWD
+# The fresh root's steps, shared with scripts/readme-on-fresh-debian.sh.
+# shellcheck source=scripts/lib/debian-root.sh
+. scripts/lib/debian-root.sh
 
-suite=bookworm
 includes=man-db,procps,systemd
 cache_dir=${SAFEPRUNE_ROOT_CACHE_DIR:-/var/cache/safeprune-test}
 # The key names what debootstrap was asked for: another list, another root.
-cache="$cache_dir/$suite-minbase+${includes//,/+}.tar"
+cache="$cache_dir/$debian_root_suite-$debian_root_variant+${includes//,/+}.tar"
 mirror=${SAFEPRUNE_MIRROR:-http://deb.debian.org/debian}
 
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
@@ -80,7 +82,7 @@ cleanup() {
     wait "$ns_pid" 2>/dev/null
   fi
   if [ -n "$work" ]; then
-    if awk -v r="$work" '$5 == r || index($5, r "/") == 1 { found = 1 } END { exit !found }' /proc/self/mountinfo; then
+    if debian_root_mounts_under "$work"; then
       echo "deb-test: mounts remain under $work; not removing it" >&2
       rc=1
     else
@@ -140,30 +142,28 @@ step root
 root=$work/root
 mkdir "$root"
 how=""
-if [ -r "$cache" ] && tar --numeric-owner -xpf "$cache" -C "$root" 2>/dev/null; then
+# A cache that is missing, unreadable or does not unpack only costs a
+# debootstrap.
+if [ -r "$cache" ] && debian_root_unpack "$root" "$cache" 2>/dev/null; then
   how="unpacked $cache"
 else
   find "$root" -mindepth 1 -maxdepth 1 -exec rm -rf --one-file-system {} +
   command -v debootstrap >/dev/null || die "root: no debootstrap (scripts/deps.sh installs it)"
-  say "debootstrap --variant=minbase --include=$includes $suite $mirror"
-  debootstrap --variant=minbase --include="$includes" "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1 ||
+  say "debootstrap --variant=$debian_root_variant --include=$includes $debian_root_suite $mirror"
+  debian_root_bootstrap "$root" "$mirror" "$includes" >"$work/debootstrap.log" 2>&1 ||
     {
       tail -n 20 "$work/debootstrap.log" >&2
       die "root: debootstrap failed (its log's end above)"
     }
   how="debootstrap"
   # A cache that cannot be written costs the next run a debootstrap, no more.
-  if mkdir -p "$cache_dir" && tar --numeric-owner -cpf "$cache.tmp.$$" -C "$root" . 2>/dev/null; then
-    mv "$cache.tmp.$$" "$cache"
+  if mkdir -p "$cache_dir" && debian_root_save "$root" "$cache" 2>/dev/null; then
     how="$how, cached in $cache"
   else
-    rm -f "$cache.tmp.$$"
     say "could not cache the root in $cache_dir; going on"
   fi
 fi
-# / is 0755 on a machine, whatever mode the tarball's ./ was saved with.
-chmod 0755 "$root"
-grep -q '^VERSION_ID="12"' "$root/etc/os-release" || die "root: not Debian 12"
+debian_root_ready "$root" || die "root: not Debian 12"
 for absent in cargo rustc protoc; do
   if chroot "$root" sh -c "command -v $absent" >/dev/null 2>&1; then die "root: has $absent"; fi
 done
@@ -357,11 +357,8 @@ inner_main() {
 ns_main() { # pid 1 of the namespaces: the root's file systems, then the checks
   set -euo pipefail
   local r=$1 version=$2
-  mount --rbind /dev "$r/dev"
-  mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$r/sys"
-  mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs "$r/run"
-  mkdir -m 1777 "$r/run/lock"
-  mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$r/tmp"
+  # The host's /dev, a read-only sysfs, and /run and /tmp of the root's own.
+  debian_root_mount_kernel_fs "$r" ro,nosuid,nodev,noexec
   chroot "$r" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
     /bin/bash /deb-test/inner.sh "$version"
 }
@@ -378,7 +375,7 @@ cp config/policy.yaml "$root/deb-test/policy.yaml"
 
 step "install, remove, purge"
 unshare --mount --pid --fork --kill-child --propagation private --mount-proc="$root/proc" \
-  bash -c "$(declare -f ns_main); ns_main \"\$@\"" ns_main "$root" "$version" &
+  bash -c "$(declare -f debian_root_mount_kernel_fs ns_main); ns_main \"\$@\"" ns_main "$root" "$version" &
 ns_pid=$!
 rc=0
 wait "$ns_pid" || rc=$?

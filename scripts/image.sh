@@ -4,12 +4,19 @@
 #   scripts/image.sh [--binary PATH] [--out DIR]
 #
 #   --binary PATH  the safeprune binary (default target/release/safeprune,
-#                  built with `cargo build --release --locked` if missing)
+#                  built with `cargo build --release --locked` if missing);
+#                  read only, never changed
 #   --out DIR      where to write (default target/image)
 #
 # It assembles DIR/rootfs/ with exactly what the binary needs to run:
 #
-#   /usr/sbin/safeprune      the binary, as given
+#   /usr/sbin/safeprune      a copy of the binary, stripped as cargo deb
+#                            strips the Debian package's (strip
+#                            --strip-unneeded --remove-section=.comment
+#                            --remove-section=.note): the release build
+#                            keeps its symbol table, a quarter of its size,
+#                            which only a debugger or a backtrace would read
+#                            (a panic still names its file and line)
 #   the shared libraries     each one ldd names, and the dynamic loader, at
 #                            their real paths, with every symlink the loader
 #                            meets on the way to them (/lib -> usr/lib on a
@@ -39,7 +46,8 @@
 # VERSION is the package version in Cargo.toml. The same inputs give the
 # same bytes. The Dockerfile's build stage runs this script too, so an image
 # built from it holds the same files. Needs bash, coreutils, findutils, sed,
-# awk, tar, gzip and ldd (libc-bin), all in a minimal Debian.
+# awk, tar, gzip and ldd (libc-bin), all in a minimal Debian, and strip
+# (binutils, which the C linker that building needs, gcc, depends on).
 set -euo pipefail
 umask 022
 
@@ -79,6 +87,7 @@ if [ -z "$binary" ]; then
   fi
 fi
 if [ ! -f "$binary" ] || [ ! -x "$binary" ]; then die "$binary is not an executable file"; fi
+command -v strip >/dev/null 2>&1 || die "no strip: install binutils"
 out=${out:-$repo/target/image}
 
 version=$(awk -F'"' '/^\[/ { pkg = ($0 == "[package]") } pkg && /^version *=/ { print $2; exit }' "$repo/Cargo.toml")
@@ -157,7 +166,12 @@ elif ! grep -qE 'not a dynamic executable|statically linked' <<<"$ldd_out"; then
 fi
 for lib in "${libs[@]}"; do add_path "$lib"; done
 
-install -D -m 0755 "$binary" "$rootfs/usr/sbin/safeprune"
+# strip -o writes a new file and leaves $binary as it is: cargo deb and
+# anything else reading the build output get it unchanged.
+install -d -m 0755 "$rootfs/usr/sbin"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note \
+  -o "$rootfs/usr/sbin/safeprune" "$binary"
+chmod 0755 "$rootfs/usr/sbin/safeprune"
 install -d -m 0755 "$rootfs/etc"
 printf 'root:x:0:0:root:/:/usr/sbin/nologin\n' >"$rootfs/etc/passwd"
 printf 'root:x:0:\n' >"$rootfs/etc/group"
@@ -222,7 +236,8 @@ mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
 files=$(find "$rootfs" -type f | wc -l)
 links=$(find "$rootfs" -type l | wc -l)
 echo "image: $name ($arch), $files files and $links symlinks in $rootfs"
-echo "image: binary            $(size "$binary") bytes ($(mib "$(size "$binary")"))"
+echo "image: binary            $(size "$binary") bytes ($(mib "$(size "$binary")")): $binary"
+echo "image: stripped binary   $(size "$rootfs/usr/sbin/safeprune") bytes ($(mib "$(size "$rootfs/usr/sbin/safeprune")")): /usr/sbin/safeprune"
 echo "image: rootfs (tar)      $(size "$rootfs_tar") bytes ($(mib "$(size "$rootfs_tar")")): $rootfs_tar"
 echo "image: compressed layer  $layer_size bytes ($(mib "$layer_size")), diff_id sha256:$diff_id"
 echo "image: OCI archive       $(size "$out/safeprune-oci.tar") bytes: $out/safeprune-oci.tar"

@@ -124,6 +124,9 @@ say() { echo "readme-test: $*"; }
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(git -C "$script_dir" rev-parse --show-toplevel)
+# The fresh root's steps, shared with scripts/deb-test.sh.
+# shellcheck source=scripts/lib/debian-root.sh
+. "$script_dir/lib/debian-root.sh"
 cache=${SAFEPRUNE_ROOTFS_CACHE:-/var/cache/safeprune/bookworm-minbase.tar}
 net_mode=${SAFEPRUNE_NET:-slirp}
 preinstall=${SAFEPRUNE_PREINSTALL:-}
@@ -203,7 +206,7 @@ cleanup() {
   if $created_root && [ "$keep_root" != 1 ] && [ -n "$root" ]; then
     # The root's mounts lived in the dead mount namespace; never delete
     # through a mount that is somehow still there (the rustup bind mount).
-    if mounts_under "$root"; then
+    if debian_root_mounts_under "$root"; then
       echo "readme-test: mounts remain under $root; not removing it" >&2
     else
       rm -rf --one-file-system "$root"
@@ -238,10 +241,6 @@ restore_iptables() {
       iptables -t "$t" -P "$c" ACCEPT
     done
   done
-}
-
-mounts_under() {
-  awk -v r="$1" '$5 == r || index($5, r "/") == 1 { found = 1 } END { exit !found }' /proc/self/mountinfo
 }
 
 elapsed() { echo "$(($(date +%s) - $1)) s"; }
@@ -289,7 +288,7 @@ fi
 [ "$root" != / ] || die "WORKDIR is /"
 state=$(mktemp -d)
 if [ -e "$root/$marker" ]; then
-  mounts_under "$root" && die "mounts remain under $root"
+  debian_root_mounts_under "$root" && die "mounts remain under $root"
   say "wiping the earlier run's root in $root"
   find "$root" -mindepth 1 -maxdepth 1 -exec rm -rf --one-file-system {} +
 fi
@@ -299,25 +298,20 @@ t0=$(date +%s)
 t=$t0
 if [ -s "$cache" ]; then
   say "phase bootstrap: unpacking the cached root $cache"
-  tar --numeric-owner -xpf "$cache" -C "$root"
+  debian_root_unpack "$root" "$cache"
   how="from the cache"
 else
   command -v debootstrap >/dev/null 2>&1 || apt_host_install debootstrap
   mirror=${SAFEPRUNE_MIRROR:-$(host_mirror)}
-  say "phase bootstrap: debootstrap --variant=minbase bookworm $root $mirror"
-  debootstrap --variant=minbase bookworm "$root" "$mirror"
+  say "phase bootstrap: debootstrap --variant=$debian_root_variant $debian_root_suite $root $mirror"
+  debian_root_bootstrap "$root" "$mirror"
   mkdir -p "$(dirname "$cache")"
-  tar --numeric-owner --exclude="./$marker" -cpf "$cache.tmp.$$" -C "$root" .
-  mv "$cache.tmp.$$" "$cache"
+  # The marker is this run's WORKDIR's, not the root's.
+  debian_root_save "$root" "$cache" "$marker"
   say "cached the root in $cache"
   how="by debootstrap"
 fi
-grep -q '^VERSION_ID="12"' "$root/etc/os-release" || die "the root is not Debian 12"
-# / is 0755 on a machine; mktemp -d made it 0700 (and a cache made from such
-# a root keeps that), where no user but root reaches anything: man-db's
-# mandb failed so, and so would lintian, which scripts/deb-test.sh runs as
-# nobody.
-chmod 0755 "$root"
+debian_root_ready "$root" || die "the root is not Debian 12"
 bootstrap_time=$(elapsed "$t")
 say "phase bootstrap: $bootstrap_time ($how)"
 
@@ -384,14 +378,11 @@ ns_init() {
   # engines) fails, as it cannot make / private: "cannot change root
   # filesystem propagation: Invalid argument".
   mount --rbind "$r" "$r" # with the /proc that unshare --mount-proc put there
-  mount --rbind /dev "$r/dev"
+  # The host's /dev, a read-write sysfs, and /run and /tmp of the root's own.
+  debian_root_mount_kernel_fs "$r" nosuid,nodev,noexec
   # the root's own /dev/shm, as a machine has (the host's is bound with /dev)
   mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$r/dev/shm"
-  mount -t sysfs -o nosuid,nodev,noexec sysfs "$r/sys"
   mount --rbind /sys/fs/cgroup "$r/sys/fs/cgroup"
-  mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs "$r/run"
-  mkdir -m 1777 "$r/run/lock"
-  mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$r/tmp"
   mount --bind -o ro "$rustup" "$r/root/.rustup"
   echo safeprune-bookworm >/proc/sys/kernel/hostname
   if [ "$net" = slirp ]; then
@@ -583,7 +574,7 @@ case "$(stat -fc %T /sys/fs/cgroup)" in
   *) say "cgroups: NOT as on a Debian 12 machine (cgroup2 alone at /sys/fs/cgroup): the host's $(stat -fc %T /sys/fs/cgroup) there, with $(awk '$3 == "cgroup" { sub(".*/", "", $2); printf "%s ", $2 }' /proc/self/mounts)(v1) and $(awk '$3 == "cgroup2" { print $2 }' /proc/self/mounts | head -n 1) (cgroup2), bound as they are" ;;
 esac
 say "phase namespaces: unshare ${unshare_args[*]} (network: $net_mode)"
-unshare "${unshare_args[@]}" bash -c "$(declare -f ns_init); ns_init \"\$@\"" ns_init \
+unshare "${unshare_args[@]}" bash -c "$(declare -f debian_root_mount_kernel_fs ns_init); ns_init \"\$@\"" ns_init \
   "$root" "$host_rustup" "$net_mode" "$preinstall" "$blocks" &
 ns_pid=$!
 if [ "$net_mode" = slirp ]; then

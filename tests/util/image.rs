@@ -23,17 +23,25 @@ pub fn image_name() -> String {
     format!("localhost/safeprune:{}", env!("CARGO_PKG_VERSION"))
 }
 
-/// One run of `scripts/image.sh --binary <binary> --out <dir>/out`, with
-/// no `SOURCE_DATE_EPOCH`, on a copy of the binary under test without its
-/// debug information: the test build's DWARF is over three quarters of its
-/// size, and compressing it would be most of the tests' time. The
-/// directory goes on drop.
+/// How `scripts/image.sh` strips its copy of the binary, as cargo deb strips
+/// the Debian package's: the image's binary must be the given one with
+/// these applied, no more and no less.
+const STRIP: [&str; 3] = [
+    "--strip-unneeded",
+    "--remove-section=.comment",
+    "--remove-section=.note",
+];
+
+/// One run of `scripts/image.sh --binary <binary> --out <dir>/out` on the
+/// binary under test, with no `SOURCE_DATE_EPOCH`, and beside it that
+/// binary stripped as the script must strip it, to compare. The directory
+/// goes on drop.
 pub struct BuiltImage {
     dir: tempfile::TempDir,
 }
 
 impl BuiltImage {
-    /// Copies the binary and runs the script.
+    /// Runs the script and strips a copy of the binary.
     ///
     /// # Panics
     /// When either fails; the message holds its output.
@@ -41,25 +49,26 @@ impl BuiltImage {
         let dir = tempfile::tempdir().expect("create a directory for the image");
         let image = Self { dir };
         run_ok(
-            Command::new("strip")
-                .args(["--strip-debug", "-o"])
-                .arg(image.binary())
-                .arg(BINARY),
-        );
-        run_ok(
             Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/image.sh"))
                 .arg("--binary")
-                .arg(image.binary())
+                .arg(BINARY)
                 .arg("--out")
                 .arg(image.dir.path().join("out"))
                 .env_remove("SOURCE_DATE_EPOCH"),
         );
+        run_ok(
+            Command::new("strip")
+                .args(STRIP)
+                .arg("-o")
+                .arg(image.stripped_binary())
+                .arg(BINARY),
+        );
         image
     }
 
-    /// The binary the image was built from.
-    pub fn binary(&self) -> PathBuf {
-        self.dir.path().join("safeprune")
+    /// The binary stripped as the image's must be.
+    pub fn stripped_binary(&self) -> PathBuf {
+        self.dir.path().join("safeprune.stripped")
     }
 
     /// The assembled root, as the Dockerfile copies it.

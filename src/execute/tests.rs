@@ -394,7 +394,16 @@ async fn each_kind_settles_once_after_its_removals_and_only_if_one_removed_somet
 
 /// Images only, `n` of them, `img-00` used longest ago; the plan weighs
 /// them by the disk of the temporary directory.
-fn images_by_disk(n: usize, low_percent: u8) -> (MemoryEngine, Plan, Policy) {
+/// A directory holding 64 KiB of the test's own: its file system is never
+/// 0% full, which a fresh, empty tmpfs as `$TMPDIR` would be (and then
+/// `low_percent` 0 would count as reached).
+fn measured_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bytes"), vec![1_u8; 64 << 10]).unwrap();
+    dir
+}
+
+fn images_by_disk(n: usize, low_percent: u8) -> (MemoryEngine, Plan, Policy, tempfile::TempDir) {
     let base = Utc::now() - chrono::Duration::days(30);
     let images = (0..n)
         .map(|i| Image {
@@ -405,11 +414,11 @@ fn images_by_disk(n: usize, low_percent: u8) -> (MemoryEngine, Plan, Policy) {
             ..Image::default()
         })
         .collect();
-    let dir = std::env::temp_dir();
+    let dir = measured_dir();
     let inv = Inventory {
         runtime: "memory".into(),
         images,
-        image_fs: crate::runtime::fs_usage(&dir),
+        image_fs: crate::runtime::fs_usage(dir.path()),
         ..Inventory::default()
     };
     let mut p = policy();
@@ -423,13 +432,13 @@ fn images_by_disk(n: usize, low_percent: u8) -> (MemoryEngine, Plan, Policy) {
     // not over 100%): plan them as the disk rules would under pressure.
     let mut planned = plan(&inv, &Policy::builtin(), Utc::now());
     planned.image_fs = inv.image_fs.clone();
-    (engine, planned, p)
+    (engine, planned, p, dir)
 }
 
 #[tokio::test]
 async fn under_images_disk_the_least_recently_used_go_first() {
     // low_percent 0: never reached, every image goes, oldest use first.
-    let (engine, planned, p) = images_by_disk(5, 0);
+    let (engine, planned, p, _dir) = images_by_disk(5, 0);
     let outcomes = execute(&engine, &planned, &p, &AtomicBool::new(false), |_, _, _| {}).await;
     assert!(outcomes.iter().all(|o| o.reason.is_none()), "{outcomes:?}");
     let removed: Vec<String> = engine
@@ -454,7 +463,7 @@ async fn under_images_disk_the_least_recently_used_go_first() {
 #[tokio::test]
 async fn under_images_disk_nothing_more_goes_once_low_percent_is_reached() {
     // low_percent 100: reached before the first removal.
-    let (engine, planned, p) = images_by_disk(5, 100);
+    let (engine, planned, p, _dir) = images_by_disk(5, 100);
     let outcomes = execute(&engine, &planned, &p, &AtomicBool::new(false), |_, _, _| {}).await;
     assert_eq!(outcomes.len(), 5);
     for o in &outcomes {

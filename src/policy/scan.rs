@@ -434,7 +434,7 @@ mod tests {
     #[test]
     fn a_normal_policy_passes() {
         let default = crate::policy::DEFAULT_POLICY_YAML;
-        scan(default, crate::policy::NULLABLE).unwrap();
+        scan(default, crate::policy::source::NULLABLE).unwrap();
         // Its `disk: null` is allowed only where the caller allows it.
         assert!(
             scan(default, &[])

@@ -1,4 +1,8 @@
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
 use super::*;
+use crate::inventory::Labels;
 
 fn parse(yaml: &str) -> Result<Policy, PolicyError> {
     Policy::from_yaml(yaml, "test.yaml")

@@ -1,0 +1,382 @@
+//! The policy's schema: [`Policy`] and its sections, with their serde
+//! attributes and their defaults. What a single value may be (a duration, a
+//! glob, a path) is `values.rs`; where the text comes from and how it is
+//! parsed, `source.rs`.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::values::{
+    Age, Concurrency, LabelRule, Listen, Pattern, Schedule, Version, absolute_path, endpoint,
+    report_path, texts,
+};
+
+/// The whole policy, with every default filled in.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    #[serde(default)]
+    pub version: Version,
+    #[serde(default)]
+    pub runtime: RuntimeConfig,
+    #[serde(default = "default_schedule")]
+    pub schedule: Schedule,
+    /// Each daemon cycle starts at a random offset within this span after
+    /// its scheduled time, so a fleet does not prune at the same second.
+    #[serde(default = "Age::zero")]
+    pub schedule_jitter: Age,
+    #[serde(default)]
+    pub timezone: Timezone,
+    #[serde(default)]
+    pub protect: Protect,
+    #[serde(default)]
+    pub containers: ContainerRules,
+    #[serde(default)]
+    pub images: ImageRules,
+    #[serde(default)]
+    pub volumes: VolumeRules,
+    #[serde(default)]
+    pub networks: NetworkRules,
+    #[serde(default)]
+    pub build_cache: BuildCacheRules,
+    #[serde(default)]
+    pub safety: Safety,
+    #[serde(default)]
+    pub report: ReportConfig,
+    #[serde(default)]
+    pub metrics: MetricsConfig,
+    #[serde(default = "default_lock_file", deserialize_with = "absolute_path")]
+    pub lock_file: PathBuf,
+    /// Where safeprune keeps what it must remember between runs: the
+    /// images' usage history.
+    #[serde(default = "default_state_dir", deserialize_with = "absolute_path")]
+    pub state_dir: PathBuf,
+}
+
+/// Which runtime to talk to, and where.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeConfig {
+    pub kind: RuntimeKind,
+    pub docker: DockerConfig,
+    pub containerd: ContainerdConfig,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            kind: RuntimeKind::Auto,
+            docker: DockerConfig::default(),
+            containerd: ContainerdConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuntimeKind {
+    Auto,
+    Docker,
+    Containerd,
+}
+
+impl RuntimeKind {
+    /// The name as the policy writes it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Docker => "docker",
+            Self::Containerd => "containerd",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DockerConfig {
+    #[serde(deserialize_with = "endpoint")]
+    pub endpoint: String,
+}
+
+impl Default for DockerConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: "unix:///var/run/docker.sock".to_owned(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContainerdConfig {
+    #[serde(deserialize_with = "endpoint")]
+    pub endpoint: String,
+    #[serde(deserialize_with = "texts")]
+    pub namespaces: Vec<String>,
+}
+
+impl Default for ContainerdConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: "/run/containerd/containerd.sock".to_owned(),
+            namespaces: vec!["k8s.io".to_owned()],
+        }
+    }
+}
+
+/// The time zone the schedule is read in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Timezone {
+    #[default]
+    #[serde(rename = "UTC")]
+    Utc,
+    #[serde(rename = "local")]
+    Local,
+}
+
+/// What is never removed, whatever the per-kind rules say.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Protect {
+    pub labels: Vec<LabelRule>,
+    pub live_pod_sandboxes: bool,
+    /// Always `true`: pod sandboxes are kubelet's on every runtime. `false`
+    /// is refused when the policy is read (it deleted sandboxes on Docker
+    /// and was refused by the containerd adapter; issue 22). The key stays
+    /// so that policies which spell out the default keep working.
+    #[serde(deserialize_with = "always_true")]
+    pub pod_sandboxes: bool,
+}
+
+/// `true`, the one value `protect.pod_sandboxes` takes.
+fn always_true<'de, D: Deserializer<'de>>(de: D) -> Result<bool, D::Error> {
+    if bool::deserialize(de)? {
+        Ok(true)
+    } else {
+        Err(serde::de::Error::custom(
+            "pod_sandboxes: false is not supported: pod sandboxes belong to kubelet, and \
+             safeprune removes none on any runtime (removing one behind kubelet breaks its \
+             pod's bookkeeping); remove the key, or write true",
+        ))
+    }
+}
+
+impl Default for Protect {
+    fn default() -> Self {
+        Self {
+            labels: vec![
+                LabelRule::from_str("io.kubernetes.container.name=istio-init")
+                    .expect("the built-in label rule is valid"),
+            ],
+            live_pod_sandboxes: true,
+            pod_sandboxes: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContainerRules {
+    pub enabled: bool,
+    pub min_age: Age,
+}
+
+impl Default for ContainerRules {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            min_age: Age::hours(1),
+        }
+    }
+}
+
+/// Which images `images` may remove.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageMode {
+    /// Only images without a tag.
+    Dangling,
+    /// Any image no kept container uses.
+    Unused,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ImageRules {
+    pub enabled: bool,
+    pub mode: ImageMode,
+    pub min_age: Age,
+    pub keep: Vec<Pattern>,
+    /// Keep the N most recently used images of each repository; 0: none.
+    pub keep_recent: u32,
+    /// Prune only under disk pressure, least recently used first; `None`:
+    /// by the age rules alone.
+    pub disk: Option<DiskWatermarks>,
+}
+
+/// When images are pruned by disk pressure: while the image store's file
+/// system is fuller than `high_percent`, until it is at `low_percent`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DiskWatermarks {
+    pub high_percent: u8,
+    pub low_percent: u8,
+}
+
+impl<'de> Deserialize<'de> for DiskWatermarks {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Written {
+            #[serde(default = "default_high_percent")]
+            high_percent: u64,
+            #[serde(default = "default_low_percent")]
+            low_percent: u64,
+        }
+        let w = Written::deserialize(de)?;
+        let percent = |v: u64| u8::try_from(v).ok().filter(|p| *p <= 100);
+        match (percent(w.high_percent), percent(w.low_percent)) {
+            (Some(high_percent), Some(low_percent)) if low_percent < high_percent => Ok(Self {
+                high_percent,
+                low_percent,
+            }),
+            _ => Err(serde::de::Error::custom(format!(
+                "disk watermarks high_percent {} and low_percent {} do not fit: write whole \
+                 percents from 0 to 100, low_percent under high_percent (e.g. 85 and 70)",
+                w.high_percent, w.low_percent
+            ))),
+        }
+    }
+}
+
+fn default_high_percent() -> u64 {
+    85
+}
+
+fn default_low_percent() -> u64 {
+    70
+}
+
+impl Default for ImageRules {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            mode: ImageMode::Unused,
+            min_age: Age::hours(24),
+            keep: ["registry.k8s.io/pause:*", "k8s.gcr.io/pause:*"]
+                .into_iter()
+                .map(|p| Pattern::from_str(p).expect("the built-in patterns are valid"))
+                .collect(),
+            keep_recent: 0,
+            disk: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VolumeRules {
+    pub enabled: bool,
+    pub anonymous_only: bool,
+    pub min_age: Age,
+    pub keep_labels: Vec<LabelRule>,
+}
+
+impl Default for VolumeRules {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            anonymous_only: true,
+            min_age: Age::hours(168),
+            keep_labels: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetworkRules {
+    pub enabled: bool,
+    pub min_age: Age,
+}
+
+impl Default for NetworkRules {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            min_age: Age::hours(1),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BuildCacheRules {
+    pub enabled: bool,
+    pub min_age: Age,
+}
+
+impl Default for BuildCacheRules {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            min_age: Age::hours(24),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Safety {
+    /// A plan with more deletions than this is refused whole.
+    pub max_deletions: u64,
+    /// Removals in flight at once.
+    pub concurrency: Concurrency,
+    /// `run --plan` refuses a plan older than this.
+    pub max_plan_age: Age,
+}
+
+impl Default for Safety {
+    fn default() -> Self {
+        Self {
+            max_deletions: 1000,
+            concurrency: Concurrency(4),
+            max_plan_age: Age::hours(24),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReportConfig {
+    /// Write the last run's JSON report here; empty: do not.
+    #[serde(deserialize_with = "report_path")]
+    pub json_path: String,
+    /// A `node_exporter` textfile collector path; empty: do not.
+    #[serde(deserialize_with = "report_path")]
+    pub metrics_textfile: String,
+    /// JSON lines, one per removal attempt; empty: do not.
+    #[serde(deserialize_with = "report_path")]
+    pub audit_log: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Where the daemon serves `/metrics` and `/healthz`; off by default.
+    pub listen: Listen,
+}
+
+fn default_schedule() -> Schedule {
+    Schedule::from_str("0 5 * * 4").expect("the built-in schedule is valid")
+}
+
+fn default_state_dir() -> PathBuf {
+    PathBuf::from("/var/lib/safeprune")
+}
+
+fn default_lock_file() -> PathBuf {
+    PathBuf::from("/run/safeprune.lock")
+}

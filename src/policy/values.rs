@@ -1,0 +1,613 @@
+//! The policy's values: what one setting may be, each checked as it is
+//! read. Durations ([`Age`]), crontab lines ([`Schedule`]), globs
+//! ([`Pattern`]), label rules ([`LabelRule`]), listen addresses, bounded
+//! numbers, and the deserialize helpers behind them and behind the
+//! schema's paths and endpoints: each checks a scalar inside the
+//! deserializer, so that every error carries the line and column of the
+//! value itself.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde::de::Visitor;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::inventory::Labels;
+
+/// The longest glob or label rule accepted: longer than any image
+/// reference (at most 255 characters for the name, 128 for the tag).
+pub const MAX_PATTERN_CHARS: usize = 1024;
+
+/// The policy format version; only `1` exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Version(u32);
+
+impl Default for Version {
+    fn default() -> Self {
+        Self(1)
+    }
+}
+
+impl<'de> Deserialize<'de> for Version {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        de.deserialize_u64(Integer(|v| {
+            if v == 1 {
+                Ok(Self(1))
+            } else {
+                Err(format!(
+                    "unsupported policy version {v}: this safeprune reads version 1"
+                ))
+            }
+        }))
+    }
+}
+
+/// At least one removal at a time, at most 64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Concurrency(pub usize);
+
+impl<'de> Deserialize<'de> for Concurrency {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        de.deserialize_u64(Integer(|n| match usize::try_from(n) {
+            Ok(n) if (1..=64).contains(&n) => Ok(Self(n)),
+            _ => Err(format!("concurrency {n} is out of range: use 1 to 64")),
+        }))
+    }
+}
+
+/// A duration written as `90m`, `1h30m`, `7d`, `45s` or `0`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Age(chrono::Duration);
+
+impl Age {
+    /// No time at all.
+    #[must_use]
+    pub fn zero() -> Self {
+        Self(chrono::Duration::zero())
+    }
+
+    #[must_use]
+    pub fn hours(h: i64) -> Self {
+        Self(chrono::Duration::hours(h))
+    }
+
+    /// The span as chrono's duration, for arithmetic on timestamps.
+    #[must_use]
+    pub fn as_duration(self) -> chrono::Duration {
+        self.0
+    }
+}
+
+impl FromStr for Age {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let s = text.trim();
+        if s == "0" {
+            return Ok(Self(chrono::Duration::zero()));
+        }
+        let bad = || {
+            format!("invalid duration '{text}': write a number with a unit: 90m, 1h30m, 7d, 45s")
+        };
+        let mut total: i64 = 0;
+        let mut digits = String::new();
+        for c in s.chars() {
+            if c.is_ascii_digit() {
+                digits.push(c);
+                continue;
+            }
+            let unit = match c {
+                's' => 1,
+                'm' => 60,
+                'h' => 3600,
+                'd' => 86_400,
+                'w' => 7 * 86_400,
+                _ => return Err(bad()),
+            };
+            let n: i64 = digits.parse().map_err(|_| bad())?;
+            digits.clear();
+            total = n
+                .checked_mul(unit)
+                .and_then(|v| total.checked_add(v))
+                .filter(|v| *v <= 100 * 365 * 86_400)
+                .ok_or_else(|| format!("duration '{text}' is too long: keep it under 100 years"))?;
+        }
+        if !digits.is_empty() || s.is_empty() {
+            return Err(bad());
+        }
+        Ok(Self(chrono::Duration::seconds(total)))
+    }
+}
+
+impl fmt::Display for Age {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut secs = self.0.num_seconds();
+        if secs == 0 {
+            return f.write_str("0");
+        }
+        // Hours stay hours (168h, not 7d) so the printed policy reads like the file.
+        for (unit, size) in [("h", 3600), ("m", 60), ("s", 1)] {
+            if secs >= size {
+                write!(f, "{}{unit}", secs / size)?;
+                secs %= size;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for Age {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Age {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        de.deserialize_str(Parsed::<Self>(PhantomData))
+    }
+}
+
+/// A validated crontab line (5 fields, or 6 with leading seconds).
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    text: String,
+    cron: croner::Cron,
+}
+
+impl Schedule {
+    /// The line as written.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The parsed schedule, to compute the next run time.
+    #[must_use]
+    pub fn cron(&self) -> &croner::Cron {
+        &self.cron
+    }
+}
+
+impl FromStr for Schedule {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        check_crontab_characters(text)?;
+        let fields: Vec<&str> = text.split_ascii_whitespace().collect();
+        if !(5..=6).contains(&fields.len()) {
+            return Err(format!(
+                "invalid schedule '{text}': write a crontab line of 5 fields, e.g. \"0 5 * * 4\""
+            ));
+        }
+        // croner reads `1,` as `1`: `1, 5 * * *` would run at 05:01 where
+        // `1,5 * * * *` was meant.
+        if let Some(field) = fields.iter().find(|f| f.split(',').any(str::is_empty)) {
+            return Err(format!(
+                "invalid schedule '{text}': the field '{field}' has an empty list entry: write \
+                 a list with no spaces or stray commas, e.g. 1,5"
+            ));
+        }
+        let cron = croner::parser::CronParser::builder()
+            .seconds(croner::parser::Seconds::Optional)
+            .year(croner::parser::Year::Disallowed)
+            .build()
+            .parse(text)
+            .map_err(|e| format!("invalid schedule '{text}': {e}"))?;
+        // `0 5 30 2 *` parses, and names no time ever: the daemon would have
+        // nothing to wait for. croner searches up to the year 5000.
+        if cron
+            .find_next_occurrence(&chrono::Utc::now(), false)
+            .is_err()
+        {
+            return Err(format!(
+                "schedule '{text}' never fires (no such date): check the day of month and month"
+            ));
+        }
+        Ok(Self {
+            text: text.to_owned(),
+            cron,
+        })
+    }
+}
+
+/// Refuses what croner takes and a crontab would not: a space that is not
+/// one to cron (a no-break space, an em space, as pasted from a web page:
+/// croner splits fields at any Unicode space, cron at spaces and tabs
+/// only), or any other character that is not plain ASCII.
+fn check_crontab_characters(text: &str) -> Result<(), String> {
+    // A block scalar (`schedule: |`) ends the line with a line feed.
+    let Some(c) = text
+        .chars()
+        .find(|c| !c.is_ascii_graphic() && !matches!(c, ' ' | '\t' | '\n'))
+    else {
+        return Ok(());
+    };
+    let what = if c.is_whitespace() {
+        "is not a plain space: separate the fields with spaces"
+    } else {
+        "is not plain ASCII: write the line as in a crontab, e.g. \"0 5 * * 4\""
+    };
+    Err(format!(
+        "invalid schedule '{}': U+{:04X} {what}",
+        text.escape_debug(),
+        u32::from(c)
+    ))
+}
+
+impl Serialize for Schedule {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for Schedule {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        de.deserialize_str(Parsed::<Self>(PhantomData))
+    }
+}
+
+/// A glob, kept with the text it was written as.
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    text: String,
+    matcher: GlobSet,
+}
+
+impl Pattern {
+    #[must_use]
+    pub fn is_match(&self, candidate: &str) -> bool {
+        self.matcher.is_match(candidate)
+    }
+
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl FromStr for Pattern {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        if text.is_empty() {
+            return Err("empty pattern: write a glob such as 'registry.k8s.io/pause:*'".into());
+        }
+        Self::glob(text, text)
+    }
+}
+
+impl Pattern {
+    /// Compiles `glob`; errors quote `whole`, the text it came from.
+    fn glob(glob: &str, whole: &str) -> Result<Self, String> {
+        let chars = whole.chars().count();
+        if chars > MAX_PATTERN_CHARS {
+            let start: String = whole.chars().take(40).collect();
+            return Err(format!(
+                "pattern '{start}…' is {chars} characters long, more than {MAX_PATTERN_CHARS}: \
+                 no image reference or label is that long"
+            ));
+        }
+        let invalid = |e: &globset::Error| format!("invalid glob '{whole}': {}", e.kind());
+        let compiled = Glob::new(glob).map_err(|e| invalid(&e))?;
+        // A GlobSet reports a pattern too large to compile; a GlobMatcher
+        // would panic.
+        let matcher = GlobSetBuilder::new()
+            .add(compiled)
+            .build()
+            .map_err(|e| invalid(&e))?;
+        Ok(Self {
+            text: glob.to_owned(),
+            matcher,
+        })
+    }
+}
+
+impl Serialize for Pattern {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for Pattern {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        // Any text is a glob: `5` must be written "5" (see `Parsed`).
+        de.deserialize_any(Parsed::<Self>(PhantomData))
+    }
+}
+
+/// `key` (any value) or `key=value`, where the value may be a glob.
+#[derive(Debug, Clone)]
+pub struct LabelRule {
+    text: String,
+    key: String,
+    value: Option<Pattern>,
+}
+
+impl LabelRule {
+    /// The label of `labels` this rule matches, if any, as `key=value`.
+    #[must_use]
+    pub fn matches(&self, labels: &Labels) -> Option<String> {
+        let value = labels.get(&self.key)?;
+        match &self.value {
+            None => Some(format!("{}={value}", self.key)),
+            Some(p) if p.is_match(value) => Some(format!("{}={value}", self.key)),
+            Some(_) => None,
+        }
+    }
+
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl FromStr for LabelRule {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (key, value) = match text.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (text, None),
+        };
+        if key.trim().is_empty() || key.trim() != key {
+            return Err(format!(
+                "invalid label rule '{text}': write 'key' or 'key=value', with no spaces around the key"
+            ));
+        }
+        let value = match value {
+            // `key=` matches only the empty value.
+            Some(v) => {
+                Some(Pattern::glob(v, text).map_err(|e| format!("invalid label rule: {e}"))?)
+            }
+            None if text.chars().count() > MAX_PATTERN_CHARS => {
+                return Err(format!(
+                    "invalid label rule: a key of {} characters, more than {MAX_PATTERN_CHARS}",
+                    text.chars().count()
+                ));
+            }
+            None => None,
+        };
+        Ok(Self {
+            text: text.to_owned(),
+            key: key.to_owned(),
+            value,
+        })
+    }
+}
+
+impl Serialize for LabelRule {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for LabelRule {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        // Any text is a label key: `true` must be written "true" (see `Parsed`).
+        de.deserialize_any(Parsed::<Self>(PhantomData))
+    }
+}
+
+/// An address to listen on, `IP:port` (`0.0.0.0:9573`, `[::]:9573`), or
+/// off when empty. Port 0 takes a free port, which the daemon logs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Listen(Option<SocketAddr>);
+
+impl Listen {
+    /// The address, or `None` when the listener is off.
+    #[must_use]
+    pub fn addr(self) -> Option<SocketAddr> {
+        self.0
+    }
+}
+
+impl FromStr for Listen {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.is_empty() {
+            return Ok(Self(None));
+        }
+        s.parse().map(|a| Self(Some(a))).map_err(|_| {
+            format!(
+                "listen address \"{s}\" is not IP:port: use e.g. 0.0.0.0:9573 or [::]:9573 \
+                 (no host names), or \"\" for off"
+            )
+        })
+    }
+}
+
+impl fmt::Display for Listen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(addr) => write!(f, "{addr}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Serialize for Listen {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Listen {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        de.deserialize_str(Parsed(PhantomData))
+    }
+}
+
+/// Parses a scalar through `FromStr` inside the deserializer, so that the
+/// error carries the line and column of the value itself.
+///
+/// Through `deserialize_str`, the YAML reader hands over any scalar as the
+/// text it was written as: right for a value whose own syntax refuses a
+/// bool or a number (a duration, where `0` is one). Through
+/// `deserialize_any`, an unquoted `true`, `5` or `1.10` arrives as what YAML
+/// reads it as, and is refused: right for a value that any text is (a glob,
+/// a label rule, a name), where `true` would be taken as the text "true"
+/// and `1.10` as "1.1" without a word.
+struct Parsed<T>(PhantomData<T>);
+
+impl<T: FromStr<Err: fmt::Display>> Visitor<'_> for Parsed<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
+        let parsed = v.parse().map_err(E::custom)?;
+        control_fault(v).map_or(Ok(parsed), |e| Err(E::custom(e)))
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<T, E> {
+        Err(E::custom(not_text(format_args!("the boolean {v}"))))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<T, E> {
+        Err(E::custom(not_text(format_args!("the number {v}"))))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<T, E> {
+        Err(E::custom(not_text(format_args!("the number {v}"))))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<T, E> {
+        Err(E::custom(not_text(format_args!("the number {v}"))))
+    }
+}
+
+/// Why an unquoted scalar is not the string expected. YAML may read it as
+/// another value than it was written (`1.10` is 1.1, `0x10` is 16), so
+/// the message names what it read.
+fn not_text(read_as: fmt::Arguments<'_>) -> String {
+    format!(
+        "expected a string, and YAML reads this unquoted value as {read_as}: quote it if it is \
+         meant as text"
+    )
+}
+
+/// Why a value cannot hold the control character it does, if it does (a
+/// `"\u0001"` escape): no path, glob, label or name has one, and one does
+/// not show in an error or a terminal. Tab and line feed are spacing a
+/// block scalar or a crontab line may hold.
+fn control_fault(text: &str) -> Option<String> {
+    let c = text
+        .chars()
+        .find(|c| c.is_control() && !matches!(c, '\t' | '\n'))?;
+    Some(format!(
+        "the value holds a control character (U+{:04X}): remove it",
+        u32::from(c)
+    ))
+}
+
+/// A list of strings that may be any text: each one a string as written,
+/// never a bool or number YAML read (see [`Parsed`]).
+pub(super) fn texts<'de, D: Deserializer<'de>>(de: D) -> Result<Vec<String>, D::Error> {
+    struct Text(String);
+    impl<'de> Deserialize<'de> for Text {
+        fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+            de.deserialize_any(Parsed::<String>(PhantomData)).map(Self)
+        }
+    }
+    let list = Vec::<Text>::deserialize(de)?;
+    Ok(list.into_iter().map(|Text(text)| text).collect())
+}
+
+/// Reads an unsigned integer and checks it inside the deserializer, so that
+/// the error carries the line and column of the value itself.
+struct Integer<F>(F);
+
+impl<T, F: FnOnce(u64) -> Result<T, String>> Visitor<'_> for Integer<F> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a whole number")
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<T, E> {
+        (self.0)(v).map_err(E::custom)
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<T, E> {
+        match u64::try_from(v) {
+            Ok(v) => self.visit_u64(v),
+            Err(_) => Err(E::custom(format!("{v} is negative: write a whole number"))),
+        }
+    }
+}
+
+/// Checks a string value inside the deserializer (see [`Parsed`]).
+struct Checked<F>(F);
+
+impl<F: FnOnce(&str) -> Result<(), String>> Visitor<'_> for Checked<F> {
+    type Value = String;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+        (self.0)(v).map_err(E::custom)?;
+        control_fault(v).map_or_else(|| Ok(v.to_owned()), |e| Err(E::custom(e)))
+    }
+}
+
+/// Why `text` cannot be a path safeprune writes to or locks, if it cannot:
+/// only an absolute path is certain to name the same file from cron, from
+/// systemd and from a shell.
+fn path_fault(text: &str) -> Option<String> {
+    if text.contains('\0') {
+        Some(format!("path {text:?} contains a NUL byte"))
+    } else if text.starts_with('~') {
+        Some(format!(
+            "path '{text}' starts with '~', which safeprune does not expand: write the full path, starting with '/'"
+        ))
+    } else if !text.starts_with('/') {
+        Some(format!(
+            "path '{text}' is not absolute: write the full path, starting with '/'"
+        ))
+    } else {
+        None
+    }
+}
+
+/// `lock_file`: an absolute path.
+pub(super) fn absolute_path<'de, D: Deserializer<'de>>(de: D) -> Result<PathBuf, D::Error> {
+    de.deserialize_str(Checked(|text: &str| path_fault(text).map_or(Ok(()), Err)))
+        .map(PathBuf::from)
+}
+
+/// A report path: an absolute path, or `""` for none.
+pub(super) fn report_path<'de, D: Deserializer<'de>>(de: D) -> Result<String, D::Error> {
+    de.deserialize_str(Checked(|text: &str| {
+        if text.is_empty() {
+            return Ok(());
+        }
+        path_fault(text).map_or(Ok(()), |e| Err(format!("{e} (or \"\" for none)")))
+    }))
+}
+
+/// An engine endpoint: a unix socket, `unix:///path` or `/path`.
+pub(super) fn endpoint<'de, D: Deserializer<'de>>(de: D) -> Result<String, D::Error> {
+    de.deserialize_str(Checked(|text: &str| {
+        let path = text.strip_prefix("unix://").unwrap_or(text);
+        if path.starts_with('/') && !path.contains('\0') {
+            Ok(())
+        } else {
+            Err(format!(
+                "endpoint {text:?} is not a unix socket: write unix:///path/to.sock or \
+                 /path/to.sock (only unix sockets are supported)"
+            ))
+        }
+    }))
+}

@@ -4,8 +4,6 @@
 //! docs/design.md; `main` only maps and prints it.
 
 use std::io::IsTerminal;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cli::{Cli, Command, CompareWith, Output, RunArgs};
 use crate::cycle::{CycleOptions, Node, cycle};
@@ -16,6 +14,7 @@ use crate::policy::{Policy, PolicySource};
 use crate::report::{Report, render_table, write_atomically};
 use crate::reviewed::SavedPlan;
 use crate::runtime::Engine;
+use crate::shutdown::Shutdown;
 
 /// Runs the command `cli` names.
 ///
@@ -135,8 +134,8 @@ fn emit(report: &Report, output: Output, quiet: bool) {
 }
 
 async fn run_once(policy: &Policy, args: &RunArgs, quiet: bool) -> Result<(), AppError> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let signals = tokio::spawn(watch_signals(Arc::clone(&stop)));
+    let shutdown = Shutdown::new();
+    let signals = tokio::spawn(watch_signals(shutdown.clone()));
     // A plan that cannot be read is refused before anything is contacted.
     let reviewed = match &args.plan {
         Some(path) => Some(
@@ -154,7 +153,7 @@ async fn run_once(policy: &Policy, args: &RunArgs, quiet: bool) -> Result<(), Ap
         progress: std::io::stderr().is_terminal() && !quiet,
         reviewed,
     };
-    let result = cycle(policy, &options, &stop).await;
+    let result = cycle(policy, &options, &shutdown).await;
     signals.abort();
     match result {
         Ok(report) => {
@@ -181,9 +180,9 @@ async fn run_once(policy: &Policy, args: &RunArgs, quiet: bool) -> Result<(), Ap
     }
 }
 
-/// Sets `stop` on the first SIGINT or SIGTERM: removals in flight finish,
-/// no new one starts, and the report is still written.
-async fn watch_signals(stop: Arc<AtomicBool>) {
+/// Asks `shutdown` to stop on the first SIGINT or SIGTERM: removals in
+/// flight finish, no new one starts, and the report is still written.
+async fn watch_signals(shutdown: Shutdown) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -197,5 +196,5 @@ async fn watch_signals(stop: Arc<AtomicBool>) {
         _ = int.recv() => {}
     }
     tracing::warn!("signal received: finishing the removals in flight");
-    stop.store(true, Ordering::SeqCst);
+    shutdown.stop();
 }

@@ -7,7 +7,6 @@
 use std::borrow::Cow;
 use std::fs::File;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use chrono::Utc;
@@ -22,6 +21,7 @@ use crate::policy::Policy;
 use crate::report::{AuditLog, Refusal, Report, render_metrics, write_atomically};
 use crate::reviewed::SavedPlan;
 use crate::runtime::{Chosen, Engine, Runtime};
+use crate::shutdown::Shutdown;
 
 /// A connected runtime and its snapshot, taken once per command or cycle.
 pub struct Node {
@@ -134,7 +134,7 @@ pub struct CycleOptions {
 }
 
 /// Runs one cycle and returns its report; removal failures are in the
-/// report, not an error. Once `stop` is set, no new removal starts. The
+/// report, not an error. Once `shutdown` is asked, no new removal starts. The
 /// metrics textfile, if configured, is written whatever came of it, except
 /// when another run holds the lock: that run owns the file.
 ///
@@ -145,9 +145,9 @@ pub struct CycleOptions {
 pub async fn cycle(
     policy: &Policy,
     options: &CycleOptions,
-    stop: &AtomicBool,
+    shutdown: &Shutdown,
 ) -> Result<Report, AppError> {
-    cycle_with_metrics(policy, options, stop).await.0
+    cycle_with_metrics(policy, options, shutdown).await.0
 }
 
 /// [`cycle`], also returning the metrics text of the cycle (the textfile's
@@ -156,13 +156,13 @@ pub async fn cycle(
 pub async fn cycle_with_metrics(
     policy: &Policy,
     options: &CycleOptions,
-    stop: &AtomicBool,
+    shutdown: &Shutdown,
 ) -> (Result<Report, AppError>, Option<String>) {
     let started = Instant::now();
     let started_at = Utc::now();
     // A report file that cannot be written fails the run, but the metrics
     // still tell what it removed.
-    let (result, unwritten) = match locked_cycle(policy, options, stop).await {
+    let (result, unwritten) = match locked_cycle(policy, options, shutdown).await {
         Ok((report, unwritten)) => (Ok(report), unwritten),
         Err(e) => (Err(e), None),
     };
@@ -215,7 +215,7 @@ pub async fn cycle_with_metrics(
 async fn locked_cycle(
     policy: &Policy,
     options: &CycleOptions,
-    stop: &AtomicBool,
+    shutdown: &Shutdown,
 ) -> Result<(Report, Option<AppError>), AppError> {
     // Every run holds the lock, a dry one too (docs/design.md): its report is
     // "the last run's", and it must not interleave with a real run.
@@ -264,7 +264,7 @@ async fn locked_cycle(
     let outcomes = if options.dry_run {
         Vec::new()
     } else {
-        let mut outcomes = execute(&node.runtime, &plan, policy, stop, |o, done, total| {
+        let mut outcomes = execute(&node.runtime, &plan, policy, shutdown, |o, done, total| {
             if let Some(log) = audit.as_mut()
                 && let Err(e) = log.record(&node.name, node.runtime.name(), o)
             {
@@ -276,7 +276,7 @@ async fn locked_cycle(
             }
         })
         .await;
-        if stop.load(Ordering::SeqCst) {
+        if shutdown.is_stopped() {
             tracing::warn!(
                 "stopped by a signal: removals in flight finished, the rest not attempted"
             );

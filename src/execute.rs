@@ -8,10 +8,9 @@
 //! planning. It never forces; an
 //! object gone, in use or changed is `skipped`, an engine error `failed`,
 //! each with its [`Reason`]. At most `safety.concurrency` removals are in
-//! flight, and once `stop` is set no new one starts.
+//! flight, and once a stop is asked no new one starts.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -26,6 +25,7 @@ use crate::output::Chain;
 use crate::plan::{self, Action, Decision, Plan};
 use crate::policy::Policy;
 use crate::runtime::{Engine, Removal};
+use crate::shutdown::Shutdown;
 
 /// What came of one removal attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -163,7 +163,7 @@ pub async fn execute<E: Engine>(
     engine: &E,
     plan: &Plan,
     policy: &Policy,
-    stop: &AtomicBool,
+    shutdown: &Shutdown,
     mut on_outcome: impl FnMut(&Outcome, usize, usize),
 ) -> Vec<Outcome> {
     let total = plan.deletion_count();
@@ -203,7 +203,7 @@ pub async fn execute<E: Engine>(
                     {
                         target_reached = reached(path, *low);
                     }
-                    if stop.load(Ordering::SeqCst) {
+                    if shutdown.is_stopped() {
                         report(not_attempted(d, ASKED_TO_STOP));
                     } else if let Some(why) = engine_down.as_ref().or(target_reached.as_ref()) {
                         report(not_attempted(d, why));
@@ -228,7 +228,8 @@ pub async fn execute<E: Engine>(
                 if checking.is_empty() && ready.is_empty() && !pending.is_empty() {
                     let batch: Vec<&Decision> = pending.drain(..limit.min(pending.len())).collect();
                     checking.push(async move {
-                        let (checked, failed) = recheck(engine, kind, &batch, policy, stop).await;
+                        let (checked, failed) =
+                            recheck(engine, kind, &batch, policy, shutdown).await;
                         (checked, failed, Instant::now())
                     });
                 }
@@ -290,11 +291,11 @@ async fn recheck<'a, E: Engine>(
     kind: Kind,
     batch: &[&'a Decision],
     policy: &Policy,
-    stop: &AtomicBool,
+    shutdown: &Shutdown,
 ) -> (Vec<Result<&'a Decision, Outcome>>, Option<String>) {
     let known = Err;
     let not_deleted = |d: &Decision, reason, why: String| Outcome::of(d, Some((reason, why)));
-    if stop.load(Ordering::SeqCst) {
+    if shutdown.is_stopped() {
         return (
             batch
                 .iter()

@@ -25,7 +25,6 @@ mod tests;
 
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -38,6 +37,7 @@ use crate::output::Chain;
 use crate::policy::{Policy, PolicySource};
 use crate::report::Report;
 use crate::schedule::{self, Slot};
+use crate::shutdown::Shutdown;
 use follow::Follower;
 use http::{Exposition, Phase};
 use wall_timer::WallTimer;
@@ -127,8 +127,8 @@ pub(crate) enum Event {
 
 /// Runs one cycle of the policy.
 pub(crate) trait Cycles {
-    /// Once `stop` is set, no new removal starts.
-    async fn cycle(&self, policy: &Policy, stop: &AtomicBool) -> Result<Report, AppError>;
+    /// Once `shutdown` is asked, no new removal starts.
+    async fn cycle(&self, policy: &Policy, shutdown: &Shutdown) -> Result<Report, AppError>;
 
     /// A reload put `policy` in force (what runs between cycles follows it).
     fn policy_in_force(&self, _policy: &Policy) {}
@@ -291,12 +291,12 @@ where
         // engine is likely still starting, and the slot after the missed
         // one is already past.
         let deadline = schedule::next_scheduled(&self.policy, slot.scheduled.max(self.clock.now()));
-        let stop = AtomicBool::new(false);
+        let shutdown = Shutdown::new();
         let mut reload = false;
         let mut backoff = Duration::from_secs(1);
         loop {
             let result = {
-                let run = self.runner.cycle(&self.policy, &stop);
+                let run = self.runner.cycle(&self.policy, &shutdown);
                 tokio::pin!(run);
                 loop {
                     tokio::select! {
@@ -306,14 +306,14 @@ where
                         event = self.events.next() => match event {
                             Event::Stop => {
                                 tracing::warn!("signal received: finishing the removals in flight");
-                                stop.store(true, Ordering::SeqCst);
+                                shutdown.stop();
                             }
                             Event::Reload => reload = true,
                         },
                     }
                 }
             };
-            let stopping = stop.load(Ordering::SeqCst);
+            let stopping = shutdown.is_stopped();
             match result {
                 Ok(report) => tracing::info!(
                     deleted = report.deleted_count(),
@@ -404,13 +404,13 @@ impl Cycles for EngineCycles<'_> {
         self.follower.policy_in_force(policy);
     }
 
-    async fn cycle(&self, policy: &Policy, stop: &AtomicBool) -> Result<Report, AppError> {
+    async fn cycle(&self, policy: &Policy, shutdown: &Shutdown) -> Result<Report, AppError> {
         let options = CycleOptions::default();
         let Some(exposition) = &self.exposition else {
-            return crate::cycle::cycle(policy, &options, stop).await;
+            return crate::cycle::cycle(policy, &options, shutdown).await;
         };
         exposition.set_phase(Phase::Cycle(tokio::time::Instant::now()));
-        let (result, metrics) = cycle_with_metrics(policy, &options, stop).await;
+        let (result, metrics) = cycle_with_metrics(policy, &options, shutdown).await;
         if let Some(text) = metrics {
             exposition.set_metrics(text);
         }

@@ -163,7 +163,7 @@ async fn a_stop_while_waiting_exits_at_once_without_a_cycle() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_stop_during_a_cycle_sets_the_stop_flag_and_exits_after_it() {
+async fn a_stop_during_a_cycle_asks_it_to_stop_and_exits_after_it() {
     // Failed or not, a stopped cycle is neither retried nor followed.
     for answer in [Answer::Done, Answer::Unreachable] {
         let ran = run_scenario(Scenario {
@@ -204,8 +204,8 @@ async fn a_stop_during_a_backoff_exits_at_once() {
 
 #[test]
 fn a_closed_event_channel_is_one_stop() {
-    // While waiting it ends the daemon at once; during a cycle it sets the
-    // stop flag, and the cycle still finishes. A closed channel answers at
+    // While waiting it ends the daemon at once; during a cycle it asks the
+    // cycle to stop, and the cycle still finishes. A closed channel answers at
     // once, every time: were it read again, the loop would spin, and the
     // guard turns that hang into a failure.
     spin_guarded(|| async {

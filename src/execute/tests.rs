@@ -99,9 +99,16 @@ fn policy() -> Policy {
     p
 }
 
-async fn run(engine: &MemoryEngine, stop: &AtomicBool) -> Vec<Outcome> {
+async fn run(engine: &MemoryEngine, shutdown: &Shutdown) -> Vec<Outcome> {
     let p = plan(&engine.inventory().await.unwrap(), &policy(), Utc::now());
-    execute(engine, &p, &policy(), stop, |_, _, _| {}).await
+    execute(engine, &p, &policy(), shutdown, |_, _, _| {}).await
+}
+
+/// A shutdown asked already.
+fn stopped() -> Shutdown {
+    let shutdown = Shutdown::new();
+    shutdown.stop();
+    shutdown
 }
 
 fn results(outcomes: &[Outcome]) -> BTreeSet<(Kind, String, RemovalResult)> {
@@ -124,7 +131,7 @@ fn reason(outcomes: &[Outcome], id: &str) -> Option<Reason> {
 #[tokio::test]
 async fn removes_containers_before_what_they_held() {
     let engine = MemoryEngine::new(node());
-    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    let outcomes = run(&engine, &Shutdown::new()).await;
     assert!(
         outcomes.iter().all(|o| o.result == RemovalResult::Deleted),
         "{outcomes:?}"
@@ -150,7 +157,7 @@ async fn a_pod_that_came_back_is_skipped_not_removed() {
     engine.before_recheck = Some(Box::new(|inv: &mut Inventory| {
         inv.sandboxes[0].ready = true;
     }));
-    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    let outcomes = run(&engine, &Shutdown::new()).await;
     let init = outcomes.iter().find(|o| o.id == "init").unwrap();
     assert_eq!(init.result, RemovalResult::Skipped);
     assert_eq!(init.reason, Some(Reason::Changed));
@@ -181,7 +188,7 @@ async fn a_restarted_container_is_skipped() {
             c.state = ContainerState::Running;
         }
     }));
-    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    let outcomes = run(&engine, &Shutdown::new()).await;
     let got = results(&outcomes);
     assert!(got.contains(&(Kind::Container, "a".into(), RemovalResult::Skipped)));
     assert!(got.contains(&(Kind::Image, "sha256:a".into(), RemovalResult::Skipped)));
@@ -201,7 +208,7 @@ async fn what_changes_between_recheck_and_removal_is_gone_or_in_use() {
             c.state = ContainerState::Running;
         }
     }));
-    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    let outcomes = run(&engine, &Shutdown::new()).await;
     assert_eq!(reason(&outcomes, "net-a"), Some(Reason::Gone));
     assert_eq!(reason(&outcomes, "a"), Some(Reason::InUse));
     let a = outcomes.iter().find(|o| o.id == "a").unwrap();
@@ -216,7 +223,7 @@ async fn vanished_objects_and_server_errors_are_reported_as_such() {
     engine.before_recheck = Some(Box::new(|inv: &mut Inventory| {
         inv.networks.clear();
     }));
-    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    let outcomes = run(&engine, &Shutdown::new()).await;
     let got = results(&outcomes);
     assert!(got.contains(&(Kind::Container, "b".into(), RemovalResult::Failed)));
     assert!(got.contains(&(Kind::Network, "net-a".into(), RemovalResult::Skipped)));
@@ -236,7 +243,7 @@ async fn after_a_recheck_fails_nothing_more_is_asked_of_the_engine() {
     let mut p = policy();
     p.safety.concurrency = crate::policy::Concurrency(1);
     let planned = plan(&engine.inventory().await.unwrap(), &p, Utc::now());
-    let outcomes = execute(&engine, &planned, &p, &AtomicBool::new(false), |_, _, _| {}).await;
+    let outcomes = execute(&engine, &planned, &p, &Shutdown::new(), |_, _, _| {}).await;
     let later_kinds = planned.deletion_count() - 20;
     assert!(later_kinds > 0);
     assert_eq!(outcomes.len(), 20 + later_kinds);
@@ -276,15 +283,9 @@ async fn concurrency_is_bounded_by_the_policy() {
     policy.safety.concurrency = crate::policy::Concurrency(3);
     let p = plan(&engine.inventory().await.unwrap(), &policy, Utc::now());
     let mut seen = Vec::new();
-    let outcomes = execute(
-        &engine,
-        &p,
-        &policy,
-        &AtomicBool::new(false),
-        |_, done, total| {
-            seen.push((done, total));
-        },
-    )
+    let outcomes = execute(&engine, &p, &policy, &Shutdown::new(), |_, done, total| {
+        seen.push((done, total));
+    })
     .await;
     assert_eq!(
         engine
@@ -315,7 +316,7 @@ async fn a_removal_acts_on_a_fresh_recheck_even_when_removals_are_slow() {
     for delay_ms in [1, 15, 100] {
         let mut engine = MemoryEngine::new(node_of_containers(12));
         engine.removal_delay = Duration::from_millis(delay_ms);
-        let outcomes = run(&engine, &AtomicBool::new(false)).await;
+        let outcomes = run(&engine, &Shutdown::new()).await;
         assert!(
             outcomes.iter().all(|o| o.result == RemovalResult::Deleted),
             "{outcomes:?}"
@@ -344,7 +345,7 @@ async fn a_removal_acts_on_a_fresh_recheck_even_when_removals_are_slow() {
 #[tokio::test]
 async fn nothing_new_starts_after_stop() {
     let engine = MemoryEngine::new(node());
-    let outcomes = run(&engine, &AtomicBool::new(true)).await;
+    let outcomes = run(&engine, &stopped()).await;
     assert!(engine.removed.lock().unwrap().is_empty());
     assert!(outcomes.iter().all(|o| o.result == RemovalResult::Skipped));
     assert!(
@@ -361,7 +362,7 @@ async fn each_kind_settles_once_after_its_removals_and_only_if_one_removed_somet
         .iter()
         .map(|id| (*id).to_owned())
         .collect();
-    run(&engine, &AtomicBool::new(false)).await;
+    run(&engine, &Shutdown::new()).await;
     let mut expected = Vec::new();
     let mut started = 0;
     for kind in Kind::REMOVAL_ORDER {
@@ -429,7 +430,7 @@ fn images_by_disk(n: usize, low_percent: u8) -> (MemoryEngine, Plan, Policy) {
 async fn under_images_disk_the_least_recently_used_go_first() {
     // low_percent 0: never reached, every image goes, oldest use first.
     let (engine, planned, p) = images_by_disk(5, 0);
-    let outcomes = execute(&engine, &planned, &p, &AtomicBool::new(false), |_, _, _| {}).await;
+    let outcomes = execute(&engine, &planned, &p, &Shutdown::new(), |_, _, _| {}).await;
     assert!(outcomes.iter().all(|o| o.reason.is_none()), "{outcomes:?}");
     let removed: Vec<String> = engine
         .removed
@@ -454,7 +455,7 @@ async fn under_images_disk_the_least_recently_used_go_first() {
 async fn under_images_disk_nothing_more_goes_once_low_percent_is_reached() {
     // low_percent 100: reached before the first removal.
     let (engine, planned, p) = images_by_disk(5, 100);
-    let outcomes = execute(&engine, &planned, &p, &AtomicBool::new(false), |_, _, _| {}).await;
+    let outcomes = execute(&engine, &planned, &p, &Shutdown::new(), |_, _, _| {}).await;
     assert_eq!(outcomes.len(), 5);
     for o in &outcomes {
         assert_eq!(o.reason, Some(Reason::NotAttempted));
@@ -506,7 +507,7 @@ async fn a_chain_of_images_and_of_build_cache_goes_children_first_and_whole() {
         })
         .collect();
     let engine = MemoryEngine::new(inv);
-    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    let outcomes = run(&engine, &Shutdown::new()).await;
     let deleted = |kind| {
         outcomes
             .iter()

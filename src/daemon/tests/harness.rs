@@ -98,7 +98,7 @@ pub(super) struct Call {
     pub(super) began: DateTime<Utc>,
     /// The schedule of the policy it was given.
     pub(super) schedule: String,
-    /// Whether the stop flag was set when it ended.
+    /// Whether the stop was asked when it ended.
     pub(super) stopped: bool,
 }
 
@@ -111,13 +111,13 @@ struct ScriptedCycles {
 }
 
 impl Cycles for ScriptedCycles {
-    async fn cycle(&self, policy: &Policy, stop: &AtomicBool) -> Result<Report, AppError> {
+    async fn cycle(&self, policy: &Policy, shutdown: &Shutdown) -> Result<Report, AppError> {
         let began = self.clock.now();
         tokio::time::sleep(self.takes).await;
         self.calls.borrow_mut().push(Call {
             began,
             schedule: policy.schedule.as_str().to_owned(),
-            stopped: stop.load(Ordering::SeqCst),
+            stopped: shutdown.is_stopped(),
         });
         let answer = self.answers.borrow_mut().pop_front();
         match answer.unwrap_or(Answer::Done) {

@@ -180,8 +180,9 @@ async fn run_once(policy: &Policy, args: &RunArgs, quiet: bool) -> Result<(), Ap
     }
 }
 
-/// Asks `shutdown` to stop on the first SIGINT or SIGTERM: removals in
-/// flight finish, no new one starts, and the report is still written.
+/// Asks `shutdown` to stop on the first SIGINT or SIGTERM: no new removal
+/// starts, every wait on the engine ends within the stop's grace, and the
+/// report files are still written.
 async fn watch_signals(shutdown: Shutdown) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (
@@ -195,6 +196,9 @@ async fn watch_signals(shutdown: Shutdown) {
         _ = term.recv() => {}
         _ = int.recv() => {}
     }
-    tracing::warn!("signal received: finishing the removals in flight");
+    tracing::warn!(
+        grace_seconds = crate::execute::STOP_GRACE.as_secs(),
+        "signal received: stopping; removals in flight get the grace to answer"
+    );
     shutdown.stop();
 }

@@ -134,9 +134,10 @@ pub struct CycleOptions {
 }
 
 /// Runs one cycle and returns its report; removal failures are in the
-/// report, not an error. Once `shutdown` is asked, no new removal starts. The
-/// metrics textfile, if configured, is written whatever came of it, except
-/// when another run holds the lock: that run owns the file.
+/// report, not an error. Once `shutdown` is asked, no new removal starts
+/// and every wait on the engine ends (see [`crate::execute::STOP_GRACE`]).
+/// The metrics textfile, if configured, is written whatever came of it,
+/// except when another run holds the lock: that run owns the file.
 ///
 /// # Errors
 /// The lock is held elsewhere, a report file cannot be opened or written,
@@ -278,7 +279,7 @@ async fn locked_cycle(
         .await;
         if shutdown.is_stopped() {
             tracing::warn!(
-                "stopped by a signal: removals in flight finished, the rest not attempted"
+                "stopped by a signal: removals in flight answered or were given up, the rest not attempted"
             );
         }
         outcomes.append(&mut skipped);

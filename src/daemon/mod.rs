@@ -127,7 +127,8 @@ pub(crate) enum Event {
 
 /// Runs one cycle of the policy.
 pub(crate) trait Cycles {
-    /// Once `shutdown` is asked, no new removal starts.
+    /// Once `shutdown` is asked, no new removal starts and the cycle ends
+    /// within the stop's grace, its report files written.
     async fn cycle(&self, policy: &Policy, shutdown: &Shutdown) -> Result<Report, AppError>;
 
     /// A reload put `policy` in force (what runs between cycles follows it).
@@ -301,11 +302,16 @@ where
                 loop {
                     tokio::select! {
                         result = &mut run => break result,
-                        // A stop lets the removals in flight finish: a
-                        // half-removed image is worse than a late exit.
+                        // The cycle itself ends its waits on the engine,
+                        // giving removals in flight the stop's grace (a
+                        // half-removed image is worse than a later exit),
+                        // and writes its report files: it is not dropped.
                         event = self.events.next() => match event {
                             Event::Stop => {
-                                tracing::warn!("signal received: finishing the removals in flight");
+                                tracing::warn!(
+                                    grace_seconds = crate::execute::STOP_GRACE.as_secs(),
+                                    "signal received: stopping the cycle; removals in flight get the grace to answer"
+                                );
                                 shutdown.stop();
                             }
                             Event::Reload => reload = true,

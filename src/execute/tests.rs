@@ -529,3 +529,102 @@ async fn a_chain_of_images_and_of_build_cache_goes_children_first_and_whole() {
         ]
     );
 }
+
+/// Runs the plan of `engine` under `policy`, one removal at a time, and
+/// asks for the stop `after` from the start: the plan, the outcomes, and
+/// how long after the stop `execute` returned.
+async fn stopped_after(
+    engine: &MemoryEngine,
+    mut policy: Policy,
+    after: Duration,
+) -> (Plan, Vec<Outcome>, Duration) {
+    policy.safety.concurrency = crate::policy::Concurrency(1);
+    let planned = plan(&engine.inventory().await.unwrap(), &policy, Utc::now());
+    let shutdown = Shutdown::new();
+    let begun = Instant::now();
+    // The engine hangs for ever: a wait that missed the stop would hold
+    // `execute` for ever too. In paused time the bound costs nothing.
+    let run = tokio::time::timeout(
+        Duration::from_secs(600),
+        execute(engine, &planned, &policy, &shutdown, |_, _, _| {}),
+    );
+    let stop = async {
+        tokio::time::sleep(after).await;
+        shutdown.stop();
+    };
+    let (outcomes, ()) = tokio::join!(run, stop);
+    let outcomes = outcomes.expect("execute still ran 10 minutes after the stop");
+    let after_stop = begun
+        .elapsed()
+        .checked_sub(after)
+        .expect("ended after the stop");
+    (planned, outcomes, after_stop)
+}
+
+/// How many `outcomes` have `reason` (`None`: deleted), and each of their
+/// `error`s.
+fn with_reason(outcomes: &[Outcome], reason: Option<Reason>) -> (usize, BTreeSet<Option<&str>>) {
+    let matching: Vec<&Outcome> = outcomes.iter().filter(|o| o.reason == reason).collect();
+    let errors = matching.iter().map(|o| o.error.as_deref()).collect();
+    (matching.len(), errors)
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_22_a_stop_while_a_recheck_hangs_ends_the_run_at_once() {
+    // Three re-checks answered, then the engine hangs (SIGSTOP): the run
+    // used to wait out the re-check's 120 s deadline after a SIGTERM.
+    let mut engine = MemoryEngine::new(node_of_containers(20));
+    engine.rechecks_before_hang = Some(3);
+    let (planned, outcomes, after_stop) =
+        stopped_after(&engine, policy(), Duration::from_secs(5)).await;
+    // A re-check only reads: it is given up at once.
+    assert_eq!(after_stop, Duration::ZERO);
+    assert_eq!(outcomes.len(), planned.deletion_count());
+    assert_eq!(with_reason(&outcomes, None).0, 3);
+    let (not_attempted, why) = with_reason(&outcomes, Some(Reason::NotAttempted));
+    assert_eq!(not_attempted, planned.deletion_count() - 3);
+    assert_eq!(why, [Some(ASKED_TO_STOP)].into());
+    assert_eq!(engine.windows.lock().unwrap().len(), 3, "no removal after");
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_22_a_removal_that_never_answers_gets_the_grace_after_a_stop() {
+    let mut engine = MemoryEngine::new(node_of_containers(20));
+    engine.removals_before_hang = Some(3);
+    let (planned, outcomes, after_stop) =
+        stopped_after(&engine, policy(), Duration::from_secs(5)).await;
+    assert_eq!(after_stop, STOP_GRACE);
+    assert_eq!(outcomes.len(), planned.deletion_count());
+    assert_eq!(with_reason(&outcomes, None).0, 3);
+    // Sent, so not "not attempted": the engine may still carry it out.
+    let (failed, why) = with_reason(&outcomes, Some(Reason::EngineError));
+    assert_eq!(failed, 1);
+    assert_eq!(
+        why,
+        [Some(
+            "no answer within 2s of the stop signal: the engine may still remove it"
+        )]
+        .into()
+    );
+    let (not_attempted, why) = with_reason(&outcomes, Some(Reason::NotAttempted));
+    assert_eq!(not_attempted, planned.deletion_count() - 4);
+    assert_eq!(why, [Some(ASKED_TO_STOP)].into());
+    assert_eq!(engine.windows.lock().unwrap().len(), 4, "no removal after");
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_22_settling_that_never_ends_gets_the_grace_after_a_stop() {
+    // The containers go at once; settling them (containerd's garbage
+    // collection) hangs until the stop and its grace.
+    let mut engine = MemoryEngine::new(node());
+    engine.settle_hangs = true;
+    let (planned, outcomes, after_stop) =
+        stopped_after(&engine, policy(), Duration::from_secs(5)).await;
+    assert_eq!(after_stop, STOP_GRACE);
+    assert_eq!(outcomes.len(), planned.deletion_count());
+    assert_eq!(with_reason(&outcomes, None).0, 3, "the three containers");
+    let (not_attempted, why) = with_reason(&outcomes, Some(Reason::NotAttempted));
+    assert_eq!(not_attempted, planned.deletion_count() - 3);
+    assert_eq!(why, [Some(ASKED_TO_STOP)].into());
+    assert_eq!(*engine.settled.lock().unwrap(), [(Kind::Container, 3)]);
+}

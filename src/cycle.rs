@@ -141,8 +141,9 @@ pub struct CycleOptions {
 ///
 /// # Errors
 /// The lock is held elsewhere, a report file cannot be opened or written,
-/// the runtime is unreachable, or the plan exceeds the deletion limit (the
-/// error then carries the refused plan's report).
+/// the runtime is unreachable, the plan exceeds the deletion limit (the
+/// error then carries the refused plan's report), or the stop came before
+/// the inventory was taken.
 pub async fn cycle(
     policy: &Policy,
     options: &CycleOptions,
@@ -174,7 +175,8 @@ pub async fn cycle_with_metrics(
             report.summary.failed == 0 && unwritten.is_none(),
         ),
         Err(AppError::OverLimit { report, .. }) => (Cow::Borrowed(report.as_ref()), false),
-        // No inventory: the run still failed, and an alert must see it.
+        // No inventory (also when a stop cut it short): the run still
+        // failed, and an alert must see it.
         Err(_) => (
             Cow::Owned(Report::new(
                 policy.runtime.kind.as_str(),
@@ -232,7 +234,18 @@ async fn locked_cycle(
         }
         _ => None,
     };
-    let node = Node::connect(policy, !options.dry_run).await?;
+    // Reaching the engine, its inventory and the image uses it remembers
+    // are waits on the engine: a stop ends them (an engine that never
+    // answers holds each for its deadline, 10 s to 120 s).
+    let node = tokio::select! {
+        biased;
+        () = shutdown.wait() => {
+            return Err(AppError::Stopped {
+                runtime: policy.runtime.kind.as_str(),
+            });
+        }
+        node = Node::connect(policy, !options.dry_run) => node?,
+    };
     // `run --plan`: only what the reviewed plan deletes, if it is this
     // node's, under this policy, and recent enough.
     let (plan, mut skipped) = match &options.reviewed {

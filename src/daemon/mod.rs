@@ -353,6 +353,9 @@ where
                         continue;
                     }
                 }
+                Err(e @ AppError::Stopped { .. }) => {
+                    tracing::warn!(error = %e, "cycle cut short");
+                }
                 Err(AppError::Locked(path)) => tracing::warn!(
                     lock = %path.display(),
                     "another safeprune run holds the lock: this cycle is skipped"

@@ -89,6 +89,9 @@ pub(super) enum Answer {
     Done,
     Unreachable,
     Locked,
+    /// Stuck on an engine that never answers, with a removal in flight:
+    /// done only the stop's grace after a stop, as the real cycle is.
+    Hung,
 }
 
 /// One call of the cycle runner.
@@ -113,15 +116,20 @@ struct ScriptedCycles {
 impl Cycles for ScriptedCycles {
     async fn cycle(&self, policy: &Policy, shutdown: &Shutdown) -> Result<Report, AppError> {
         let began = self.clock.now();
-        tokio::time::sleep(self.takes).await;
+        let answer = self.answers.borrow_mut().pop_front();
+        let answer = answer.unwrap_or(Answer::Done);
+        if answer == Answer::Hung {
+            shutdown.wait_past(crate::execute::STOP_GRACE).await;
+        } else {
+            tokio::time::sleep(self.takes).await;
+        }
         self.calls.borrow_mut().push(Call {
             began,
             schedule: policy.schedule.as_str().to_owned(),
             stopped: shutdown.is_stopped(),
         });
-        let answer = self.answers.borrow_mut().pop_front();
-        match answer.unwrap_or(Answer::Done) {
-            Answer::Done => Ok(Report::new(
+        match answer {
+            Answer::Done | Answer::Hung => Ok(Report::new(
                 "docker",
                 "node",
                 began,

@@ -4,8 +4,6 @@
 //! docs/design.md; `main` only maps and prints it.
 
 use std::io::IsTerminal;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cli::{Cli, Command, CompareWith, Output, RunArgs};
 use crate::cycle::{CycleOptions, Node, cycle};
@@ -16,6 +14,7 @@ use crate::policy::{Policy, PolicySource};
 use crate::report::{Report, render_table, write_atomically};
 use crate::reviewed::SavedPlan;
 use crate::runtime::Engine;
+use crate::shutdown::Shutdown;
 
 /// Runs the command `cli` names.
 ///
@@ -135,8 +134,8 @@ fn emit(report: &Report, output: Output, quiet: bool) {
 }
 
 async fn run_once(policy: &Policy, args: &RunArgs, quiet: bool) -> Result<(), AppError> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let signals = tokio::spawn(watch_signals(Arc::clone(&stop)));
+    let shutdown = Shutdown::new();
+    let signals = stop_on_signals(&shutdown);
     // A plan that cannot be read is refused before anything is contacted.
     let reviewed = match &args.plan {
         Some(path) => Some(
@@ -154,8 +153,10 @@ async fn run_once(policy: &Policy, args: &RunArgs, quiet: bool) -> Result<(), Ap
         progress: std::io::stderr().is_terminal() && !quiet,
         reviewed,
     };
-    let result = cycle(policy, &options, &stop).await;
-    signals.abort();
+    let result = cycle(policy, &options, &shutdown).await;
+    if let Some(signals) = signals {
+        signals.abort();
+    }
     match result {
         Ok(report) => {
             emit(&report, args.output.output, quiet);
@@ -177,25 +178,40 @@ async fn run_once(policy: &Policy, args: &RunArgs, quiet: bool) -> Result<(), Ap
                 report,
             })
         }
+        // Exit 0 (docs/design.md), and the metrics already say it failed.
+        Err(e @ AppError::Stopped { .. }) => {
+            tracing::warn!(error = %e, "run cut short");
+            Ok(())
+        }
         Err(e) => Err(e),
     }
 }
 
-/// Sets `stop` on the first SIGINT or SIGTERM: removals in flight finish,
-/// no new one starts, and the report is still written.
-async fn watch_signals(stop: Arc<AtomicBool>) {
+/// Asks `shutdown` to stop on the first SIGINT or SIGTERM: no new removal
+/// starts, every wait on the engine ends within the stop's grace, and the
+/// report files are still written. The handlers are installed before this
+/// returns, so a signal while the engine is reached is never lost (nor
+/// kills safeprune by its default action, leaving no metrics). `None` when
+/// they cannot be installed.
+fn stop_on_signals(shutdown: &Shutdown) -> Option<tokio::task::JoinHandle<()>> {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
     ) else {
         tracing::warn!("cannot listen for signals: a signal will stop safeprune at once");
-        return;
+        return None;
     };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-    tracing::warn!("signal received: finishing the removals in flight");
-    stop.store(true, Ordering::SeqCst);
+    let shutdown = shutdown.clone();
+    Some(tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        tracing::warn!(
+            grace_seconds = crate::execute::STOP_GRACE.as_secs(),
+            "signal received: stopping; removals in flight get the grace to answer"
+        );
+        shutdown.stop();
+    }))
 }

@@ -7,7 +7,6 @@
 use std::borrow::Cow;
 use std::fs::File;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use chrono::Utc;
@@ -22,6 +21,7 @@ use crate::policy::Policy;
 use crate::report::{AuditLog, Refusal, Report, render_metrics, write_atomically};
 use crate::reviewed::SavedPlan;
 use crate::runtime::{Chosen, Engine, Runtime};
+use crate::shutdown::Shutdown;
 
 /// A connected runtime and its snapshot, taken once per command or cycle.
 pub struct Node {
@@ -134,20 +134,22 @@ pub struct CycleOptions {
 }
 
 /// Runs one cycle and returns its report; removal failures are in the
-/// report, not an error. Once `stop` is set, no new removal starts. The
-/// metrics textfile, if configured, is written whatever came of it, except
-/// when another run holds the lock: that run owns the file.
+/// report, not an error. Once `shutdown` is asked, no new removal starts
+/// and every wait on the engine ends (see [`crate::execute::STOP_GRACE`]).
+/// The metrics textfile, if configured, is written whatever came of it,
+/// except when another run holds the lock: that run owns the file.
 ///
 /// # Errors
 /// The lock is held elsewhere, a report file cannot be opened or written,
-/// the runtime is unreachable, or the plan exceeds the deletion limit (the
-/// error then carries the refused plan's report).
+/// the runtime is unreachable, the plan exceeds the deletion limit (the
+/// error then carries the refused plan's report), or the stop came before
+/// the inventory was taken.
 pub async fn cycle(
     policy: &Policy,
     options: &CycleOptions,
-    stop: &AtomicBool,
+    shutdown: &Shutdown,
 ) -> Result<Report, AppError> {
-    cycle_with_metrics(policy, options, stop).await.0
+    cycle_with_metrics(policy, options, shutdown).await.0
 }
 
 /// [`cycle`], also returning the metrics text of the cycle (the textfile's
@@ -156,13 +158,13 @@ pub async fn cycle(
 pub async fn cycle_with_metrics(
     policy: &Policy,
     options: &CycleOptions,
-    stop: &AtomicBool,
+    shutdown: &Shutdown,
 ) -> (Result<Report, AppError>, Option<String>) {
     let started = Instant::now();
     let started_at = Utc::now();
     // A report file that cannot be written fails the run, but the metrics
     // still tell what it removed.
-    let (result, unwritten) = match locked_cycle(policy, options, stop).await {
+    let (result, unwritten) = match locked_cycle(policy, options, shutdown).await {
         Ok((report, unwritten)) => (Ok(report), unwritten),
         Err(e) => (Err(e), None),
     };
@@ -173,7 +175,8 @@ pub async fn cycle_with_metrics(
             report.summary.failed == 0 && unwritten.is_none(),
         ),
         Err(AppError::OverLimit { report, .. }) => (Cow::Borrowed(report.as_ref()), false),
-        // No inventory: the run still failed, and an alert must see it.
+        // No inventory (also when a stop cut it short): the run still
+        // failed, and an alert must see it.
         Err(_) => (
             Cow::Owned(Report::new(
                 policy.runtime.kind.as_str(),
@@ -215,7 +218,7 @@ pub async fn cycle_with_metrics(
 async fn locked_cycle(
     policy: &Policy,
     options: &CycleOptions,
-    stop: &AtomicBool,
+    shutdown: &Shutdown,
 ) -> Result<(Report, Option<AppError>), AppError> {
     // Every run holds the lock, a dry one too (docs/design.md): its report is
     // "the last run's", and it must not interleave with a real run.
@@ -231,7 +234,18 @@ async fn locked_cycle(
         }
         _ => None,
     };
-    let node = Node::connect(policy, !options.dry_run).await?;
+    // Reaching the engine, its inventory and the image uses it remembers
+    // are waits on the engine: a stop ends them (an engine that never
+    // answers holds each for its deadline, 10 s to 120 s).
+    let node = tokio::select! {
+        biased;
+        () = shutdown.wait() => {
+            return Err(AppError::Stopped {
+                runtime: policy.runtime.kind.as_str(),
+            });
+        }
+        node = Node::connect(policy, !options.dry_run) => node?,
+    };
     // `run --plan`: only what the reviewed plan deletes, if it is this
     // node's, under this policy, and recent enough.
     let (plan, mut skipped) = match &options.reviewed {
@@ -264,7 +278,7 @@ async fn locked_cycle(
     let outcomes = if options.dry_run {
         Vec::new()
     } else {
-        let mut outcomes = execute(&node.runtime, &plan, policy, stop, |o, done, total| {
+        let mut outcomes = execute(&node.runtime, &plan, policy, shutdown, |o, done, total| {
             if let Some(log) = audit.as_mut()
                 && let Err(e) = log.record(&node.name, node.runtime.name(), o)
             {
@@ -276,9 +290,9 @@ async fn locked_cycle(
             }
         })
         .await;
-        if stop.load(Ordering::SeqCst) {
+        if shutdown.is_stopped() {
             tracing::warn!(
-                "stopped by a signal: removals in flight finished, the rest not attempted"
+                "stopped by a signal: removals in flight answered or were given up, the rest not attempted"
             );
         }
         outcomes.append(&mut skipped);

@@ -47,6 +47,12 @@ pub enum AppError {
         query: String,
         runtime: &'static str,
     },
+    /// A stop signal came before the runtime (`runtime.kind`) had answered
+    /// with its inventory.
+    #[error(
+        "stopped by a signal before the inventory was taken (runtime.kind {runtime}): nothing removed"
+    )]
+    Stopped { runtime: &'static str },
     #[error("the daemon cannot wait for its schedule")]
     Daemon(#[source] std::io::Error),
     #[error("the daemon cannot listen on {addr} (metrics.listen)")]
@@ -69,6 +75,8 @@ impl AppError {
             Self::Locked(_) => exit::LOCKED,
             Self::OverLimit { .. } => exit::OVER_LIMIT,
             Self::NotFound { .. } => exit::NOT_FOUND,
+            // docs/design.md: 0 also when a stop signal cut a run short.
+            Self::Stopped { .. } => exit::OK,
         }
     }
 }

@@ -8,10 +8,11 @@
 //! planning. It never forces; an
 //! object gone, in use or changed is `skipped`, an engine error `failed`,
 //! each with its [`Reason`]. At most `safety.concurrency` removals are in
-//! flight, and once `stop` is set no new one starts.
+//! flight. Once a stop is asked no new one starts, and every wait on the
+//! engine ends: a re-check at once, a removal already sent and the kind's
+//! settling after [`STOP_GRACE`] at most.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -26,6 +27,7 @@ use crate::output::Chain;
 use crate::plan::{self, Action, Decision, Plan};
 use crate::policy::Policy;
 use crate::runtime::{Engine, Removal};
+use crate::shutdown::Shutdown;
 
 /// What came of one removal attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -159,11 +161,14 @@ impl Outcome {
 /// with the batch, not with the node), the next batch while the removals
 /// of the last go on, and each starts as a slot frees. An answer older
 /// than [`FRESH_FOR`] is not acted on: the object is re-checked again.
+///
+/// Once `shutdown` is asked, it returns within [`STOP_GRACE`] whatever the
+/// engine does: see [`STOP_GRACE`].
 pub async fn execute<E: Engine>(
     engine: &E,
     plan: &Plan,
     policy: &Policy,
-    stop: &AtomicBool,
+    shutdown: &Shutdown,
     mut on_outcome: impl FnMut(&Outcome, usize, usize),
 ) -> Vec<Outcome> {
     let total = plan.deletion_count();
@@ -203,7 +208,7 @@ pub async fn execute<E: Engine>(
                     {
                         target_reached = reached(path, *low);
                     }
-                    if stop.load(Ordering::SeqCst) {
+                    if shutdown.is_stopped() {
                         report(not_attempted(d, ASKED_TO_STOP));
                     } else if let Some(why) = engine_down.as_ref().or(target_reached.as_ref()) {
                         report(not_attempted(d, why));
@@ -215,7 +220,7 @@ pub async fn execute<E: Engine>(
                             pending.push_front(d);
                         }
                     } else {
-                        in_flight.push(remove(engine, d));
+                        in_flight.push(remove(engine, d, shutdown));
                     }
                 }
                 // Re-check the next batch while removals go on, so that a slot
@@ -228,7 +233,8 @@ pub async fn execute<E: Engine>(
                 if checking.is_empty() && ready.is_empty() && !pending.is_empty() {
                     let batch: Vec<&Decision> = pending.drain(..limit.min(pending.len())).collect();
                     checking.push(async move {
-                        let (checked, failed) = recheck(engine, kind, &batch, policy, stop).await;
+                        let (checked, failed) =
+                            recheck(engine, kind, &batch, policy, shutdown).await;
                         (checked, failed, Instant::now())
                     });
                 }
@@ -254,9 +260,15 @@ pub async fn execute<E: Engine>(
             }
         }
         // Even after a stop: what was removed is freed now, not later (not
-        // by an engine that stopped answering).
+        // by an engine that stopped answering, nor past the stop's grace).
         if engine_down.is_none() && done_here.iter().any(|o| o.result == RemovalResult::Deleted) {
-            engine.settle(kind).await;
+            tokio::select! {
+                () = engine.settle(kind) => {}
+                () = shutdown.wait_past(STOP_GRACE) => tracing::warn!(
+                    %kind,
+                    "stopping: settling cut short; the engine frees what was removed at its next garbage collection"
+                ),
+            }
         }
         // Completion order is noise; the report lists outcomes by id.
         done_here.sort_by(|a, b| a.id.cmp(&b.id));
@@ -281,20 +293,36 @@ fn waves(targets: Vec<&Decision>) -> Vec<Vec<&Decision>> {
 /// containers took when each object was re-checked that way.
 pub const FRESH_FOR: Duration = Duration::from_millis(20);
 
+/// How long, once a stop is asked, a removal already sent may take to
+/// answer, and the kind's settling to end. A half-done removal (an image
+/// losing its tags one by one, a containerd container whose task went) is
+/// worse than a later exit, but the exit must come within 5 s of the
+/// signal whatever the engine does: a pod's grace period and systemd's
+/// stop timeout end in a SIGKILL, and the report, the audit log and the
+/// metrics are written after the removals (issue 22).
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+
 /// Re-checks `batch` (objects of `kind`) on fresh facts: each decision
 /// that its rules still find eligible, or the outcome it has already come
 /// to (stop, re-check failed, gone, changed); and, when the engine could
-/// not be asked, why.
+/// not be asked, why. A stop ends the re-check at once: it only reads.
 async fn recheck<'a, E: Engine>(
     engine: &E,
     kind: Kind,
     batch: &[&'a Decision],
     policy: &Policy,
-    stop: &AtomicBool,
+    shutdown: &Shutdown,
 ) -> (Vec<Result<&'a Decision, Outcome>>, Option<String>) {
     let known = Err;
     let not_deleted = |d: &Decision, reason, why: String| Outcome::of(d, Some((reason, why)));
-    if stop.load(Ordering::SeqCst) {
+    let ids: Vec<&str> = batch.iter().map(|d| d.id.as_str()).collect();
+    let answer = tokio::select! {
+        // A stop asked already wins before the engine is asked anything.
+        biased;
+        () = shutdown.wait() => None,
+        answer = engine.recheck(kind, &ids) => Some(answer),
+    };
+    let Some(answer) = answer else {
         return (
             batch
                 .iter()
@@ -302,9 +330,8 @@ async fn recheck<'a, E: Engine>(
                 .collect(),
             None,
         );
-    }
-    let ids: Vec<&str> = batch.iter().map(|d| d.id.as_str()).collect();
-    let fresh = match engine.recheck(kind, &ids).await {
+    };
+    let fresh = match answer {
         Ok(fresh) => fresh,
         Err(e) => {
             let cause = Chain(&e).to_string();
@@ -399,9 +426,26 @@ fn not_attempted(d: &Decision, why: &str) -> Outcome {
     Outcome::of(d, Some((Reason::NotAttempted, why.to_owned())))
 }
 
-async fn remove<E: Engine>(engine: &E, d: &Decision) -> Outcome {
+/// Removes `d`; once a stop is asked, waits [`STOP_GRACE`] at most for the
+/// engine's answer.
+async fn remove<E: Engine>(engine: &E, d: &Decision, shutdown: &Shutdown) -> Outcome {
     let not_deleted = |reason, why: String| Outcome::of(d, Some((reason, why)));
-    match engine.remove(d.kind, &d.id).await {
+    let removal = tokio::select! {
+        removal = engine.remove(d.kind, &d.id) => removal,
+        () = shutdown.wait_past(STOP_GRACE) => {
+            // Sent, so not `not_attempted`: the engine may still carry it
+            // out, and the next run sees whether it did.
+            tracing::warn!(kind = %d.kind, id = %d.id, "stopping: no answer to the removal in time");
+            return not_deleted(
+                Reason::EngineError,
+                format!(
+                    "no answer within {}s of the stop signal: the engine may still remove it",
+                    STOP_GRACE.as_secs()
+                ),
+            );
+        }
+    };
+    match removal {
         Removal::Removed => {
             tracing::info!(kind = %d.kind, id = %d.id, name = %d.name, "removed");
             Outcome::of(d, None)

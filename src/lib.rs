@@ -10,8 +10,9 @@
 //! - the adapters behind [`runtime`];
 //! - the pure core: [`plan`] and [`schedule`] over [`policy`] over
 //!   [`inventory`];
-//! - [`cli`], [`exit_codes`] and [`output`] stand apart and import nothing of
-//!   the crate: build.rs includes `cli.rs` and `exit_codes.rs` as they are.
+//! - [`cli`], [`exit_codes`], [`output`] and [`shutdown`] stand apart and
+//!   import nothing of the crate: build.rs includes `cli.rs` and
+//!   `exit_codes.rs` as they are.
 
 pub mod app;
 pub mod cli;
@@ -30,3 +31,4 @@ pub mod report;
 pub mod reviewed;
 pub mod runtime;
 pub mod schedule;
+pub mod shutdown;

@@ -2,6 +2,7 @@
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use safeprune::app;
@@ -26,7 +27,12 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::RUNTIME);
         }
     };
-    match runtime.block_on(app::run(&cli)) {
+    let result = runtime.block_on(app::run(&cli));
+    // Dropping the runtime would wait for every blocking task to end; one
+    // stuck on a hung disk (a history write) must not hold the exit, which
+    // comes within 5 s of a stop signal (docs/design.md, "Signals").
+    runtime.shutdown_timeout(Duration::from_millis(500));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln_lossy(&format!("safeprune: error: {}", Chain(&e)));

@@ -3,18 +3,23 @@
 //! without a panic; a real engine killed in the middle of a run leaves a
 //! valid JSON report and audit log, exit 1 or 3, and the next run finishes
 //! the work; a report on a full file system is exit 1 naming the path and
-//! leaves no partial file.
+//! leaves no partial file. A SIGTERM while safeprune waits on an engine
+//! that never answers ends `run` and `daemon` within 5 s, every file
+//! written (issue 22).
 
 mod util;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixListener;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 use serde_json::Value;
 use util::containerd::PrivateContainerd;
+use util::daemon::Daemon;
 use util::docker::PrivateDockerd;
 use util::node::{Cli, Runtime};
 
@@ -283,4 +288,238 @@ async fn containerd_killed_mid_run_leaves_valid_reports_and_the_next_run_complet
     engine.restart(false).await;
     assert_next_run_completes(&cli);
     assert_eq!(engine.container_ids(namespace), Vec::<String>::new());
+}
+
+/// How soon after SIGTERM safeprune must have exited, whatever its engine
+/// does: a pod's grace period (60 s in our `DaemonSet`) and systemd's stop
+/// timeout must never run out first (issue 22).
+const STOP_BOUND: Duration = Duration::from_secs(5);
+
+/// Sends SIGTERM to `child` and waits for its exit: its status and the
+/// time from the signal to the exit, printed. Past 30 s it is killed and
+/// the test fails: an old safeprune waited out a 120 s deadline.
+fn terminate(child: &mut Child, what: &str) -> (ExitStatus, Duration) {
+    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
+    kill(pid, Signal::SIGTERM).unwrap();
+    let sent = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let took = sent.elapsed();
+            eprintln!("{what}: SIGTERM to exit in {took:?} ({status})");
+            return (status, took);
+        }
+        if sent.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running 30 s after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// `safeprune args…` on `cli`, its stderr into `stderr.log` beside the
+/// policy (read once it has exited: nothing reads a pipe meanwhile).
+fn spawn_logged(cli: &Cli, args: &[&str]) -> Child {
+    let log = std::fs::File::create(cli.path("stderr.log")).unwrap();
+    cli.command(args)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+/// A series' value in the metrics textfile `cli`'s runs write.
+fn metric(cli: &Cli, series: &str) -> Option<f64> {
+    let text = std::fs::read_to_string(cli.path("safeprune.prom")).expect("the metrics textfile");
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn issue_22_sigterm_while_the_engine_never_answers_exits_0_at_once_with_the_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let silent = fake_engine(dir.path(), false);
+    for runtime in [Runtime::Docker(&silent), Runtime::Containerd(&silent, &[])] {
+        let cli = Cli::new(&runtime, "");
+        let mut run = spawn_logged(&cli, &["run"]);
+        // The audit log is opened just before the engine is reached, which
+        // holds the run for its 10 s connect deadline.
+        let begun = Instant::now();
+        while !cli.path("audit.jsonl").exists() {
+            assert!(
+                begun.elapsed() < Duration::from_secs(10),
+                "the run never got going"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let (status, took) = terminate(&mut run, "run on a silent socket");
+        let err = std::fs::read_to_string(cli.path("stderr.log")).unwrap();
+        assert!(took < STOP_BOUND, "{took:?}: {err}");
+        // A stop signal that cut a run short is exit 0 (docs/design.md).
+        assert_eq!(status.code(), Some(0), "{err}");
+        assert!(
+            err.contains("stopped by a signal before the inventory was taken"),
+            "{err}"
+        );
+        // No inventory, so no report; the metrics say the run failed.
+        assert!(!cli.path("report.json").exists());
+        assert_eq!(metric(&cli, "safeprune_last_run_success"), Some(0.0));
+    }
+}
+
+/// Checks what a run stopped by SIGTERM while its engine hung left, with
+/// its exit status: the report, the audit log and the metrics written and
+/// agreeing; everything not done `not_attempted` because of the stop, but
+/// a removal the engine did not answer within the grace, which failed
+/// (then exit 3 for `run`).
+fn assert_stopped_while_hung(cli: &Cli, status: ExitStatus, daemon: bool) {
+    let err = std::fs::read_to_string(cli.path("stderr.log")).unwrap_or_default();
+    assert!(!err.contains("panicked"), "{err}");
+    let (report, audit) = written(cli);
+    let outcomes = report["outcomes"].as_array().expect("outcomes");
+    let count = |reason: &Value| outcomes.iter().filter(|o| &o["reason"] == reason).count();
+    let deleted = count(&Value::Null);
+    let not_attempted = count(&"not_attempted".into());
+    let cut_short = count(&"engine_error".into());
+    assert!(deleted >= 10, "{deleted} deleted before the engine hung");
+    assert!(not_attempted > 0, "the stop came before the end");
+    assert_eq!(
+        deleted + not_attempted + cut_short,
+        outcomes.len(),
+        "{report:#}"
+    );
+    assert!(cut_short <= 1, "one removal in flight at most: {report:#}");
+    for o in outcomes {
+        match o["reason"].as_str() {
+            Some("not_attempted") => {
+                assert_eq!(o["error"], "not attempted: safeprune was asked to stop");
+            }
+            Some("engine_error") => assert_eq!(
+                o["error"],
+                "no answer within 2s of the stop signal: the engine may still remove it"
+            ),
+            _ => {}
+        }
+    }
+    // Every outcome, in the audit log too, and the same deletions.
+    assert_eq!(audit.len(), outcomes.len());
+    let deleted_in_audit = audit.iter().filter(|l| l["result"] == "deleted").count();
+    assert_eq!(deleted_in_audit, deleted);
+    let series =
+        |name: &str, label: &str| metric(cli, &format!("{name}{{kind=\"container\",{label}}}"));
+    #[expect(clippy::cast_precision_loss, reason = "counts of a few hundred")]
+    let as_metric = |n: usize| Some(n as f64);
+    assert_eq!(
+        series("safeprune_last_run_removals", "result=\"deleted\""),
+        as_metric(deleted)
+    );
+    assert_eq!(
+        series(
+            "safeprune_last_run_skipped_removals",
+            "reason=\"not_attempted\""
+        ),
+        as_metric(not_attempted)
+    );
+    let success = if cut_short == 0 { 1.0 } else { 0.0 };
+    assert_eq!(metric(cli, "safeprune_last_run_success"), Some(success));
+    let code = match (daemon, cut_short) {
+        (true, _) | (false, 0) => 0,
+        (false, _) => 3,
+    };
+    assert_eq!(status.code(), Some(code), "{err}");
+}
+
+/// The policy of the runs below: the created containers, one at a time.
+const ONE_CONTAINER_AT_A_TIME: &str = "containers: { min_age: \"0\" }\nimages: { enabled: false }\n\
+    networks: { enabled: false }\nbuild_cache: { enabled: false }\n\
+    safety: { concurrency: 1 }\n";
+
+/// Ten removals into `safeprune run` on `cli`, `freeze` hangs the engine;
+/// once the run waits on it, SIGTERM. Checks the bound and what the run
+/// left; `thaw` lets the engine go on, and the next run finishes.
+fn sigterm_while_hung_mid_run(cli: &Cli, what: &str, freeze: impl FnOnce(), thaw: impl FnOnce()) {
+    let mut run = spawn_logged(cli, &["run"]);
+    wait_for_audit_lines(cli, 10);
+    freeze();
+    // Whatever call is in flight, and any after it, now waits for ever
+    // (its deadline is 120 s).
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, took) = terminate(&mut run, what);
+    thaw();
+    assert!(took < STOP_BOUND, "{what}: {took:?}");
+    assert_stopped_while_hung(cli, status, false);
+    assert_next_run_completes(cli);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_22_sigterm_while_docker_hangs_mid_run_exits_within_5s_with_every_file_written() {
+    let engine = PrivateDockerd::start().await;
+    let image = engine.import_busybox_image("base:1", None).await;
+    for i in 0..CONTAINERS {
+        engine
+            .create_container(&format!("c{i}"), &image, &[], &["true"])
+            .await;
+    }
+    let cli = Cli::new(&Runtime::Docker(engine.endpoint()), ONE_CONTAINER_AT_A_TIME);
+    tokio::task::block_in_place(|| {
+        sigterm_while_hung_mid_run(
+            &cli,
+            "run, docker frozen",
+            || engine.freeze(),
+            || engine.thaw(),
+        );
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_22_sigterm_while_containerd_hangs_mid_run_exits_within_5s_with_every_file_written() {
+    let engine = PrivateContainerd::start().await;
+    let namespace = "faults";
+    let image = "docker.io/library/base:1";
+    engine.import_busybox_image(namespace, image);
+    for i in 0..CONTAINERS {
+        engine.create_native(namespace, &format!("c{i}"), image);
+    }
+    let cli = Cli::new(
+        &Runtime::Containerd(&engine.endpoint(), &[namespace]),
+        "containers: { min_age: \"0\" }\nimages: { enabled: false }\n\
+         safety: { concurrency: 1 }\n",
+    );
+    tokio::task::block_in_place(|| {
+        sigterm_while_hung_mid_run(
+            &cli,
+            "run, containerd frozen",
+            || engine.freeze(),
+            || engine.thaw(),
+        );
+    });
+    assert_eq!(engine.container_ids(namespace), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_22_sigterm_while_docker_hangs_mid_cycle_ends_the_daemon_within_5s() {
+    let engine = PrivateDockerd::start().await;
+    let image = engine.import_busybox_image("base:1", None).await;
+    for i in 0..CONTAINERS {
+        engine
+            .create_container(&format!("c{i}"), &image, &[], &["true"])
+            .await;
+    }
+    let cli = Cli::new(
+        &Runtime::Docker(engine.endpoint()),
+        &format!("schedule: \"*/2 * * * * *\"\n{ONE_CONTAINER_AT_A_TIME}"),
+    );
+    let mut daemon = Daemon::start(&cli);
+    // Its first cycle: no report files before it.
+    tokio::task::block_in_place(|| wait_for_audit_lines(&cli, 10));
+    engine.freeze();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (status, took) =
+        tokio::task::block_in_place(|| terminate(&mut daemon.child, "daemon, docker frozen"));
+    engine.thaw();
+    assert!(took < STOP_BOUND, "{took:?}");
+    daemon.wait_for("daemon stopping", 1).await;
+    assert_eq!(daemon.count("cycle finished"), 1);
+    assert_stopped_while_hung(&cli, status, true);
 }

@@ -1,7 +1,7 @@
 //! The layering of docs/design.md ("Layers"), checked on the source: the
 //! pure core (policy, inventory, plan, schedule) depends on no adapter,
 //! executor, report or command, the modules that stand apart (`cli`,
-//! `exit_codes`, `output`) import nothing of the crate, and no module
+//! `exit_codes`, `output`, `shutdown`) import nothing of the crate, and no module
 //! imports one that imports it back. A `use` that breaks any fails here with the
 //! file that holds it.
 
@@ -20,7 +20,7 @@ const CORE: [(&str, &[&str]); 4] = [
 /// The modules that import nothing of the crate: anyone may use them, and
 /// build.rs includes `cli.rs` and `exit_codes.rs` as modules of its own, where
 /// `crate::` would name the build script.
-const APART: [&str; 3] = ["cli", "exit_codes", "output"];
+const APART: [&str; 4] = ["cli", "exit_codes", "output", "shutdown"];
 
 /// Top-level module → the top-level modules its non-test code names, with
 /// one file that does, for the message.

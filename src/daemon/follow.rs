@@ -27,8 +27,10 @@ use crate::runtime::{Engine, Runtime};
 const FLUSH_AFTER: Duration = Duration::from_secs(2);
 /// The longest pause between two attempts to follow an engine that is down.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
-/// How long a stopping daemon waits for the last uses to be written.
-const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a stopping daemon waits for the last uses to be written: a
+/// write takes milliseconds, and the daemon must exit within 5 s of the
+/// signal, its cycle's grace included (issue 22).
+const STOP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What is followed, and where it is recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]

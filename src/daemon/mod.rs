@@ -25,7 +25,6 @@ mod tests;
 
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -38,6 +37,7 @@ use crate::output::Chain;
 use crate::policy::{Policy, PolicySource};
 use crate::report::Report;
 use crate::schedule::{self, Slot};
+use crate::shutdown::Shutdown;
 use follow::Follower;
 use http::{Exposition, Phase};
 use wall_timer::WallTimer;
@@ -127,8 +127,9 @@ pub(crate) enum Event {
 
 /// Runs one cycle of the policy.
 pub(crate) trait Cycles {
-    /// Once `stop` is set, no new removal starts.
-    async fn cycle(&self, policy: &Policy, stop: &AtomicBool) -> Result<Report, AppError>;
+    /// Once `shutdown` is asked, no new removal starts and the cycle ends
+    /// within the stop's grace, its report files written.
+    async fn cycle(&self, policy: &Policy, shutdown: &Shutdown) -> Result<Report, AppError>;
 
     /// A reload put `policy` in force (what runs between cycles follows it).
     fn policy_in_force(&self, _policy: &Policy) {}
@@ -291,29 +292,34 @@ where
         // engine is likely still starting, and the slot after the missed
         // one is already past.
         let deadline = schedule::next_scheduled(&self.policy, slot.scheduled.max(self.clock.now()));
-        let stop = AtomicBool::new(false);
+        let shutdown = Shutdown::new();
         let mut reload = false;
         let mut backoff = Duration::from_secs(1);
         loop {
             let result = {
-                let run = self.runner.cycle(&self.policy, &stop);
+                let run = self.runner.cycle(&self.policy, &shutdown);
                 tokio::pin!(run);
                 loop {
                     tokio::select! {
                         result = &mut run => break result,
-                        // A stop lets the removals in flight finish: a
-                        // half-removed image is worse than a late exit.
+                        // The cycle itself ends its waits on the engine,
+                        // giving removals in flight the stop's grace (a
+                        // half-removed image is worse than a later exit),
+                        // and writes its report files: it is not dropped.
                         event = self.events.next() => match event {
                             Event::Stop => {
-                                tracing::warn!("signal received: finishing the removals in flight");
-                                stop.store(true, Ordering::SeqCst);
+                                tracing::warn!(
+                                    grace_seconds = crate::execute::STOP_GRACE.as_secs(),
+                                    "signal received: stopping the cycle; removals in flight get the grace to answer"
+                                );
+                                shutdown.stop();
                             }
                             Event::Reload => reload = true,
                         },
                     }
                 }
             };
-            let stopping = stop.load(Ordering::SeqCst);
+            let stopping = shutdown.is_stopped();
             match result {
                 Ok(report) => tracing::info!(
                     deleted = report.deleted_count(),
@@ -346,6 +352,9 @@ where
                         backoff = (backoff * 2).min(MAX_BACKOFF);
                         continue;
                     }
+                }
+                Err(e @ AppError::Stopped { .. }) => {
+                    tracing::warn!(error = %e, "cycle cut short");
                 }
                 Err(AppError::Locked(path)) => tracing::warn!(
                     lock = %path.display(),
@@ -404,13 +413,13 @@ impl Cycles for EngineCycles<'_> {
         self.follower.policy_in_force(policy);
     }
 
-    async fn cycle(&self, policy: &Policy, stop: &AtomicBool) -> Result<Report, AppError> {
+    async fn cycle(&self, policy: &Policy, shutdown: &Shutdown) -> Result<Report, AppError> {
         let options = CycleOptions::default();
         let Some(exposition) = &self.exposition else {
-            return crate::cycle::cycle(policy, &options, stop).await;
+            return crate::cycle::cycle(policy, &options, shutdown).await;
         };
         exposition.set_phase(Phase::Cycle(tokio::time::Instant::now()));
-        let (result, metrics) = cycle_with_metrics(policy, &options, stop).await;
+        let (result, metrics) = cycle_with_metrics(policy, &options, shutdown).await;
         if let Some(text) = metrics {
             exposition.set_metrics(text);
         }

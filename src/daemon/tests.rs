@@ -163,7 +163,7 @@ async fn a_stop_while_waiting_exits_at_once_without_a_cycle() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_stop_during_a_cycle_sets_the_stop_flag_and_exits_after_it() {
+async fn a_stop_during_a_cycle_asks_it_to_stop_and_exits_after_it() {
     // Failed or not, a stopped cycle is neither retried nor followed.
     for answer in [Answer::Done, Answer::Unreachable] {
         let ran = run_scenario(Scenario {
@@ -188,6 +188,30 @@ async fn a_stop_during_a_cycle_sets_the_stop_flag_and_exits_after_it() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn issue_22_a_stop_during_a_cycle_stuck_on_a_hung_engine_ends_it_within_the_grace() {
+    // The cycle began at 01:00:00 and waits on an engine that never
+    // answers; SIGTERM at 01:00:05. It used to wait out the engine's
+    // deadline; now the daemon's stop reaches the cycle's waits.
+    let ran = run_scenario(Scenario {
+        answers: vec![Answer::Hung],
+        steps: vec![(by(at(1, 0, 5)), Step::Send(Event::Stop))],
+        ..Scenario::default()
+    })
+    .await;
+    assert_eq!(
+        ran.calls,
+        [Call {
+            began: at(1, 0, 0),
+            schedule: "0 * * * *".to_owned(),
+            stopped: true,
+        }]
+    );
+    let grace = chrono::Duration::from_std(crate::execute::STOP_GRACE).unwrap();
+    assert_eq!(ran.ended, at(1, 0, 5) + grace);
+    assert!(ran.result.is_ok(), "{:?}", ran.result);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_stop_during_a_backoff_exits_at_once() {
     let ran = run_scenario(Scenario {
         answers: vec![Answer::Unreachable; 5],
@@ -204,8 +228,8 @@ async fn a_stop_during_a_backoff_exits_at_once() {
 
 #[test]
 fn a_closed_event_channel_is_one_stop() {
-    // While waiting it ends the daemon at once; during a cycle it sets the
-    // stop flag, and the cycle still finishes. A closed channel answers at
+    // While waiting it ends the daemon at once; during a cycle it asks the
+    // cycle to stop, and the cycle still finishes. A closed channel answers at
     // once, every time: were it read again, the loop would spin, and the
     // guard turns that hang into a failure.
     spin_guarded(|| async {

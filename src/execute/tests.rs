@@ -100,9 +100,16 @@ fn policy() -> Policy {
     p
 }
 
-async fn run(engine: &MemoryEngine, stop: &AtomicBool) -> Vec<Outcome> {
+async fn run(engine: &MemoryEngine, shutdown: &Shutdown) -> Vec<Outcome> {
     let p = plan(&engine.inventory().await.unwrap(), &policy(), Utc::now());
-    execute(engine, &p, &policy(), stop, |_, _, _| {}).await
+    execute(engine, &p, &policy(), shutdown, |_, _, _| {}).await
+}
+
+/// A shutdown asked already.
+fn stopped() -> Shutdown {
+    let shutdown = Shutdown::new();
+    shutdown.stop();
+    shutdown
 }
 
 fn results(outcomes: &[Outcome]) -> BTreeSet<(Kind, String, RemovalResult)> {
@@ -125,7 +132,7 @@ fn reason(outcomes: &[Outcome], id: &str) -> Option<Reason> {
 #[tokio::test]
 async fn removes_containers_before_what_they_held() {
     let engine = MemoryEngine::new(node());
-    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    let outcomes = run(&engine, &Shutdown::new()).await;
     assert!(
         outcomes.iter().all(|o| o.result == RemovalResult::Deleted),
         "{outcomes:?}"
@@ -151,7 +158,7 @@ async fn a_pod_that_came_back_is_skipped_not_removed() {
     engine.before_recheck = Some(Box::new(|inv: &mut Inventory| {
         inv.sandboxes[0].ready = true;
     }));
-    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    let outcomes = run(&engine, &Shutdown::new()).await;
     let init = outcomes.iter().find(|o| o.id == "init").unwrap();
     assert_eq!(init.result, RemovalResult::Skipped);
     assert_eq!(init.reason, Some(Reason::Changed));
@@ -182,7 +189,7 @@ async fn a_restarted_container_is_skipped() {
             c.state = ContainerState::Running;
         }
     }));
-    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    let outcomes = run(&engine, &Shutdown::new()).await;
     let got = results(&outcomes);
     assert!(got.contains(&(Kind::Container, "a".into(), RemovalResult::Skipped)));
     assert!(got.contains(&(Kind::Image, "sha256:a".into(), RemovalResult::Skipped)));
@@ -202,7 +209,7 @@ async fn what_changes_between_recheck_and_removal_is_gone_or_in_use() {
             c.state = ContainerState::Running;
         }
     }));
-    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    let outcomes = run(&engine, &Shutdown::new()).await;
     assert_eq!(reason(&outcomes, "net-a"), Some(Reason::Gone));
     assert_eq!(reason(&outcomes, "a"), Some(Reason::InUse));
     let a = outcomes.iter().find(|o| o.id == "a").unwrap();
@@ -217,7 +224,7 @@ async fn vanished_objects_and_server_errors_are_reported_as_such() {
     engine.before_recheck = Some(Box::new(|inv: &mut Inventory| {
         inv.networks.clear();
     }));
-    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    let outcomes = run(&engine, &Shutdown::new()).await;
     let got = results(&outcomes);
     assert!(got.contains(&(Kind::Container, "b".into(), RemovalResult::Failed)));
     assert!(got.contains(&(Kind::Network, "net-a".into(), RemovalResult::Skipped)));
@@ -237,7 +244,7 @@ async fn after_a_recheck_fails_nothing_more_is_asked_of_the_engine() {
     let mut p = policy();
     p.safety.concurrency = crate::policy::Concurrency(1);
     let planned = plan(&engine.inventory().await.unwrap(), &p, Utc::now());
-    let outcomes = execute(&engine, &planned, &p, &AtomicBool::new(false), |_, _, _| {}).await;
+    let outcomes = execute(&engine, &planned, &p, &Shutdown::new(), |_, _, _| {}).await;
     let later_kinds = planned.deletion_count() - 20;
     assert!(later_kinds > 0);
     assert_eq!(outcomes.len(), 20 + later_kinds);
@@ -277,15 +284,9 @@ async fn concurrency_is_bounded_by_the_policy() {
     policy.safety.concurrency = crate::policy::Concurrency(3);
     let p = plan(&engine.inventory().await.unwrap(), &policy, Utc::now());
     let mut seen = Vec::new();
-    let outcomes = execute(
-        &engine,
-        &p,
-        &policy,
-        &AtomicBool::new(false),
-        |_, done, total| {
-            seen.push((done, total));
-        },
-    )
+    let outcomes = execute(&engine, &p, &policy, &Shutdown::new(), |_, done, total| {
+        seen.push((done, total));
+    })
     .await;
     assert_eq!(
         engine
@@ -316,7 +317,7 @@ async fn a_removal_acts_on_a_fresh_recheck_even_when_removals_are_slow() {
     for delay_ms in [1, 15, 100] {
         let mut engine = MemoryEngine::new(node_of_containers(12));
         engine.removal_delay = Duration::from_millis(delay_ms);
-        let outcomes = run(&engine, &AtomicBool::new(false)).await;
+        let outcomes = run(&engine, &Shutdown::new()).await;
         assert!(
             outcomes.iter().all(|o| o.result == RemovalResult::Deleted),
             "{outcomes:?}"
@@ -345,7 +346,7 @@ async fn a_removal_acts_on_a_fresh_recheck_even_when_removals_are_slow() {
 #[tokio::test]
 async fn nothing_new_starts_after_stop() {
     let engine = MemoryEngine::new(node());
-    let outcomes = run(&engine, &AtomicBool::new(true)).await;
+    let outcomes = run(&engine, &stopped()).await;
     assert!(engine.removed.lock().unwrap().is_empty());
     assert!(outcomes.iter().all(|o| o.result == RemovalResult::Skipped));
     assert!(
@@ -362,7 +363,7 @@ async fn each_kind_settles_once_after_its_removals_and_only_if_one_removed_somet
         .iter()
         .map(|id| (*id).to_owned())
         .collect();
-    run(&engine, &AtomicBool::new(false)).await;
+    run(&engine, &Shutdown::new()).await;
     let mut expected = Vec::new();
     let mut started = 0;
     for kind in Kind::REMOVAL_ORDER {
@@ -439,7 +440,7 @@ fn images_by_disk(n: usize, low_percent: u8) -> (MemoryEngine, Plan, Policy, tem
 async fn under_images_disk_the_least_recently_used_go_first() {
     // low_percent 0: never reached, every image goes, oldest use first.
     let (engine, planned, p, _dir) = images_by_disk(5, 0);
-    let outcomes = execute(&engine, &planned, &p, &AtomicBool::new(false), |_, _, _| {}).await;
+    let outcomes = execute(&engine, &planned, &p, &Shutdown::new(), |_, _, _| {}).await;
     assert!(outcomes.iter().all(|o| o.reason.is_none()), "{outcomes:?}");
     let removed: Vec<String> = engine
         .removed
@@ -464,7 +465,7 @@ async fn under_images_disk_the_least_recently_used_go_first() {
 async fn under_images_disk_nothing_more_goes_once_low_percent_is_reached() {
     // low_percent 100: reached before the first removal.
     let (engine, planned, p, _dir) = images_by_disk(5, 100);
-    let outcomes = execute(&engine, &planned, &p, &AtomicBool::new(false), |_, _, _| {}).await;
+    let outcomes = execute(&engine, &planned, &p, &Shutdown::new(), |_, _, _| {}).await;
     assert_eq!(outcomes.len(), 5);
     for o in &outcomes {
         assert_eq!(o.reason, Some(Reason::NotAttempted));
@@ -516,7 +517,7 @@ async fn a_chain_of_images_and_of_build_cache_goes_children_first_and_whole() {
         })
         .collect();
     let engine = MemoryEngine::new(inv);
-    let outcomes = run(&engine, &AtomicBool::new(false)).await;
+    let outcomes = run(&engine, &Shutdown::new()).await;
     let deleted = |kind| {
         outcomes
             .iter()
@@ -537,4 +538,103 @@ async fn a_chain_of_images_and_of_build_cache_goes_children_first_and_whole() {
             "sha256:4", "sha256:5", "sha256:6", "sha256:7", "sha256:8", "sha256:9"
         ]
     );
+}
+
+/// Runs the plan of `engine` under `policy`, one removal at a time, and
+/// asks for the stop `after` from the start: the plan, the outcomes, and
+/// how long after the stop `execute` returned.
+async fn stopped_after(
+    engine: &MemoryEngine,
+    mut policy: Policy,
+    after: Duration,
+) -> (Plan, Vec<Outcome>, Duration) {
+    policy.safety.concurrency = crate::policy::Concurrency(1);
+    let planned = plan(&engine.inventory().await.unwrap(), &policy, Utc::now());
+    let shutdown = Shutdown::new();
+    let begun = Instant::now();
+    // The engine hangs for ever: a wait that missed the stop would hold
+    // `execute` for ever too. In paused time the bound costs nothing.
+    let run = tokio::time::timeout(
+        Duration::from_secs(600),
+        execute(engine, &planned, &policy, &shutdown, |_, _, _| {}),
+    );
+    let stop = async {
+        tokio::time::sleep(after).await;
+        shutdown.stop();
+    };
+    let (outcomes, ()) = tokio::join!(run, stop);
+    let outcomes = outcomes.expect("execute still ran 10 minutes after the stop");
+    let after_stop = begun
+        .elapsed()
+        .checked_sub(after)
+        .expect("ended after the stop");
+    (planned, outcomes, after_stop)
+}
+
+/// How many `outcomes` have `reason` (`None`: deleted), and each of their
+/// `error`s.
+fn with_reason(outcomes: &[Outcome], reason: Option<Reason>) -> (usize, BTreeSet<Option<&str>>) {
+    let matching: Vec<&Outcome> = outcomes.iter().filter(|o| o.reason == reason).collect();
+    let errors = matching.iter().map(|o| o.error.as_deref()).collect();
+    (matching.len(), errors)
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_22_a_stop_while_a_recheck_hangs_ends_the_run_at_once() {
+    // Three re-checks answered, then the engine hangs (SIGSTOP): the run
+    // used to wait out the re-check's 120 s deadline after a SIGTERM.
+    let mut engine = MemoryEngine::new(node_of_containers(20));
+    engine.rechecks_before_hang = Some(3);
+    let (planned, outcomes, after_stop) =
+        stopped_after(&engine, policy(), Duration::from_secs(5)).await;
+    // A re-check only reads: it is given up at once.
+    assert_eq!(after_stop, Duration::ZERO);
+    assert_eq!(outcomes.len(), planned.deletion_count());
+    assert_eq!(with_reason(&outcomes, None).0, 3);
+    let (not_attempted, why) = with_reason(&outcomes, Some(Reason::NotAttempted));
+    assert_eq!(not_attempted, planned.deletion_count() - 3);
+    assert_eq!(why, [Some(ASKED_TO_STOP)].into());
+    assert_eq!(engine.windows.lock().unwrap().len(), 3, "no removal after");
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_22_a_removal_that_never_answers_gets_the_grace_after_a_stop() {
+    let mut engine = MemoryEngine::new(node_of_containers(20));
+    engine.removals_before_hang = Some(3);
+    let (planned, outcomes, after_stop) =
+        stopped_after(&engine, policy(), Duration::from_secs(5)).await;
+    assert_eq!(after_stop, STOP_GRACE);
+    assert_eq!(outcomes.len(), planned.deletion_count());
+    assert_eq!(with_reason(&outcomes, None).0, 3);
+    // Sent, so not "not attempted": the engine may still carry it out.
+    let (failed, why) = with_reason(&outcomes, Some(Reason::EngineError));
+    assert_eq!(failed, 1);
+    assert_eq!(
+        why,
+        [Some(
+            "no answer within 2s of the stop signal: the engine may still remove it"
+        )]
+        .into()
+    );
+    let (not_attempted, why) = with_reason(&outcomes, Some(Reason::NotAttempted));
+    assert_eq!(not_attempted, planned.deletion_count() - 4);
+    assert_eq!(why, [Some(ASKED_TO_STOP)].into());
+    assert_eq!(engine.windows.lock().unwrap().len(), 4, "no removal after");
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_22_settling_that_never_ends_gets_the_grace_after_a_stop() {
+    // The containers go at once; settling them (containerd's garbage
+    // collection) hangs until the stop and its grace.
+    let mut engine = MemoryEngine::new(node());
+    engine.settle_hangs = true;
+    let (planned, outcomes, after_stop) =
+        stopped_after(&engine, policy(), Duration::from_secs(5)).await;
+    assert_eq!(after_stop, STOP_GRACE);
+    assert_eq!(outcomes.len(), planned.deletion_count());
+    assert_eq!(with_reason(&outcomes, None).0, 3, "the three containers");
+    let (not_attempted, why) = with_reason(&outcomes, Some(Reason::NotAttempted));
+    assert_eq!(not_attempted, planned.deletion_count() - 3);
+    assert_eq!(why, [Some(ASKED_TO_STOP)].into());
+    assert_eq!(*engine.settled.lock().unwrap(), [(Kind::Container, 3)]);
 }

@@ -28,6 +28,13 @@ pub struct MemoryEngine {
     /// After this many re-checks, every re-check fails: the engine went
     /// away.
     pub rechecks_answered: Option<usize>,
+    /// After this many re-checks, every re-check waits forever: the engine
+    /// hung (SIGSTOP), and its deadline is far off.
+    pub rechecks_before_hang: Option<usize>,
+    /// After this many removals have started, every removal waits forever.
+    pub removals_before_hang: Option<usize>,
+    /// Every `settle` waits forever.
+    pub settle_hangs: bool,
     /// How long each removal takes.
     pub removal_delay: Duration,
     pub removed: Mutex<Vec<(Kind, String)>>,
@@ -100,16 +107,21 @@ impl Engine for MemoryEngine {
     }
 
     async fn recheck(&self, _kind: Kind, ids: &[&str]) -> Result<Inventory, RuntimeError> {
-        let mut rechecks = self.rechecks.lock().unwrap();
-        rechecks.push(ids.iter().map(|id| (*id).to_owned()).collect());
-        if self.rechecks_answered.is_some_and(|n| rechecks.len() > n) {
+        let asked = {
+            let mut rechecks = self.rechecks.lock().unwrap();
+            rechecks.push(ids.iter().map(|id| (*id).to_owned()).collect());
+            rechecks.len()
+        };
+        if self.rechecks_answered.is_some_and(|n| asked > n) {
             return Err(RuntimeError::Call {
                 runtime: "memory",
                 call: "re-check",
                 source: "no answer within 120s".into(),
             });
         }
-        drop(rechecks);
+        if self.rechecks_before_hang.is_some_and(|n| asked > n) {
+            std::future::pending::<()>().await;
+        }
         let answered = tokio::time::Instant::now();
         let mut last = self.last_recheck.lock().unwrap();
         for id in ids {
@@ -125,10 +137,14 @@ impl Engine for MemoryEngine {
 
     async fn remove(&self, kind: Kind, id: &str) -> Removal {
         let checked = self.last_recheck.lock().unwrap().get(id).copied();
-        self.windows
-            .lock()
-            .unwrap()
-            .push((id.to_owned(), checked, tokio::time::Instant::now()));
+        let started = {
+            let mut windows = self.windows.lock().unwrap();
+            windows.push((id.to_owned(), checked, tokio::time::Instant::now()));
+            windows.len()
+        };
+        if self.removals_before_hang.is_some_and(|n| started > n) {
+            std::future::pending::<()>().await;
+        }
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_in_flight.fetch_max(now, Ordering::SeqCst);
         tokio::time::sleep(self.removal_delay).await;
@@ -160,5 +176,8 @@ impl Engine for MemoryEngine {
     async fn settle(&self, kind: Kind) {
         let started = self.windows.lock().unwrap().len();
         self.settled.lock().unwrap().push((kind, started));
+        if self.settle_hangs {
+            std::future::pending::<()>().await;
+        }
     }
 }

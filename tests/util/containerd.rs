@@ -198,6 +198,17 @@ impl PrivateContainerd {
         self.process.stop();
     }
 
+    /// Freezes containerd (SIGSTOP): a hung engine, whose socket accepts
+    /// and never answers, until [`Self::thaw`].
+    pub fn freeze(&self) {
+        self.process.freeze();
+    }
+
+    /// Lets a frozen containerd go on.
+    pub fn thaw(&self) {
+        self.process.thaw();
+    }
+
     /// Kills containerd, as a crash would, and starts it again on the same
     /// root, state and socket; with `cri: false` the CRI plugin is off, so
     /// CRI calls fail as on a node whose CRI plugin does not load. Every

@@ -80,6 +80,17 @@ impl PrivateDockerd {
         self.process.stop();
     }
 
+    /// Freezes the engine (SIGSTOP): a hung engine, whose socket accepts
+    /// and never answers, until [`Self::thaw`].
+    pub fn freeze(&self) {
+        self.process.freeze();
+    }
+
+    /// Lets a frozen engine go on.
+    pub fn thaw(&self) {
+        self.process.thaw();
+    }
+
     /// Starts the engine again on the same data, socket and scope (killing
     /// it first if it still runs).
     pub async fn restart(&mut self) {

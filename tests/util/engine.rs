@@ -199,6 +199,27 @@ impl EngineProcess {
         unmount_under(&self.dir, &self.mounts);
     }
 
+    /// Freezes the engine (SIGSTOP), as a hung engine is: its socket still
+    /// accepts and nothing answers, until [`Self::thaw`]. The kernel lets
+    /// SIGSTOP and SIGCONT through to a pid namespace's init from outside.
+    pub fn freeze(&self) {
+        self.signal_engine(Signal::SIGSTOP);
+    }
+
+    /// Lets a frozen engine go on (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal_engine(Signal::SIGCONT);
+    }
+
+    fn signal_engine(&self, signal: Signal) {
+        let pid = self
+            .init_pid
+            .and_then(|pid| i32::try_from(pid).ok())
+            .unwrap_or_else(|| panic!("the private {} has not answered yet", self.name));
+        kill(Pid::from_raw(pid), signal)
+            .unwrap_or_else(|e| panic!("{signal} to the private {}: {e}", self.name));
+    }
+
     /// How the launched process ended, if it has.
     fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
         self.unshare.as_mut()?.try_wait().ok().flatten()

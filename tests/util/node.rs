@@ -17,7 +17,6 @@ use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use safeprune::execute::{Outcome, execute};
@@ -25,6 +24,7 @@ use safeprune::inventory::{Container, Inventory};
 use safeprune::plan::{Plan, plan};
 use safeprune::policy::Policy;
 use safeprune::runtime::Engine;
+use safeprune::shutdown::Shutdown;
 use serde_json::Value;
 
 /// The engine a policy points safeprune at.
@@ -230,14 +230,7 @@ pub async fn plan_now(engine: &impl Engine, policy: &Policy) -> Plan {
 /// The second half of a run: the removals `planned` holds, each rechecked
 /// first, uninterrupted.
 pub async fn execute_plan(engine: &impl Engine, planned: &Plan, policy: &Policy) -> Vec<Outcome> {
-    execute(
-        engine,
-        planned,
-        policy,
-        &AtomicBool::new(false),
-        |_, _, _| {},
-    )
-    .await
+    execute(engine, planned, policy, &Shutdown::new(), |_, _, _| {}).await
 }
 
 /// The ids of an inventory's READY sandboxes, in its order.

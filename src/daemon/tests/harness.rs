@@ -89,6 +89,9 @@ pub(super) enum Answer {
     Done,
     Unreachable,
     Locked,
+    /// Stuck on an engine that never answers, with a removal in flight:
+    /// done only the stop's grace after a stop, as the real cycle is.
+    Hung,
 }
 
 /// One call of the cycle runner.
@@ -98,7 +101,7 @@ pub(super) struct Call {
     pub(super) began: DateTime<Utc>,
     /// The schedule of the policy it was given.
     pub(super) schedule: String,
-    /// Whether the stop flag was set when it ended.
+    /// Whether the stop was asked when it ended.
     pub(super) stopped: bool,
 }
 
@@ -111,17 +114,22 @@ struct ScriptedCycles {
 }
 
 impl Cycles for ScriptedCycles {
-    async fn cycle(&self, policy: &Policy, stop: &AtomicBool) -> Result<Report, AppError> {
+    async fn cycle(&self, policy: &Policy, shutdown: &Shutdown) -> Result<Report, AppError> {
         let began = self.clock.now();
-        tokio::time::sleep(self.takes).await;
+        let answer = self.answers.borrow_mut().pop_front();
+        let answer = answer.unwrap_or(Answer::Done);
+        if answer == Answer::Hung {
+            shutdown.wait_past(crate::execute::STOP_GRACE).await;
+        } else {
+            tokio::time::sleep(self.takes).await;
+        }
         self.calls.borrow_mut().push(Call {
             began,
             schedule: policy.schedule.as_str().to_owned(),
-            stopped: stop.load(Ordering::SeqCst),
+            stopped: shutdown.is_stopped(),
         });
-        let answer = self.answers.borrow_mut().pop_front();
-        match answer.unwrap_or(Answer::Done) {
-            Answer::Done => Ok(Report::new(
+        match answer {
+            Answer::Done | Answer::Hung => Ok(Report::new(
                 "docker",
                 "node",
                 began,

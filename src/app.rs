@@ -9,6 +9,7 @@ use crate::cli::{Cli, Command, CompareWith, Output, RunArgs};
 use crate::cycle::{CycleOptions, Node, cycle};
 use crate::error::AppError;
 use crate::explain;
+use crate::inventory::RuntimeKind;
 use crate::output::{eprintln_lossy, print_lossy};
 use crate::policy::{Policy, PolicySource};
 use crate::report::{Report, render_table, write_atomically};
@@ -37,13 +38,24 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
             Ok(())
         }
         Command::Plan(args) => {
+            let compared = args.compare.map(compared_command);
+            // A command of another runtime than the policy names is
+            // refused before anything is contacted (exit 2's promise).
+            if let (Some(command), Some(runtime)) = (compared, policy.runtime.kind.only()) {
+                same_runtime(command, runtime)?;
+            }
             let node = Node::connect(&policy, false).await?;
+            // With `auto` the runtime is known only now: refused before
+            // `--save` writes anything.
+            if let Some(command) = compared {
+                same_runtime(command, node.runtime.kind())?;
+            }
             let plan = node.plan(&policy);
             if let Some(path) = &args.save {
                 let saved = SavedPlan::new(
                     &plan,
                     &node.name,
-                    node.runtime.name(),
+                    node.runtime.kind(),
                     &policy,
                     node.started_at,
                 );
@@ -55,8 +67,9 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
                 })?;
                 tracing::info!(path = %path.display(), deletions = plan.deletion_count(), "plan saved: review it, then `safeprune run --plan` it");
             }
-            if let Some(with) = args.compare {
-                return compare(&node, &plan, with, args.output.output, cli.quiet);
+            if let Some(command) = compared {
+                compare(&node, &plan, command, args.output.output, cli.quiet);
+                return Ok(());
             }
             let report = node.report(&plan, true, vec![]);
             emit(&report, args.output.output, cli.quiet);
@@ -70,7 +83,7 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
             if found.is_empty() {
                 return Err(AppError::NotFound {
                     query: object.clone(),
-                    runtime: node.runtime.name(),
+                    runtime: node.runtime.kind().as_str(),
                 });
             }
             let texts: Vec<String> = found
@@ -84,35 +97,48 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
     }
 }
 
-/// `plan --compare`: the plan beside what `with` would remove now.
-fn compare(
-    node: &Node,
-    plan: &crate::plan::Plan,
-    with: CompareWith,
-    output: Output,
-    quiet: bool,
-) -> Result<(), AppError> {
-    use crate::report::compare::{Command as Compared, Comparison};
-    let command = match with {
+/// The command `--compare` names.
+fn compared_command(with: CompareWith) -> crate::report::compare::Command {
+    use crate::report::compare::Command as Compared;
+    match with {
         CompareWith::DockerPrune => Compared::DockerPrune,
         CompareWith::DockerPruneVolumes => Compared::DockerPruneVolumes,
         CompareWith::NerdctlPrune => Compared::NerdctlPrune,
         CompareWith::CrictlPrune => Compared::CrictlPrune,
-    };
-    if node.runtime.name() != command.runtime() {
-        return Err(AppError::Usage(format!(
-            "--compare {} models a {} node; this one runs {} (nothing removed)",
-            command.name(),
-            command.runtime(),
-            node.runtime.name()
-        )));
     }
+}
+
+/// Refuses (exit 2) a comparison with a command of another runtime than
+/// `runtime`.
+fn same_runtime(
+    command: crate::report::compare::Command,
+    runtime: RuntimeKind,
+) -> Result<(), AppError> {
+    if command.runtime() == runtime {
+        return Ok(());
+    }
+    Err(AppError::Usage(format!(
+        "--compare {} models a {} node; this one runs {runtime} (nothing written, nothing removed)",
+        command.name(),
+        command.runtime(),
+    )))
+}
+
+/// `plan --compare`: the plan beside what `command` would remove now.
+fn compare(
+    node: &Node,
+    plan: &crate::plan::Plan,
+    command: crate::report::compare::Command,
+    output: Output,
+    quiet: bool,
+) {
+    use crate::report::compare::Comparison;
     let comparison = Comparison::new(
         command,
         plan,
         &command.verdicts(&node.inventory),
         &node.name,
-        node.runtime.name(),
+        node.runtime.kind().as_str(),
         node.started_at,
     );
     match output {
@@ -120,7 +146,6 @@ fn compare(
         Output::Table if quiet => {}
         Output::Table => print_lossy(&comparison.to_table()),
     }
-    Ok(())
 }
 
 /// Prints the report on stdout: one JSON document, or the table unless quiet.

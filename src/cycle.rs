@@ -14,7 +14,7 @@ use chrono::Utc;
 use crate::error::AppError;
 use crate::execute::{Outcome, execute};
 use crate::history::{self, Found, History};
-use crate::inventory::Inventory;
+use crate::inventory::{Inventory, RuntimeKind};
 use crate::output::{Chain, eprint_lossy};
 use crate::plan::{Plan, plan};
 use crate::policy::Policy;
@@ -62,7 +62,7 @@ impl Node {
             record_image_uses(&runtime, &mut inventory, &policy.state_dir).await;
         }
         tracing::info!(
-            runtime = runtime.name(),
+            runtime = %runtime.kind(),
             reason = %reason,
             containers = inventory.containers.len(),
             images = inventory.images.len(),
@@ -89,7 +89,7 @@ impl Node {
     #[must_use]
     pub fn report(&self, plan: &Plan, dry_run: bool, outcomes: Vec<Outcome>) -> Report {
         let report = Report::new(
-            self.runtime.name(),
+            self.runtime.kind().as_str(),
             &self.name,
             self.started_at,
             dry_run,
@@ -98,7 +98,7 @@ impl Node {
         )
         .with_runtime_reason(&self.reason)
         .with_not_applicable(self.runtime.not_applicable());
-        if self.runtime.name() == "docker" {
+        if self.runtime.kind() == RuntimeKind::Docker {
             report.with_docker_prune_bytes(&self.inventory)
         } else {
             report
@@ -251,7 +251,7 @@ async fn locked_cycle(
     let (plan, mut skipped) = match &options.reviewed {
         None => (node.plan(policy), Vec::new()),
         Some((path, saved)) => {
-            if let Some(why) = saved.refusal(&node.name, node.runtime.name(), policy, Utc::now()) {
+            if let Some(why) = saved.refusal(&node.name, node.runtime.kind(), policy, Utc::now()) {
                 return Err(AppError::Usage(format!(
                     "refusing the plan {}: {why}; nothing removed",
                     path.display()
@@ -280,7 +280,7 @@ async fn locked_cycle(
     } else {
         let mut outcomes = execute(&node.runtime, &plan, policy, shutdown, |o, done, total| {
             if let Some(log) = audit.as_mut()
-                && let Err(e) = log.record(&node.name, node.runtime.name(), o)
+                && let Err(e) = log.record(&node.name, node.runtime.kind().as_str(), o)
             {
                 tracing::error!(path = %log.path().display(), error = %e, "cannot append to the audit log");
             }

@@ -66,6 +66,32 @@ impl fmt::Display for Kind {
     }
 }
 
+/// The runtimes safeprune speaks to. Commands compare these, never names;
+/// each runtime's own vocabulary stays in its adapter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuntimeKind {
+    Docker,
+    Containerd,
+}
+
+impl RuntimeKind {
+    /// The name reports, logs and saved plans give it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Docker => "docker",
+            Self::Containerd => "containerd",
+        }
+    }
+}
+
+impl fmt::Display for RuntimeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Labels as the runtime reports them, ordered for deterministic output.
 pub type Labels = BTreeMap<String, String>;
 

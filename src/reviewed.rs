@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::execute::{Outcome, Reason};
-use crate::inventory::Kind;
+use crate::inventory::{Kind, RuntimeKind};
 use crate::plan::{Action, Decision, Plan, Rule, Within};
 use crate::policy::Policy;
 
@@ -69,22 +69,27 @@ pub fn policy_digest(policy: &Policy) -> String {
 
 /// The endpoint of `runtime` (its name) that `policy` names.
 #[must_use]
-pub fn endpoint(policy: &Policy, runtime: &str) -> String {
-    if runtime == "docker" {
-        policy.runtime.docker.endpoint.clone()
-    } else {
-        policy.runtime.containerd.endpoint.clone()
+pub fn endpoint(policy: &Policy, runtime: RuntimeKind) -> String {
+    match runtime {
+        RuntimeKind::Docker => policy.runtime.docker.endpoint.clone(),
+        RuntimeKind::Containerd => policy.runtime.containerd.endpoint.clone(),
     }
 }
 
 impl SavedPlan {
     /// `plan` as made on `node` by `runtime` under `policy` at `at`.
     #[must_use]
-    pub fn new(plan: &Plan, node: &str, runtime: &str, policy: &Policy, at: DateTime<Utc>) -> Self {
+    pub fn new(
+        plan: &Plan,
+        node: &str,
+        runtime: RuntimeKind,
+        policy: &Policy,
+        at: DateTime<Utc>,
+    ) -> Self {
         Self {
             plan_version: VERSION,
             node: node.to_owned(),
-            runtime: runtime.to_owned(),
+            runtime: runtime.as_str().to_owned(),
             endpoint: endpoint(policy, runtime),
             policy_digest: policy_digest(policy),
             created_at: at,
@@ -149,14 +154,14 @@ impl SavedPlan {
     pub fn refusal(
         &self,
         node: &str,
-        runtime: &str,
+        runtime: RuntimeKind,
         policy: &Policy,
         now: DateTime<Utc>,
     ) -> Option<String> {
         if self.node != node {
             return Some(format!("it was made on node {}, this is {node}", self.node));
         }
-        if self.runtime != runtime {
+        if self.runtime != runtime.as_str() {
             return Some(format!(
                 "it was made through {}, this run uses {runtime}",
                 self.runtime
@@ -264,7 +269,7 @@ mod tests {
         SavedPlan::new(
             &plan(decisions),
             "node1",
-            "docker",
+            RuntimeKind::Docker,
             &Policy::builtin(),
             at(9),
         )
@@ -323,37 +328,48 @@ mod tests {
     fn a_plan_of_another_node_runtime_endpoint_policy_or_time_is_refused() {
         let policy = Policy::builtin();
         let plan = saved(vec![decision(Kind::Container, "a", Rule::Eligible)]);
-        assert_eq!(plan.refusal("node1", "docker", &policy, at(10)), None);
+        assert_eq!(
+            plan.refusal("node1", RuntimeKind::Docker, &policy, at(10)),
+            None
+        );
         let refused = |p: &SavedPlan, node, runtime, policy: &Policy, now| {
             p.refusal(node, runtime, policy, now).unwrap_or_default()
         };
         assert!(
-            refused(&plan, "node2", "docker", &policy, at(10))
+            refused(&plan, "node2", RuntimeKind::Docker, &policy, at(10))
                 .contains("made on node node1, this is node2")
         );
         assert!(
-            refused(&plan, "node1", "containerd", &policy, at(10)).contains("made through docker")
+            refused(&plan, "node1", RuntimeKind::Containerd, &policy, at(10))
+                .contains("made through docker")
         );
         let mut moved = plan.clone();
         moved.endpoint = "unix:///other.sock".into();
         assert!(
-            refused(&moved, "node1", "docker", &policy, at(10))
+            refused(&moved, "node1", RuntimeKind::Docker, &policy, at(10))
                 .contains("made at unix:///other.sock")
         );
         let mut other = Policy::builtin();
         other.safety.max_deletions = 5;
-        assert!(refused(&plan, "node1", "docker", &other, at(10)).contains("another policy"));
+        assert!(
+            refused(&plan, "node1", RuntimeKind::Docker, &other, at(10)).contains("another policy")
+        );
         // 24 hours is the default age limit; a clock 5 minutes behind is
         // fine, more is not.
         let late = at(9) + chrono::Duration::hours(24) + chrono::Duration::seconds(1);
         assert!(
-            refused(&plan, "node1", "docker", &policy, late)
+            refused(&plan, "node1", RuntimeKind::Docker, &policy, late)
                 .contains("more than safety.max_plan_age (24h) ago")
         );
         let early = at(9) - chrono::Duration::minutes(4);
-        assert_eq!(plan.refusal("node1", "docker", &policy, early), None);
+        assert_eq!(
+            plan.refusal("node1", RuntimeKind::Docker, &policy, early),
+            None
+        );
         let early = at(9) - chrono::Duration::minutes(6);
-        assert!(refused(&plan, "node1", "docker", &policy, early).contains("in the future"));
+        assert!(
+            refused(&plan, "node1", RuntimeKind::Docker, &policy, early).contains("in the future")
+        );
     }
 
     #[test]
@@ -367,7 +383,7 @@ mod tests {
         let later = SavedPlan::new(
             &plan(decisions),
             "node1",
-            "docker",
+            RuntimeKind::Docker,
             &Policy::builtin(),
             at(11),
         );

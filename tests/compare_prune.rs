@@ -501,6 +501,23 @@ async fn on_containerd_the_crictl_and_nerdctl_models_read_the_cri_node() {
         .expect("the init container in only_command");
     assert_eq!(kept["rule"], "live_pod_sandbox", "{kept}");
 
+    // With `auto`, the runtime is known once it answers: still refused
+    // before `--save` writes anything.
+    let saved = tempfile::tempdir().unwrap();
+    let saved = saved.path().join("plan.json");
+    let auto = Cli::with_yaml(&format!(
+        "runtime:\n  kind: auto\n  docker: {{endpoint: /nonexistent/docker.sock}}\n  \
+         containerd: {{endpoint: {endpoint}, namespaces: [{CRI_NAMESPACE}]}}\n"
+    ));
+    let out = auto.run(&[
+        "plan",
+        "--compare",
+        "docker-prune",
+        "--save",
+        saved.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!saved.exists(), "the plan was saved before the refusal");
     let out = cli.run(&["plan", "--compare", "docker-prune"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(

@@ -121,7 +121,10 @@ async fn inventory_reads_pods_through_cri_and_plain_containers_natively() {
     let inventory = runtime.inventory().await.expect("inventory");
     let now = Utc::now();
     assert_eq!(inventory.runtime, "containerd");
-    assert_eq!(runtime.name(), "containerd");
+    assert_eq!(
+        runtime.kind(),
+        safeprune::inventory::RuntimeKind::Containerd
+    );
     assert!(inventory.volumes.is_empty() && inventory.networks.is_empty());
     assert!(inventory.build_cache.is_empty());
 

@@ -694,7 +694,7 @@ async fn a_bare_socket_path_connects() {
     let dockerd = PrivateDockerd::start().await;
     let path = dockerd.endpoint().trim_start_matches("unix://").to_owned();
     let runtime = DockerRuntime::connect(&path).await.expect("connect");
-    assert_eq!(runtime.name(), "docker");
+    assert_eq!(runtime.kind(), safeprune::inventory::RuntimeKind::Docker);
     assert!(
         runtime
             .inventory()

@@ -271,3 +271,38 @@ fn a_configmap_mounted_read_only_is_trusted_and_writable_is_not() {
         &["is writable by group and others (mode 0777)"],
     );
 }
+
+/// Issue 22: `--compare` with a command of another runtime than the policy
+/// names is a usage error before anything is contacted, and writes no
+/// `--save` file.
+#[test]
+fn a_comparison_with_the_other_runtimes_command_contacts_no_engine() {
+    let run = FakeRun::new();
+    let scratch = tempfile::tempdir().unwrap();
+    for (kind, command, other) in [
+        ("containerd", "docker-prune", "docker"),
+        ("containerd", "docker-prune-volumes", "docker"),
+        ("docker", "crictl-prune", "containerd"),
+        ("docker", "nerdctl-prune", "containerd"),
+    ] {
+        let policy = scratch.path().join(format!("{kind}.yaml"));
+        std::fs::write(&policy, format!("runtime: {{kind: {kind}}}\n")).unwrap();
+        let saved = scratch.path().join(format!("{command}.plan.json"));
+        let out = run.run([
+            OsStr::new("--config"),
+            policy.as_os_str(),
+            OsStr::new("plan"),
+            OsStr::new("--compare"),
+            OsStr::new(command),
+            OsStr::new("--save"),
+            saved.as_os_str(),
+        ]);
+        assert_refused(
+            &format!("{kind} --compare {command}"),
+            &out,
+            &[&format!("models a {other} node; this one runs {kind}")],
+        );
+        assert!(!saved.exists(), "{command}: the plan was saved");
+    }
+    assert_eq!(run.contacted(), Vec::<PathBuf>::new());
+}

@@ -145,7 +145,7 @@ async fn follow_until_changed(
         chosen = Runtime::connect(&target.runtime) => chosen?.runtime,
         _ = targets.changed() => return Ok(Ended::Changed),
     };
-    tracing::debug!(runtime = runtime.name(), dir = %target.state_dir.display(), "connected: following the engine's events");
+    tracing::debug!(runtime = %runtime.kind(), dir = %target.state_dir.display(), "connected: following the engine's events");
     let (sender, receiver) = mpsc::channel(1024);
     let following = async move {
         tokio::select! {

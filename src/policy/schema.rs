@@ -59,7 +59,7 @@ pub struct Policy {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RuntimeConfig {
-    pub kind: RuntimeKind,
+    pub kind: RuntimeChoice,
     pub docker: DockerConfig,
     pub containerd: ContainerdConfig,
 }
@@ -67,22 +67,23 @@ pub struct RuntimeConfig {
 impl Default for RuntimeConfig {
     fn default() -> Self {
         Self {
-            kind: RuntimeKind::Auto,
+            kind: RuntimeChoice::Auto,
             docker: DockerConfig::default(),
             containerd: ContainerdConfig::default(),
         }
     }
 }
 
+/// `runtime.kind`: one runtime, or `auto` (whichever answers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum RuntimeKind {
+pub enum RuntimeChoice {
     Auto,
     Docker,
     Containerd,
 }
 
-impl RuntimeKind {
+impl RuntimeChoice {
     /// The name as the policy writes it.
     #[must_use]
     pub fn as_str(self) -> &'static str {
@@ -90,6 +91,16 @@ impl RuntimeKind {
             Self::Auto => "auto",
             Self::Docker => "docker",
             Self::Containerd => "containerd",
+        }
+    }
+
+    /// The runtime the policy names; `None` for `auto`.
+    #[must_use]
+    pub fn only(self) -> Option<crate::inventory::RuntimeKind> {
+        match self {
+            Self::Auto => None,
+            Self::Docker => Some(crate::inventory::RuntimeKind::Docker),
+            Self::Containerd => Some(crate::inventory::RuntimeKind::Containerd),
         }
     }
 }

@@ -26,7 +26,7 @@ fn builtin_equals_an_empty_policy_with_all_defaults() {
 #[test]
 fn builtin_policy_has_the_documented_values() {
     let p = Policy::builtin();
-    assert_eq!(p.runtime.kind, RuntimeKind::Auto);
+    assert_eq!(p.runtime.kind, RuntimeChoice::Auto);
     assert_eq!(p.runtime.docker.endpoint, "unix:///var/run/docker.sock");
     assert_eq!(p.runtime.containerd.namespaces, vec!["k8s.io"]);
     assert_eq!(

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::human_bytes;
 use super::table::push_rows;
-use crate::inventory::{Inventory, Kind, short_id};
+use crate::inventory::{Inventory, Kind, RuntimeKind, short_id};
 use crate::plan::prune_model::{self, Verdict};
 use crate::plan::{Action, Plan, Rule};
 
@@ -63,10 +63,10 @@ impl Command {
 
     /// The runtime the command acts on.
     #[must_use]
-    pub fn runtime(self) -> &'static str {
+    pub fn runtime(self) -> RuntimeKind {
         match self {
-            Self::DockerPrune | Self::DockerPruneVolumes => "docker",
-            Self::NerdctlPrune | Self::CrictlPrune => "containerd",
+            Self::DockerPrune | Self::DockerPruneVolumes => RuntimeKind::Docker,
+            Self::NerdctlPrune | Self::CrictlPrune => RuntimeKind::Containerd,
         }
     }
 }

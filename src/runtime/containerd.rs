@@ -709,8 +709,8 @@ impl ContainerdRuntime {
 }
 
 impl Engine for ContainerdRuntime {
-    fn name(&self) -> &'static str {
-        RUNTIME
+    fn kind(&self) -> crate::inventory::RuntimeKind {
+        crate::inventory::RuntimeKind::Containerd
     }
 
     fn not_applicable(&self) -> &'static [Kind] {

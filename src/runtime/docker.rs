@@ -700,8 +700,8 @@ fn df_sizes_everything(version: &str) -> bool {
 }
 
 impl Engine for DockerRuntime {
-    fn name(&self) -> &'static str {
-        RUNTIME
+    fn kind(&self) -> crate::inventory::RuntimeKind {
+        crate::inventory::RuntimeKind::Docker
     }
 
     async fn inventory(&self) -> Result<Inventory, RuntimeError> {

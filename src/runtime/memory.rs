@@ -98,8 +98,9 @@ impl MemoryEngine {
 }
 
 impl Engine for MemoryEngine {
-    fn name(&self) -> &'static str {
-        "memory"
+    /// It answers as Docker does (409 on what is in use).
+    fn kind(&self) -> crate::inventory::RuntimeKind {
+        crate::inventory::RuntimeKind::Docker
     }
 
     async fn inventory(&self) -> Result<Inventory, RuntimeError> {

@@ -12,7 +12,7 @@ pub mod memory;
 
 use std::path::PathBuf;
 
-use crate::inventory::{Inventory, Kind};
+use crate::inventory::{Inventory, Kind, RuntimeKind};
 use crate::output::Chain;
 
 /// Why a runtime could not be used.
@@ -94,8 +94,8 @@ pub(crate) fn failed(e: &(dyn std::error::Error + 'static)) -> Removal {
     reason = "used only generically, never as dyn, within this crate"
 )]
 pub trait Engine: Sync {
-    /// `docker` or `containerd`.
-    fn name(&self) -> &'static str;
+    /// Which runtime this is.
+    fn kind(&self) -> RuntimeKind;
 
     /// Kinds of object this runtime does not have (containerd: volumes,
     /// networks, build cache). Reports show them as not applicable.
@@ -174,7 +174,7 @@ impl Runtime {
     /// # Errors
     /// The runtime does not answer (with `auto`: neither does).
     pub async fn connect(config: &crate::policy::RuntimeConfig) -> Result<Chosen, RuntimeError> {
-        use crate::policy::RuntimeKind;
+        use crate::policy::RuntimeChoice;
         let docker = || docker::DockerRuntime::connect(&config.docker.endpoint);
         let containerd = || {
             containerd::ContainerdRuntime::connect(
@@ -185,15 +185,15 @@ impl Runtime {
         let docker_endpoint = &config.docker.endpoint;
         let containerd_endpoint = &config.containerd.endpoint;
         let chosen = match config.kind {
-            RuntimeKind::Docker => Chosen {
+            RuntimeChoice::Docker => Chosen {
                 runtime: Self::Docker(docker().await?),
                 reason: format!("runtime.kind: docker, at {docker_endpoint}"),
             },
-            RuntimeKind::Containerd => Chosen {
+            RuntimeChoice::Containerd => Chosen {
                 runtime: Self::Containerd(containerd().await?),
                 reason: format!("runtime.kind: containerd, at {containerd_endpoint}"),
             },
-            RuntimeKind::Auto => match docker().await {
+            RuntimeChoice::Auto => match docker().await {
                 Ok(d) => Chosen {
                     runtime: Self::Docker(d),
                     reason: format!("auto: Docker answered at {docker_endpoint}"),
@@ -221,7 +221,7 @@ impl Runtime {
                 },
             },
         };
-        tracing::debug!(runtime = chosen.runtime.name(), reason = %chosen.reason, "runtime chosen");
+        tracing::debug!(runtime = %chosen.runtime.kind(), reason = %chosen.reason, "runtime chosen");
         Ok(chosen)
     }
 }
@@ -316,10 +316,10 @@ impl Runtime {
 }
 
 impl Engine for Runtime {
-    fn name(&self) -> &'static str {
+    fn kind(&self) -> RuntimeKind {
         match self {
-            Self::Docker(d) => d.name(),
-            Self::Containerd(c) => c.name(),
+            Self::Docker(d) => d.kind(),
+            Self::Containerd(c) => c.kind(),
         }
     }
 

@@ -5,15 +5,19 @@
 //! the code that handles it, with where it was seen. "Measured" means:
 //! against Docker Engine 20.10.24 (API 1.41) from Debian 12, see
 //! `tests/docker_adapter.rs`. `convert` turns Docker's data into the
-//! inventory's; `disk_usage` reads the build cache bollard cannot.
+//! inventory's; `disk_usage` reads the build cache bollard cannot;
+//! `recheck` reads a batch again before its removal, `remove` removes one
+//! object.
 
 mod buildkit;
 mod convert;
 mod disk_usage;
+mod recheck;
+mod remove;
 mod uses;
 mod watch;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -21,8 +25,7 @@ use bollard::errors::Error as BollardError;
 use bollard::models::{ContainerSummary, EventMessage};
 use bollard::query_parameters::{
     EventsOptionsBuilder, InspectContainerOptionsBuilder, ListContainersOptionsBuilder,
-    ListImagesOptionsBuilder, ListNetworksOptionsBuilder, PruneBuildOptionsBuilder,
-    RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder, RemoveVolumeOptionsBuilder,
+    ListImagesOptionsBuilder, ListNetworksOptionsBuilder,
 };
 use bollard::{API_DEFAULT_VERSION, Docker};
 use futures_util::future::try_join_all;
@@ -30,7 +33,7 @@ use futures_util::{StreamExt, TryStreamExt, stream};
 
 use self::convert::{
     byte_size, container_from_inspect, container_from_summary, image_from_inspect,
-    network_from_docker, parse_docker_time, real_refs, volume_from_docker,
+    network_from_docker, parse_docker_time, volume_from_docker,
 };
 use self::watch::{Update, Watch};
 use super::{Engine, Removal, RuntimeError};
@@ -302,48 +305,6 @@ impl DockerRuntime {
         Ok(watch)
     }
 
-    /// A batch of containers, re-checked: see `Engine::recheck`.
-    async fn recheck_containers(
-        &self,
-        ids: &[&str],
-        fresh: &mut Inventory,
-    ) -> Result<(), RuntimeError> {
-        // A container the watch read in full (the snapshot, or an inspect
-        // after an event) has not changed since: no event names it. Any
-        // other is inspected now.
-        let watch = self.synced_watch().await?;
-        fresh.containers =
-            known_or_read(ids, |id| watch.complete(id), |id| self.container(id, false)).await?;
-        let sandbox_ids: HashSet<&str> = fresh
-            .containers
-            .iter()
-            .filter_map(|c| c.pod.as_ref()?.sandbox_id.as_deref())
-            .collect();
-        let pod_uids: HashSet<&str> = fresh
-            .containers
-            .iter()
-            .filter_map(|c| c.pod.as_ref()?.pod_uid.as_deref())
-            .collect();
-        fresh.sandboxes = watch.sandboxes_of(&sandbox_ids, &pod_uids);
-        Ok(())
-    }
-
-    /// A batch of volumes, re-checked: see `Engine::recheck`.
-    async fn recheck_volumes(
-        &self,
-        ids: &[&str],
-        fresh: &mut Inventory,
-    ) -> Result<(), RuntimeError> {
-        // A volume no event named since the snapshot is as the snapshot
-        // read it; any other is inspected now.
-        let watch = self.synced_watch().await?;
-        fresh.volumes =
-            known_or_read(ids, |id| watch.unchanged_volume(id), |id| self.volume(id)).await?;
-        let names: HashSet<&str> = fresh.volumes.iter().map(|v| v.name.as_str()).collect();
-        fresh.containers = watch.users_of_volumes(&names);
-        Ok(())
-    }
-
     /// The events dockerd still holds from `since` to `until`.
     ///
     /// bollard's request timeout does not bind a streamed answer: a hung
@@ -394,26 +355,6 @@ impl DockerRuntime {
             })
     }
 
-    /// The images built directly on one of `parents`, listed and read now:
-    /// after an image event the watch no longer knows every image.
-    async fn children_listed(&self, parents: &HashSet<&str>) -> Result<Vec<Image>, RuntimeError> {
-        let options = ListImagesOptionsBuilder::default().all(false).build();
-        let summaries = self
-            .docker
-            .list_images(Some(options))
-            .await
-            .map_err(Self::call_error("list images"))?;
-        let mut children = Vec::new();
-        for summary in summaries
-            .iter()
-            .filter(|s| parents.contains(s.parent_id.as_str()))
-        {
-            let child = self.image(&summary.id).await?;
-            children.extend(child.map(|i| self.with_parent(i, &summary.parent_id)));
-        }
-        Ok(children)
-    }
-
     /// `image` with the parent its list entry names (`ParentId`: set by
     /// `docker commit` and classic builds, empty for pulls; inspect no
     /// longer carries it from API 1.52 on). None on the containerd store,
@@ -430,15 +371,6 @@ impl DockerRuntime {
             Ok(inspect) => Ok(image_from_inspect(inspect)),
             Err(e) if status_code(&e) == Some(404) => Ok(None),
             Err(e) => Err(Self::call_error("inspect image")(e)),
-        }
-    }
-
-    /// One volume by name; `None` when it does not exist.
-    async fn volume(&self, name: &str) -> Result<Option<Volume>, RuntimeError> {
-        match self.docker.inspect_volume(name).await {
-            Ok(volume) => Ok(Some(volume_from_docker(volume))),
-            Err(e) if status_code(&e) == Some(404) => Ok(None),
-            Err(e) => Err(Self::call_error("inspect volume")(e)),
         }
     }
 
@@ -534,159 +466,6 @@ impl DockerRuntime {
         }
         Ok(records)
     }
-
-    /// Removes an image without force.
-    ///
-    /// By id, Docker deletes an image whose references all name one
-    /// repository with at most one tag (`app:1` and `app@sha256:…`) together
-    /// with them, and refuses (409) while any container, running or
-    /// stopped, uses it: one call, the check made by the engine itself.
-    /// An image with more references is refused by id (409 "must be
-    /// forced"), so it loses them one by one and the last untag deletes it.
-    /// An untag succeeds even while a container uses the image; only the
-    /// last one is refused (409, measured), which would leave the image
-    /// stripped of all but one name. So first make sure, from the watch,
-    /// that no container uses it.
-    async fn remove_image(&self, id: &str) -> Removal {
-        let rechecked = self
-            .rechecked_refs
-            .lock()
-            .ok()
-            .and_then(|mut r| r.remove(id));
-        let (id, refs) = match rechecked {
-            Some(refs) => (id.to_owned(), refs),
-            None => match self.docker.inspect_image(id).await {
-                // Containers name their image by its full id.
-                Ok(inspect) => {
-                    let mut refs = real_refs(inspect.repo_tags.unwrap_or_default());
-                    refs.extend(real_refs(inspect.repo_digests.unwrap_or_default()));
-                    (inspect.id.unwrap_or_else(|| id.to_owned()), refs)
-                }
-                Err(e) => return removal_from_error(e),
-            },
-        };
-        let id = id.as_str();
-        let options = || {
-            RemoveImageOptionsBuilder::default()
-                .force(false)
-                .noprune(false)
-                .build()
-        };
-        let by_tags = !convert::is_single_repository(&refs);
-        if by_tags {
-            let keys: HashSet<&str> = std::iter::once(id)
-                .chain(refs.iter().map(String::as_str))
-                .collect();
-            match self.synced_watch().await {
-                Ok(watch) => {
-                    if let Some(user) = watch.users_of_images(&keys).first() {
-                        return Removal::InUse(format!("image is used by container {}", user.id));
-                    }
-                }
-                Err(e) => return super::failed(&e),
-            }
-            for reference in &refs {
-                // A tag may have moved to another image since the re-check
-                // (a pull of `app:latest`): untag only what still names
-                // this one.
-                match self.docker.inspect_image(reference).await {
-                    Ok(now) if now.id.as_deref() == Some(id) => {}
-                    Ok(_) => continue,
-                    Err(e) if status_code(&e) == Some(404) => continue,
-                    Err(e) => return removal_from_error(e),
-                }
-                match self
-                    .docker
-                    .remove_image(reference, Some(options()), None)
-                    .await
-                {
-                    // 404: removing a tag may also drop the digest references
-                    // of its repository.
-                    Ok(_) => {}
-                    Err(e) if status_code(&e) == Some(404) => {}
-                    Err(e) => return removal_from_error(e),
-                }
-            }
-            // The last untag normally deleted the image. If it is still
-            // there (a child image holds it), delete it by id below, unless
-            // it was tagged again meanwhile.
-            match self.docker.inspect_image(id).await {
-                Err(e) if status_code(&e) == Some(404) => return Removal::Removed,
-                Err(e) => return removal_from_error(e),
-                Ok(now) => {
-                    let tags = real_refs(now.repo_tags.unwrap_or_default());
-                    if !tags.is_empty() {
-                        return Removal::InUse(format!(
-                            "image was tagged again while being removed: {}",
-                            tags.join(", ")
-                        ));
-                    }
-                }
-            }
-        }
-        match self.docker.remove_image(id, Some(options()), None).await {
-            Ok(_) => Removal::Removed,
-            // We untagged it and someone else deleted it meanwhile: removed.
-            Err(e) if status_code(&e) == Some(404) && by_tags => Removal::Removed,
-            Err(e) => removal_from_error(e),
-        }
-    }
-
-    /// Removes one build cache record with `/build/prune`, the only way
-    /// Docker offers.
-    ///
-    /// Its `id` filter is not an equality: `BuildKit` matches `id~=<value>`,
-    /// so `p7pv` pruned `p7pvls5mii8ajxkkv9eqzw17s` (measured). We refuse an
-    /// id that would match another record, and check what was pruned.
-    async fn remove_build_cache(&self, id: &str) -> Removal {
-        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric()) {
-            return Removal::Failed(format!("unexpected build cache id {id:?}"));
-        }
-        let records = match self.build_cache_records().await {
-            Ok(records) => records,
-            Err(e) => return Removal::Failed(e),
-        };
-        // A record missing from one listing is not trusted to be gone: a
-        // listing taken while BuildKit prunes may leave records out
-        // (measured: a chain's record reported gone, still there after).
-        // The prune by id says, and the listing after it.
-        let listed = records.iter().any(|r| r.id == id);
-        if let Some(other) = records.iter().find(|r| r.id != id && r.id.contains(id)) {
-            // Unlisted, it is no record but a piece of another's id, which
-            // the prune's filter would match: gone, and nothing pruned.
-            if !listed {
-                return Removal::Gone;
-            }
-            return Removal::Failed(format!(
-                "the prune filter for {id} would also match build cache record {}",
-                other.id
-            ));
-        }
-        let filters = HashMap::from([("id", vec![id])]);
-        // `all`: without it BuildKit prunes only records it deems dangling.
-        let options = PruneBuildOptionsBuilder::default()
-            .all(true)
-            .filters(&filters)
-            .build();
-        let pruned = match self.docker.prune_build(Some(options)).await {
-            Ok(response) => response.caches_deleted.unwrap_or_default(),
-            Err(e) => return removal_from_error(e),
-        };
-        let others: Vec<&String> = pruned.iter().filter(|p| *p != id).collect();
-        if !others.is_empty() {
-            tracing::warn!(id, ?others, "build cache prune removed more than asked");
-        }
-        if pruned.iter().any(|p| p == id) {
-            return Removal::Removed;
-        }
-        match self.build_cache_records().await {
-            Ok(now) if now.iter().any(|r| r.id == id) => Removal::InUse(format!(
-                "build cache record {id} was not pruned: in use or shared"
-            )),
-            Ok(_) => Removal::Gone,
-            Err(e) => Removal::Failed(e),
-        }
-    }
 }
 
 /// Whether `/system/df` in API `version` ignores `type=build-cache` and
@@ -755,82 +534,7 @@ impl Engine for DockerRuntime {
     }
 
     async fn recheck(&self, kind: Kind, ids: &[&str]) -> Result<Inventory, RuntimeError> {
-        let mut fresh = Inventory {
-            runtime: RUNTIME.to_owned(),
-            ..Inventory::default()
-        };
-        // What the rules depend on comes from the watch, brought up to date
-        // now. Images and networks are read by id first, so that a
-        // container made from them meanwhile is seen.
-        match kind {
-            Kind::Container => self.recheck_containers(ids, &mut fresh).await?,
-            Kind::Image => {
-                // An image no event has named since the snapshot is as the
-                // snapshot read it; any other is inspected now.
-                let watch = self.synced_watch().await?;
-                fresh.images =
-                    known_or_read(ids, |id| watch.unchanged_image(id), |id| self.image(id)).await?;
-                if let Ok(mut refs) = self.rechecked_refs.lock() {
-                    for image in &fresh.images {
-                        let all = image.tags.iter().chain(&image.digests).cloned().collect();
-                        refs.insert(image.id.clone(), all);
-                    }
-                }
-                // An image built on one of the batch holds it (the one
-                // definition of use, `inventory::uses`).
-                if watch.has_chains() {
-                    let parents: HashSet<&str> = ids.iter().copied().collect();
-                    let children = match watch.children_of(&parents) {
-                        Some(children) => children,
-                        None => self.children_listed(&parents).await?,
-                    };
-                    fresh.images.extend(
-                        children
-                            .into_iter()
-                            .filter(|c| !ids.contains(&c.id.as_str())),
-                    );
-                }
-                let keys: HashSet<&str> = fresh
-                    .images
-                    .iter()
-                    .flat_map(crate::inventory::uses::image_keys)
-                    .collect();
-                fresh.containers = watch.users_of_images(&keys);
-            }
-            Kind::Volume => self.recheck_volumes(ids, &mut fresh).await?,
-            Kind::Network => {
-                // A node has a handful of networks: one list for the batch.
-                let by_id = HashMap::from([("id", ids.to_vec())]);
-                fresh.networks = self
-                    .networks(&by_id)
-                    .await?
-                    .into_iter()
-                    .filter(|n| ids.contains(&n.id.as_str()))
-                    .collect();
-                let keys: HashSet<&str> = fresh
-                    .networks
-                    .iter()
-                    .flat_map(|n| [n.id.as_str(), n.name.as_str()])
-                    .collect();
-                fresh.containers = self.synced_watch().await?.users_of_networks(&keys);
-            }
-            Kind::BuildCache => {
-                // Unlike the inventory, a failed read must not look like
-                // "gone".
-                fresh.build_cache = self
-                    .build_cache_records()
-                    .await
-                    .map_err(|e| RuntimeError::Call {
-                        runtime: RUNTIME,
-                        call: "read build cache",
-                        source: e.into(),
-                    })?
-                    .into_iter()
-                    .filter(|b| ids.contains(&b.id.as_str()))
-                    .collect();
-            }
-        }
-        Ok(fresh)
+        self.recheck_batch(kind, ids).await
     }
 
     /// Containers created, started and exited, from dockerd's event
@@ -868,59 +572,8 @@ impl Engine for DockerRuntime {
     }
 
     async fn remove(&self, kind: Kind, id: &str) -> Removal {
-        let result = match kind {
-            Kind::Container => {
-                let options = RemoveContainerOptionsBuilder::default()
-                    .force(false)
-                    .v(false)
-                    .build();
-                self.docker.remove_container(id, Some(options)).await
-            }
-            Kind::Image => return self.remove_image(id).await,
-            Kind::Volume => {
-                let options = RemoveVolumeOptionsBuilder::default().force(false).build();
-                self.docker.remove_volume(id, Some(options)).await
-            }
-            Kind::Network => match self.docker.remove_network(id).await {
-                // A network with endpoints (and a predefined one) is refused
-                // with 403, not 409 (measured): in use, not a failure.
-                Err(BollardError::DockerResponseServerError {
-                    status_code: 403,
-                    message,
-                }) => return Removal::InUse(message),
-                other => other,
-            },
-            Kind::BuildCache => return self.remove_build_cache(id).await,
-        };
-        match result {
-            Ok(()) => Removal::Removed,
-            Err(e) => removal_from_error(e),
-        }
+        self.remove_one(kind, id).await
     }
-}
-
-/// Each of `ids` that still exists: as `known` has it, else as `read`
-/// finds it now (all of those at once).
-async fn known_or_read<'a, 'id, T: Clone + 'a, F, Fut>(
-    ids: &[&'id str],
-    known: impl Fn(&str) -> Option<&'a T>,
-    read: F,
-) -> Result<Vec<T>, RuntimeError>
-where
-    F: Fn(&'id str) -> Fut,
-    Fut: std::future::Future<Output = Result<Option<T>, RuntimeError>>,
-{
-    let mut found = Vec::with_capacity(ids.len());
-    let mut unknown = Vec::new();
-    for id in ids {
-        match known(id) {
-            Some(object) => found.push(object.clone()),
-            None => unknown.push(*id),
-        }
-    }
-    let read = try_join_all(unknown.into_iter().map(read)).await?;
-    found.extend(read.into_iter().flatten());
-    Ok(found)
 }
 
 fn sorted_by_id(mut containers: Vec<Container>) -> Vec<Container> {
@@ -934,42 +587,5 @@ fn status_code(e: &BollardError) -> Option<u16> {
     match e {
         BollardError::DockerResponseServerError { status_code, .. } => Some(*status_code),
         _ => None,
-    }
-}
-
-/// 404 is gone, 409 is in use or changed, anything else failed.
-fn removal_from_error(e: BollardError) -> Removal {
-    match e {
-        BollardError::DockerResponseServerError {
-            status_code: 404, ..
-        } => Removal::Gone,
-        BollardError::DockerResponseServerError {
-            status_code: 409,
-            message,
-        } => Removal::InUse(message),
-        // With every cause: "docker read events failed" alone says nothing.
-        other => super::failed(&other),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_404_and_409_are_not_failures() {
-        let server = |status_code, message: &str| BollardError::DockerResponseServerError {
-            status_code,
-            message: message.to_owned(),
-        };
-        assert_eq!(removal_from_error(server(404, "no such")), Removal::Gone);
-        assert_eq!(
-            removal_from_error(server(409, "in use")),
-            Removal::InUse("in use".to_owned())
-        );
-        assert!(matches!(
-            removal_from_error(server(500, "boom")),
-            Removal::Failed(_)
-        ));
     }
 }

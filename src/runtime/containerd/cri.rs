@@ -19,8 +19,9 @@ use k8s_cri::v1::{
     StatusRequest,
 };
 
+use super::STATUS_CONCURRENCY;
 use super::convert::{CriView, sandbox_image_of};
-use super::{MAX_MESSAGE_BYTES, REQUEST_TIMEOUT, STATUS_CONCURRENCY};
+use super::transport::{MAX_MESSAGE_BYTES, REQUEST_TIMEOUT};
 
 /// Where CRI stores images: the mount point of its first image file system
 /// (`ImageFsInfo`); `None` when it names none.

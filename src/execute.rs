@@ -26,7 +26,7 @@ use crate::inventory::Kind;
 use crate::output::Chain;
 use crate::plan::{self, Action, Decision, Plan};
 use crate::policy::Policy;
-use crate::runtime::{Engine, Removal};
+use crate::runtime::{Engine, Removal, Target};
 use crate::shutdown::Shutdown;
 
 /// What came of one removal attempt.
@@ -193,14 +193,14 @@ pub async fn execute<E: Engine>(
             // Objects not yet re-checked, in order; re-checked ones waiting for
             // a free slot, with when their re-check answered.
             let mut pending: VecDeque<&Decision> = wave.into_iter().collect();
-            let mut ready: VecDeque<(&Decision, Instant)> = VecDeque::new();
+            let mut ready: VecDeque<(&Decision, Target, Instant)> = VecDeque::new();
             let mut checking = FuturesUnordered::new();
             let mut in_flight = FuturesUnordered::new();
             loop {
                 // Fill free slots from the re-checked, while their answer is
                 // fresh; a stale one goes back to be re-checked again.
                 while in_flight.len() < limit {
-                    let Some((d, at)) = ready.pop_front() else {
+                    let Some((d, target, at)) = ready.pop_front() else {
                         break;
                     };
                     if target_reached.is_none()
@@ -214,19 +214,19 @@ pub async fn execute<E: Engine>(
                         report(not_attempted(d, why));
                     } else if at.elapsed() > FRESH_FOR {
                         let stale: Vec<&Decision> = std::iter::once(d)
-                            .chain(ready.drain(..).map(|(d, _)| d))
+                            .chain(ready.drain(..).map(|(d, _, _)| d))
                             .collect();
                         for d in stale.into_iter().rev() {
                             pending.push_front(d);
                         }
                     } else {
-                        in_flight.push(remove(engine, d, shutdown));
+                        in_flight.push(remove(engine, d, target, shutdown));
                     }
                 }
                 // Re-check the next batch while removals go on, so that a slot
                 // that frees finds an object ready.
                 if let Some(why) = engine_down.as_ref().or(target_reached.as_ref()) {
-                    for d in pending.drain(..).chain(ready.drain(..).map(|(d, _)| d)) {
+                    for d in pending.drain(..).chain(ready.drain(..).map(|(d, _, _)| d)) {
                         report(not_attempted(d, why));
                     }
                 }
@@ -250,7 +250,7 @@ pub async fn execute<E: Engine>(
                         }
                         for checked in checked {
                             match checked {
-                                Ok(d) => ready.push_back((d, at)),
+                                Ok((d, target)) => ready.push_back((d, target, at)),
                                 Err(outcome) => report(outcome),
                             }
                         }
@@ -312,7 +312,7 @@ async fn recheck<'a, E: Engine>(
     batch: &[&'a Decision],
     policy: &Policy,
     shutdown: &Shutdown,
-) -> (Vec<Result<&'a Decision, Outcome>>, Option<String>) {
+) -> (Vec<Result<(&'a Decision, Target), Outcome>>, Option<String>) {
     let known = Err;
     let not_deleted = |d: &Decision, reason, why: String| Outcome::of(d, Some((reason, why)));
     let ids: Vec<&str> = batch.iter().map(|d| d.id.as_str()).collect();
@@ -362,7 +362,11 @@ async fn recheck<'a, E: Engine>(
                     ),
                 ))
             }
-            Some(_) => Ok(d),
+            // What the removal acts on: the object as this re-check found it.
+            Some(_) => Target::find(&fresh, kind, &d.id).map_or_else(
+                || known(not_deleted(d, Reason::Gone, "gone since planning".to_owned())),
+                |target| Ok((d, target)),
+            ),
         })
         .collect();
     (checked, None)
@@ -428,10 +432,15 @@ fn not_attempted(d: &Decision, why: &str) -> Outcome {
 
 /// Removes `d`; once a stop is asked, waits [`STOP_GRACE`] at most for the
 /// engine's answer.
-async fn remove<E: Engine>(engine: &E, d: &Decision, shutdown: &Shutdown) -> Outcome {
+async fn remove<E: Engine>(
+    engine: &E,
+    d: &Decision,
+    target: Target,
+    shutdown: &Shutdown,
+) -> Outcome {
     let not_deleted = |reason, why: String| Outcome::of(d, Some((reason, why)));
     let removal = tokio::select! {
-        removal = engine.remove(d.kind, &d.id) => removal,
+        removal = engine.remove(&target) => removal,
         () = shutdown.wait_past(STOP_GRACE) => {
             // Sent, so not `not_attempted`: the engine may still carry it
             // out, and the next run sees whether it did.

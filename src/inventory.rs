@@ -115,7 +115,7 @@ pub struct Inventory {
 }
 
 /// The lifecycle state of a container, folded across runtimes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum ContainerState {
     Created,
@@ -126,6 +126,8 @@ pub enum ContainerState {
     Exited,
     Dead,
     /// The runtime reported a state we do not know; treated as live (kept).
+    /// The default: a container whose state is not known is not deleted.
+    #[default]
     Unknown,
 }
 
@@ -170,7 +172,7 @@ pub struct PodIdentity {
 }
 
 /// One container of any state.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Container {
     /// Full runtime id (containerd: `<namespace>/<id>`).
     pub id: String,

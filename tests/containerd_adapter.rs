@@ -406,7 +406,10 @@ async fn a_cri_container_is_removed_through_cri() {
             .contains(&node.gone_job)
     );
 
-    assert_eq!(runtime.remove(Kind::Container, &id).await, Removal::Removed);
+    assert_eq!(
+        util::remove(&runtime, Kind::Container, &id).await,
+        Removal::Removed
+    );
 
     // Had it gone natively, CRI (and kubelet) would still list it.
     let listed = containerd.cri_container_ids().await;
@@ -424,7 +427,10 @@ async fn a_cri_container_is_removed_through_cri() {
         .await
         .expect("recheck");
     assert!(fresh.containers.is_empty(), "{:?}", fresh.containers);
-    assert_eq!(runtime.remove(Kind::Container, &id).await, Removal::Gone);
+    assert_eq!(
+        util::remove(&runtime, Kind::Container, &id).await,
+        Removal::Gone
+    );
 }
 
 #[tokio::test]
@@ -432,11 +438,11 @@ async fn a_plain_container_loses_its_stopped_task_first() {
     let (containerd, runtime) = engine().await;
     lay_out(&containerd).await;
     assert_eq!(
-        runtime.remove(Kind::Container, &other_id("quick")).await,
+        util::remove(&runtime, Kind::Container, &other_id("quick")).await,
         Removal::Removed
     );
     assert_eq!(
-        runtime.remove(Kind::Container, &other_id("never")).await,
+        util::remove(&runtime, Kind::Container, &other_id("never")).await,
         Removal::Removed
     );
     assert_eq!(containerd.container_ids(OTHER), ["runner"]);
@@ -464,26 +470,22 @@ async fn what_is_live_used_or_kubelets_own_is_refused() {
         other => panic!("{what}: expected a conflict, got {other:?}"),
     };
     let msg = refused(
-        runtime.remove(Kind::Container, &cri_id(&node.app)).await,
+        util::remove(&runtime, Kind::Container, &cri_id(&node.app)).await,
         "running CRI container",
     );
     assert!(msg.contains("running"), "{msg}");
     let msg = refused(
-        runtime
-            .remove(Kind::Container, &cri_id(&node.gone_sandbox))
-            .await,
+        util::remove(&runtime, Kind::Container, &cri_id(&node.gone_sandbox)).await,
         "sandbox",
     );
     assert!(msg.contains("sandbox"), "{msg}");
     let msg = refused(
-        runtime.remove(Kind::Container, &other_id("runner")).await,
+        util::remove(&runtime, Kind::Container, &other_id("runner")).await,
         "running task",
     );
     assert!(msg.contains("live task"), "{msg}");
     let msg = refused(
-        runtime
-            .remove(Kind::Image, &cri_id(&node.busybox.digest))
-            .await,
+        util::remove(&runtime, Kind::Image, &cri_id(&node.busybox.digest)).await,
         "image in use",
     );
     assert!(
@@ -491,9 +493,7 @@ async fn what_is_live_used_or_kubelets_own_is_refused() {
         "{msg}"
     );
     refused(
-        runtime
-            .remove(Kind::Image, &other_id(&node.tool.digest))
-            .await,
+        util::remove(&runtime, Kind::Image, &other_id(&node.tool.digest)).await,
         "image of a plain container",
     );
 
@@ -519,25 +519,24 @@ async fn what_is_live_used_or_kubelets_own_is_refused() {
     assert!(containerd.image_names(OTHER).contains(&TOOL.to_owned()));
 
     assert_eq!(
-        runtime
-            .remove(Kind::Container, &cri_id("no-such-container"))
-            .await,
+        util::remove(&runtime, Kind::Container, &cri_id("no-such-container")).await,
         Removal::Gone
     );
     assert_eq!(
-        runtime
-            .remove(Kind::Image, &cri_id("sha256:0000000000000000"))
-            .await,
+        util::remove(&runtime, Kind::Image, &cri_id("sha256:0000000000000000")).await,
         Removal::Gone
     );
     for kind in [Kind::Volume, Kind::Network, Kind::BuildCache] {
-        match runtime.remove(kind, "k8s.io/x").await {
+        match runtime
+            .remove(&safeprune::runtime::Target::by_id(kind, "k8s.io/x"))
+            .await
+        {
             Removal::Failed(msg) => assert!(msg.contains("not applicable"), "{msg}"),
             other => panic!("{kind}: {other:?}"),
         }
     }
     assert!(matches!(
-        runtime.remove(Kind::Container, "moby/abc").await,
+        util::remove(&runtime, Kind::Container, "moby/abc").await,
         Removal::Failed(_)
     ));
 }
@@ -547,7 +546,10 @@ async fn an_unused_image_loses_every_name_and_its_content() {
     let (containerd, runtime) = engine().await;
     let node = lay_out(&containerd).await;
     let id = cri_id(&node.unused.digest);
-    assert_eq!(runtime.remove(Kind::Image, &id).await, Removal::Removed);
+    assert_eq!(
+        util::remove(&runtime, Kind::Image, &id).await,
+        Removal::Removed
+    );
 
     let names = containerd.image_names(CRI_NAMESPACE);
     assert!(
@@ -585,7 +587,10 @@ async fn an_unused_image_loses_every_name_and_its_content() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert!(!cri_sees_it, "CRI still lists the removed image");
-    assert_eq!(runtime.remove(Kind::Image, &id).await, Removal::Gone);
+    assert_eq!(
+        util::remove(&runtime, Kind::Image, &id).await,
+        Removal::Gone
+    );
     // The others stay.
     assert!(names.contains(&BUSYBOX.to_owned()));
     assert!(names.contains(&SANDBOX_IMAGE.to_owned()));
@@ -615,10 +620,7 @@ async fn without_cri_the_inventory_falls_back_and_cri_containers_stay() {
         .unwrap();
     assert!(pause.pinned, "the sandboxes' image stays pinned");
 
-    match runtime
-        .remove(Kind::Container, &cri_id(&node.istio_init))
-        .await
-    {
+    match util::remove(&runtime, Kind::Container, &cri_id(&node.istio_init)).await {
         Removal::Failed(msg) => assert!(msg.contains("only through CRI"), "{msg}"),
         other => panic!("expected a failure, got {other:?}"),
     }
@@ -728,7 +730,7 @@ async fn after_an_inventory_rechecks_follow_events_and_list_again_once_they_brea
     let users: Vec<&str> = fresh.containers.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(users, [cri_id("late-user")], "only the image's users");
     assert!(matches!(
-        runtime.remove(Kind::Image, &unused).await,
+        util::remove(&runtime, Kind::Image, &unused).await,
         Removal::InUse(why) if why.contains("late-user")
     ));
 

@@ -221,7 +221,7 @@ async fn removing_a_running_container_is_a_conflict_and_leaves_it_running() {
     let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
     let running = dockerd.run_forever("busy", &image, &[]).await;
 
-    let removal = runtime.remove(Kind::Container, &running).await;
+    let removal = util::remove(&runtime, Kind::Container, &running).await;
     assert!(
         matches!(&removal, Removal::InUse(msg) if msg.contains("running")),
         "{removal:?}"
@@ -237,7 +237,7 @@ async fn removing_a_running_container_is_a_conflict_and_leaves_it_running() {
 
     dockerd.stop_container(&running).await;
     assert_eq!(
-        runtime.remove(Kind::Container, &running).await,
+        util::remove(&runtime, Kind::Container, &running).await,
         Removal::Removed
     );
 }
@@ -253,7 +253,9 @@ async fn removing_what_does_not_exist_is_gone() {
         (Kind::Network, missing_id.clone()),
         (Kind::BuildCache, "nosuchrecord0000000000000".to_owned()),
     ] {
-        assert_eq!(runtime.remove(kind, &id).await, Removal::Gone, "{kind}");
+        // Known by id alone: no re-check finds it, the engine answers 404.
+        let target = safeprune::runtime::Target::by_id(kind, &id);
+        assert_eq!(runtime.remove(&target).await, Removal::Gone, "{kind}");
     }
 }
 
@@ -265,13 +267,19 @@ async fn a_multi_tagged_image_loses_every_tag_and_goes() {
     dockerd.tag_image(&image, "other/m:v3").await;
     let bystander = dockerd.import_busybox_image("sp/keep:v1", None).await;
 
-    assert_eq!(runtime.remove(Kind::Image, &image).await, Removal::Removed);
+    assert_eq!(
+        util::remove(&runtime, Kind::Image, &image).await,
+        Removal::Removed
+    );
 
     for reference in [image.as_str(), "sp/m:v1", "sp/m:v2", "other/m:v3"] {
         assert!(!image_exists(&dockerd, reference).await, "{reference}");
     }
     assert!(image_exists(&dockerd, &bystander).await);
-    assert_eq!(runtime.remove(Kind::Image, &image).await, Removal::Gone);
+    assert_eq!(
+        util::remove(&runtime, Kind::Image, &image).await,
+        Removal::Gone
+    );
 }
 
 #[tokio::test]
@@ -282,23 +290,28 @@ async fn an_image_a_stopped_container_uses_is_a_conflict_and_keeps_its_tags() {
     let user = dockerd.run_to_exit("user", &image, &[]).await;
 
     let short_id = &image.trim_start_matches("sha256:")[..12];
-    for id in [image.as_str(), short_id] {
-        let removal = runtime.remove(Kind::Image, id).await;
-        assert!(
-            matches!(&removal, Removal::InUse(msg) if msg.contains(&user)),
-            "{id}: {removal:?}"
-        );
-    }
+    let removal = util::remove(&runtime, Kind::Image, &image).await;
+    assert!(
+        matches!(&removal, Removal::InUse(msg) if msg.contains(&user)),
+        "{removal:?}"
+    );
+    // Known by a short id alone (no re-check finds that id), dockerd
+    // itself refuses: still in use, nothing untagged.
+    let removal = util::remove(&runtime, Kind::Image, short_id).await;
+    assert!(matches!(&removal, Removal::InUse(_)), "{removal:?}");
     // Docker would have untagged all but the last tag; none may be lost.
     for reference in ["sp/u:v1", "sp/u:v2"] {
         assert!(image_exists(&dockerd, reference).await, "{reference}");
     }
 
     assert_eq!(
-        runtime.remove(Kind::Container, &user).await,
+        util::remove(&runtime, Kind::Container, &user).await,
         Removal::Removed
     );
-    assert_eq!(runtime.remove(Kind::Image, &image).await, Removal::Removed);
+    assert_eq!(
+        util::remove(&runtime, Kind::Image, &image).await,
+        Removal::Removed
+    );
 }
 
 #[tokio::test]
@@ -307,9 +320,12 @@ async fn a_single_tagged_and_a_dangling_image_are_removed_by_id() {
     let tagged = dockerd.import_busybox_image("sp/one:v1", None).await;
     let dangling = dockerd.import_dangling_image(None).await;
 
-    assert_eq!(runtime.remove(Kind::Image, &tagged).await, Removal::Removed);
     assert_eq!(
-        runtime.remove(Kind::Image, &dangling).await,
+        util::remove(&runtime, Kind::Image, &tagged).await,
+        Removal::Removed
+    );
+    assert_eq!(
+        util::remove(&runtime, Kind::Image, &dangling).await,
         Removal::Removed
     );
     assert!(!image_exists(&dockerd, "sp/one:v1").await);
@@ -339,12 +355,12 @@ async fn volumes_and_networks_in_use_are_conflicts_until_freed() {
 
     // Docker answers 409 for the volume but 403 for the network with
     // endpoints; both mean "in use".
-    let removal = runtime.remove(Kind::Volume, &volume).await;
+    let removal = util::remove(&runtime, Kind::Volume, &volume).await;
     assert!(
         matches!(&removal, Removal::InUse(msg) if msg.contains("in use")),
         "{removal:?}"
     );
-    let removal = runtime.remove(Kind::Network, &network).await;
+    let removal = util::remove(&runtime, Kind::Network, &network).await;
     assert!(
         matches!(&removal, Removal::InUse(msg) if msg.contains("active endpoints")),
         "{removal:?}"
@@ -352,15 +368,15 @@ async fn volumes_and_networks_in_use_are_conflicts_until_freed() {
 
     dockerd.stop_container(&user).await;
     assert_eq!(
-        runtime.remove(Kind::Container, &user).await,
+        util::remove(&runtime, Kind::Container, &user).await,
         Removal::Removed
     );
     assert_eq!(
-        runtime.remove(Kind::Volume, &volume).await,
+        util::remove(&runtime, Kind::Volume, &volume).await,
         Removal::Removed
     );
     assert_eq!(
-        runtime.remove(Kind::Network, &network).await,
+        util::remove(&runtime, Kind::Network, &network).await,
         Removal::Removed
     );
 }
@@ -412,7 +428,7 @@ async fn recheck_of_a_container_carries_its_pods_sandboxes_and_is_empty_once_rem
     assert_eq!(ready, [recreated.as_str()]);
 
     assert_eq!(
-        runtime.remove(Kind::Container, &init).await,
+        util::remove(&runtime, Kind::Container, &init).await,
         Removal::Removed
     );
     let fresh = runtime
@@ -495,7 +511,7 @@ async fn recheck_of_an_image_volume_or_network_carries_the_containers_using_it()
         )
         .await;
     assert_eq!(
-        runtime.remove(Kind::Container, &exited).await,
+        util::remove(&runtime, Kind::Container, &exited).await,
         Removal::Removed
     );
     let fresh = runtime
@@ -520,11 +536,11 @@ async fn recheck_of_an_image_volume_or_network_carries_the_containers_using_it()
     assert_eq!(container_ids(&fresh), sorted(vec![&user, &late, &later]));
 
     assert_eq!(
-        runtime.remove(Kind::Container, &user).await,
+        util::remove(&runtime, Kind::Container, &user).await,
         Removal::Removed
     );
     assert_eq!(
-        runtime.remove(Kind::Network, &network).await,
+        util::remove(&runtime, Kind::Network, &network).await,
         Removal::Removed
     );
     let fresh = runtime
@@ -650,11 +666,11 @@ async fn build_cache_records_are_listed_and_removed_one_at_a_time() {
 
     // A prefix of a real id is not that record, and must not prune it.
     assert_eq!(
-        runtime.remove(Kind::BuildCache, &record.id[..4]).await,
+        util::remove(&runtime, Kind::BuildCache, &record.id[..4]).await,
         Removal::Gone
     );
     assert_eq!(
-        runtime.remove(Kind::BuildCache, &record.id).await,
+        util::remove(&runtime, Kind::BuildCache, &record.id).await,
         Removal::Removed
     );
     let after = runtime.inventory().await.expect("inventory");
@@ -665,7 +681,7 @@ async fn build_cache_records_are_listed_and_removed_one_at_a_time() {
         "only that record went"
     );
     assert_eq!(
-        runtime.remove(Kind::BuildCache, &record.id).await,
+        util::remove(&runtime, Kind::BuildCache, &record.id).await,
         Removal::Gone
     );
 }

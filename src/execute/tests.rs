@@ -638,3 +638,41 @@ async fn issue_22_settling_that_never_ends_gets_the_grace_after_a_stop() {
     assert_eq!(why, [Some(ASKED_TO_STOP)].into());
     assert_eq!(*engine.settled.lock().unwrap(), [(Kind::Container, 3)]);
 }
+
+#[tokio::test]
+async fn a_removal_acts_on_the_object_its_recheck_found() {
+    // Issue 22: what `remove` needs comes from the re-check, never from
+    // state an adapter kept. A name given before the re-check is one it
+    // read, so the image goes with it; a name given between the re-check
+    // and the removal is someone's new use, so the image stays.
+    let named = |name: &'static str| {
+        move |inv: &mut Inventory| {
+            if let Some(i) = inv.images.iter_mut().find(|i| i.id == "sha256:a") {
+                i.tags.push(name.to_owned());
+            }
+        }
+    };
+    let mut before = MemoryEngine::new(node());
+    before.before_recheck = Some(Box::new(named("seen:1")));
+    run(&before, &Shutdown::new()).await;
+    assert!(
+        before
+            .removed
+            .lock()
+            .unwrap()
+            .contains(&(Kind::Image, "sha256:a".to_owned()))
+    );
+
+    // Images alone, so that the first removal is image a's.
+    let mut images_only = node();
+    images_only.containers.clear();
+    images_only.sandboxes.clear();
+    images_only.volumes.clear();
+    images_only.networks.clear();
+    let mut between = MemoryEngine::new(images_only);
+    between.before_remove = Some(Box::new(named("late:1")));
+    let outcomes = run(&between, &Shutdown::new()).await;
+    assert_eq!(reason(&outcomes, "sha256:a"), Some(Reason::InUse));
+    let state = between.state.lock().unwrap();
+    assert!(state.images.iter().any(|i| i.id == "sha256:a"));
+}

@@ -26,7 +26,6 @@ mod watch;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use containerd_client::services::v1::Container as NativeContainer;
 use containerd_client::tonic::Status;
 use containerd_client::tonic::transport::Channel;
 use futures_util::future::try_join_all;
@@ -66,9 +65,6 @@ pub struct ContainerdRuntime {
     /// containerd's events; `None` when the subscription failed or broke
     /// (re-checks then list everything).
     watch: Box<tokio::sync::Mutex<Option<Watch>>>,
-    /// Container records a re-check just read, by id, for their removal:
-    /// which snapshot is theirs and whether CRI made them do not change.
-    rechecked: Mutex<HashMap<String, NativeContainer>>,
     /// Whether an inventory subscribes to containerd's events for the
     /// re-checks that follow: not for a command that removes nothing.
     follow_events: bool,
@@ -362,13 +358,11 @@ impl Engine for ContainerdRuntime {
         }
     }
 
-    async fn remove(&self, kind: Kind, id: &str) -> Removal {
-        match kind {
-            Kind::Container => self.remove_container(id).await,
-            Kind::Image => self.remove_image(id).await,
-            Kind::Volume | Kind::Network | Kind::BuildCache => {
-                Removal::Failed(format!("{kind} is not applicable on containerd"))
-            }
+    async fn remove(&self, target: &super::Target) -> Removal {
+        match target {
+            super::Target::Container(container) => self.remove_container(container).await,
+            super::Target::Image(image) => self.remove_image(&image.id).await,
+            other => Removal::Failed(format!("{} is not applicable on containerd", other.kind())),
         }
     }
 }

@@ -74,9 +74,6 @@ pub struct DockerRuntime {
     /// there a parent may be deleted while its child exists, so the parent
     /// chain holds nothing (FACTS, Docker 29).
     containerd_store: bool,
-    /// The references of each image as its last re-check read them: what
-    /// its removal untags.
-    rechecked_refs: std::sync::Mutex<HashMap<String, Vec<String>>>,
 }
 
 impl DockerRuntime {
@@ -129,7 +126,6 @@ impl DockerRuntime {
             watch: Box::default(),
             read_build_cache: true,
             measure_image_fs: false,
-            rechecked_refs: std::sync::Mutex::new(HashMap::new()),
         })
     }
 
@@ -571,8 +567,8 @@ impl Engine for DockerRuntime {
             .map_err(Self::call_error("follow events"))
     }
 
-    async fn remove(&self, kind: Kind, id: &str) -> Removal {
-        self.remove_one(kind, id).await
+    async fn remove(&self, target: &super::Target) -> Removal {
+        self.remove_one(target).await
     }
 }
 

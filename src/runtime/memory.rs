@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use super::{Engine, Removal, RuntimeError};
+use super::{Engine, Removal, RuntimeError, Target};
 use crate::inventory::{Inventory, Kind};
 
 type Hook = Box<dyn Fn(&mut Inventory) + Send + Sync>;
@@ -136,7 +136,8 @@ impl Engine for MemoryEngine {
         Ok(state.clone())
     }
 
-    async fn remove(&self, kind: Kind, id: &str) -> Removal {
+    async fn remove(&self, target: &Target) -> Removal {
+        let (kind, id) = (target.kind(), target.id());
         let checked = self.last_recheck.lock().unwrap().get(id).copied();
         let started = {
             let mut windows = self.windows.lock().unwrap();
@@ -162,6 +163,18 @@ impl Engine for MemoryEngine {
         }
         if let Some(msg) = Self::conflict(&inv, kind, id) {
             return Removal::InUse(msg);
+        }
+        // As Docker's adapter does: it removes the names the re-check read,
+        // and an image named anew since is in use by whoever named it.
+        if let Target::Image(rechecked) = target
+            && let Some(image) = inv.images.iter().find(|i| i.id == id)
+            && let Some(new) = image
+                .tags
+                .iter()
+                .chain(&image.digests)
+                .find(|r| !rechecked.tags.contains(r) && !rechecked.digests.contains(r))
+        {
+            return Removal::InUse(format!("{id} was named {new} since its re-check"));
         }
         match kind {
             Kind::Container => inv.containers.retain(|c| c.id != id),

@@ -64,6 +64,121 @@ pub(crate) fn protobuf_time(
     chrono::DateTime::from_timestamp(t.seconds, nanos).filter(|t| t.timestamp() > 0)
 }
 
+/// One object as a re-check found it: what the rules judged, and all its
+/// removal acts on. `remove` takes it from the executor, so an adapter
+/// keeps nothing between a re-check and a removal, and a test engine sees
+/// what a real one does.
+#[derive(Debug, Clone)]
+pub enum Target {
+    Container(crate::inventory::Container),
+    /// With the references the re-check read: what a removal untags.
+    Image(crate::inventory::Image),
+    Volume(crate::inventory::Volume),
+    Network(crate::inventory::Network),
+    BuildCache(crate::inventory::BuildCacheEntry),
+}
+
+impl Target {
+    /// The object `id` of `kind` in `inventory`, when it holds it.
+    #[must_use]
+    pub fn find(inventory: &Inventory, kind: Kind, id: &str) -> Option<Self> {
+        match kind {
+            Kind::Container => inventory
+                .containers
+                .iter()
+                .find(|c| c.id == id)
+                .cloned()
+                .map(Self::Container),
+            Kind::Image => inventory
+                .images
+                .iter()
+                .find(|i| i.id == id)
+                .cloned()
+                .map(Self::Image),
+            Kind::Volume => inventory
+                .volumes
+                .iter()
+                .find(|v| v.name == id)
+                .cloned()
+                .map(Self::Volume),
+            Kind::Network => inventory
+                .networks
+                .iter()
+                .find(|n| n.id == id)
+                .cloned()
+                .map(Self::Network),
+            Kind::BuildCache => inventory
+                .build_cache
+                .iter()
+                .find(|b| b.id == id)
+                .cloned()
+                .map(Self::BuildCache),
+        }
+    }
+
+    /// An object known by its id alone, as a removal sees one no re-check
+    /// found: for the adapters' tests of their own refusals.
+    #[must_use]
+    pub fn by_id(kind: Kind, id: &str) -> Self {
+        let id = id.to_owned();
+        match kind {
+            Kind::Container => Self::Container(crate::inventory::Container {
+                id,
+                ..Default::default()
+            }),
+            Kind::Image => Self::Image(crate::inventory::Image {
+                id,
+                ..Default::default()
+            }),
+            Kind::Volume => Self::Volume(crate::inventory::Volume {
+                name: id,
+                anonymous: false,
+                labels: crate::inventory::Labels::new(),
+                created: None,
+                size: None,
+            }),
+            Kind::Network => Self::Network(crate::inventory::Network {
+                name: id.clone(),
+                id,
+                created: None,
+                labels: crate::inventory::Labels::new(),
+            }),
+            Kind::BuildCache => Self::BuildCache(crate::inventory::BuildCacheEntry {
+                id,
+                description: String::new(),
+                created: None,
+                last_used: None,
+                size: None,
+                in_use: false,
+                parents: Vec::new(),
+            }),
+        }
+    }
+
+    #[must_use]
+    pub fn kind(&self) -> Kind {
+        match self {
+            Self::Container(_) => Kind::Container,
+            Self::Image(_) => Kind::Image,
+            Self::Volume(_) => Kind::Volume,
+            Self::Network(_) => Kind::Network,
+            Self::BuildCache(_) => Kind::BuildCache,
+        }
+    }
+
+    /// Its id as decisions give it (a volume's name).
+    #[must_use]
+    pub fn id(&self) -> &str {
+        match self {
+            Self::Container(c) => &c.id,
+            Self::Image(i) => &i.id,
+            Self::Volume(v) => &v.name,
+            Self::Network(n) => &n.id,
+            Self::BuildCache(b) => &b.id,
+        }
+    }
+}
+
 /// What one removal attempt came to, as the runtime answered it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Removal {
@@ -118,9 +233,10 @@ pub trait Engine: Sync {
     /// any container left counts as kept).
     async fn recheck(&self, kind: Kind, ids: &[&str]) -> Result<Inventory, RuntimeError>;
 
-    /// Removes one object, never with force. An image is removed by `id`;
-    /// an adapter removes a multi-tagged image tag by tag.
-    async fn remove(&self, kind: Kind, id: &str) -> Removal;
+    /// Removes one object as its re-check found it, never with force. An
+    /// image is removed by id; an adapter removes a multi-tagged image
+    /// name by name, the names the re-check read.
+    async fn remove(&self, target: &Target) -> Removal;
 
     /// Called once the removals of one kind are over, when at least one
     /// removed something: what the engine would otherwise do after every
@@ -344,10 +460,10 @@ impl Engine for Runtime {
         }
     }
 
-    async fn remove(&self, kind: Kind, id: &str) -> Removal {
+    async fn remove(&self, target: &Target) -> Removal {
         match self {
-            Self::Docker(d) => d.remove(kind, id).await,
-            Self::Containerd(c) => c.remove(kind, id).await,
+            Self::Docker(d) => d.remove(target).await,
+            Self::Containerd(c) => c.remove(target).await,
         }
     }
 

@@ -204,3 +204,23 @@ pub fn df(path: &std::path::Path) -> (u64, u64) {
         .collect();
     (numbers[0], numbers[1])
 }
+
+/// What the executor does to remove object `id` of `kind` from `engine`:
+/// re-check it, then remove it as the re-check found it; an object the
+/// re-check does not find is removed as known by its id alone, so that an
+/// adapter's own refusals (gone, in use, not its namespace) show.
+pub async fn remove<E: safeprune::runtime::Engine>(
+    engine: &E,
+    kind: safeprune::inventory::Kind,
+    id: &str,
+) -> safeprune::runtime::Removal {
+    use safeprune::runtime::Target;
+    let found = engine
+        .recheck(kind, &[id])
+        .await
+        .ok()
+        .and_then(|fresh| Target::find(&fresh, kind, id));
+    engine
+        .remove(&found.unwrap_or_else(|| Target::by_id(kind, id)))
+        .await
+}

@@ -289,6 +289,17 @@ pub(super) fn is_cri_sandbox(labels: &HashMap<String, String>) -> bool {
     label(labels, LABEL_CRI_KIND) == Some(KIND_SANDBOX)
 }
 
+/// What CRI made a container of the inventory as, by the label it put on
+/// the record (copied to the container's labels): `(made by CRI, a
+/// sandbox)`.
+pub(super) fn cri_made(labels: &crate::inventory::Labels) -> (bool, bool) {
+    let kind = labels.get(LABEL_CRI_KIND).map(String::as_str);
+    (
+        matches!(kind, Some(KIND_SANDBOX | KIND_CONTAINER)),
+        kind == Some(KIND_SANDBOX),
+    )
+}
+
 /// Tasks by container id. containerd 1.6 leaves `Process.container_id`
 /// empty in `ListTasks` and puts the container id in `Process.id`
 /// (measured); newer ones fill both.

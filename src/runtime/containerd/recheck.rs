@@ -155,22 +155,18 @@ impl ContainerdRuntime {
             tasks: task.into_iter().collect(),
             ..NamespaceData::default()
         };
-        Ok(self.rechecked_container(id, data).await)
+        Ok(self.rechecked_container(data).await)
     }
 
     /// One container as a re-check finds it, from what containerd says of
     /// it (`data`: its record and task), with CRI's status when it is a CRI
     /// container and CRI answers: the only place with an exited CRI
-    /// container's state and exit time (CRI deletes its task). Its record
-    /// is kept for its removal.
-    async fn rechecked_container(&self, id: &str, data: NamespaceData) -> Vec<Container> {
+    /// container's state and exit time (CRI deletes its task). Its removal
+    /// acts on what this finds (its id and the labels CRI put on it).
+    async fn rechecked_container(&self, data: NamespaceData) -> Vec<Container> {
         let Some(found) = data.containers.first() else {
             return Vec::new();
         };
-        // Its removal, which follows at once, acts on this record.
-        if let Ok(mut rechecked) = self.rechecked.lock() {
-            rechecked.insert(id.to_owned(), found.clone());
-        }
         let view = if data.namespace == CRI_NAMESPACE && is_cri_kind(&found.labels) {
             match cri::container(&self.channel, &found.id).await {
                 Ok(known) => Some(CriView {
@@ -221,7 +217,7 @@ impl ContainerdRuntime {
                 let found = join_all(
                     facts
                         .into_iter()
-                        .map(|(id, data)| self.rechecked_container(id, data)),
+                        .map(|(_, data)| self.rechecked_container(data)),
                 )
                 .await;
                 (found, Some(of_pods))

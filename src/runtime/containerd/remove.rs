@@ -1,41 +1,35 @@
 //! Removals, one object at a time: CRI's containers through CRI, plain
 //! containers and images natively, each after a fresh check that it may go.
 
-use containerd_client::services::v1::Container as NativeContainer;
 use containerd_client::tonic::{Code, Status};
 use containerd_client::types::v1::Status as TaskStatus;
 use k8s_cri::v1::ContainerState as CriState;
 
-use super::convert::{is_cri_kind, is_cri_sandbox};
+use super::convert::cri_made;
 use super::watch::Known;
 use super::{CRI_NAMESPACE, ContainerdRuntime, cri, native};
+use crate::inventory::Container;
 use crate::runtime::Removal;
 
 impl ContainerdRuntime {
-    /// Removes one container, never a sandbox, never a live one.
-    pub(super) async fn remove_container(&self, id: &str) -> Removal {
+    /// Removes one container as its re-check found it, never a sandbox,
+    /// never a live one.
+    pub(super) async fn remove_container(&self, container: &Container) -> Removal {
+        let id = container.id.as_str();
         let (namespace, local) = match self.parse_id(id) {
             Ok(parts) => parts,
             Err(e) => return Removal::Failed(e),
         };
-        let rechecked = self.rechecked.lock().ok().and_then(|mut r| r.remove(id));
-        let found = match rechecked {
-            Some(found) => found,
-            None => match native::container(&self.channel, namespace, local).await {
-                Ok(Some(found)) => found,
-                Ok(None) => return Removal::Gone,
-                Err(e) => return removal_from_status("get container", &e),
-            },
-        };
-        if is_cri_sandbox(&found.labels) {
+        let (by_cri, sandbox) = cri_made(&container.labels);
+        if sandbox {
             return Removal::InUse(format!(
                 "{id} is a pod sandbox: kubelet owns it, and safeprune never removes one"
             ));
         }
-        if namespace == CRI_NAMESPACE && is_cri_kind(&found.labels) {
+        if namespace == CRI_NAMESPACE && by_cri {
             return self.remove_cri_container(local).await;
         }
-        self.remove_native_container(namespace, &found).await
+        self.remove_native_container(namespace, local).await
     }
 
     /// Removes a CRI container through CRI, after checking that CRI knows
@@ -77,8 +71,7 @@ impl ContainerdRuntime {
     /// Removes a plain container: a stopped task first, then the container
     /// (its snapshot goes when the removals settle). A live task (running, paused, created) is a
     /// conflict: deleting the container would orphan it (measured).
-    async fn remove_native_container(&self, namespace: &str, found: &NativeContainer) -> Removal {
-        let id = found.id.as_str();
+    async fn remove_native_container(&self, namespace: &str, id: &str) -> Removal {
         match native::task(&self.channel, namespace, id).await {
             Ok(None) => {}
             Ok(Some(task)) if task.status == TaskStatus::Stopped as i32 => {

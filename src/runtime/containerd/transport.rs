@@ -2,7 +2,6 @@
 //! deadlines and message size, the version check that tells containerd from
 //! any other socket, and the namespaces it would accept.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -140,7 +139,6 @@ impl ContainerdRuntime {
             namespaces,
             sandbox_image: Mutex::new(None),
             watch: Box::new(tokio::sync::Mutex::new(None)),
-            rechecked: Mutex::new(HashMap::new()),
             follow_events: true,
             measure_image_fs: false,
         })

@@ -34,12 +34,6 @@ impl DockerRuntime {
                 let watch = self.synced_watch().await?;
                 fresh.images =
                     known_or_read(ids, |id| watch.unchanged_image(id), |id| self.image(id)).await?;
-                if let Ok(mut refs) = self.rechecked_refs.lock() {
-                    for image in &fresh.images {
-                        let all = image.tags.iter().chain(&image.digests).cloned().collect();
-                        refs.insert(image.id.clone(), all);
-                    }
-                }
                 // An image built on one of the batch holds it (the one
                 // definition of use, `inventory::uses`).
                 if watch.has_chains() {

@@ -12,26 +12,27 @@ use bollard::query_parameters::{
 
 use super::convert::{self, real_refs};
 use super::{DockerRuntime, status_code};
-use crate::inventory::Kind;
-use crate::runtime::Removal;
+use crate::inventory::Image;
+use crate::runtime::{Removal, Target};
 
 impl DockerRuntime {
     /// Removes one object of `kind`: see `Engine::remove`.
-    pub(super) async fn remove_one(&self, kind: Kind, id: &str) -> Removal {
-        let result = match kind {
-            Kind::Container => {
+    pub(super) async fn remove_one(&self, target: &Target) -> Removal {
+        let id = target.id();
+        let result = match target {
+            Target::Container(_) => {
                 let options = RemoveContainerOptionsBuilder::default()
                     .force(false)
                     .v(false)
                     .build();
                 self.docker.remove_container(id, Some(options)).await
             }
-            Kind::Image => return self.remove_image(id).await,
-            Kind::Volume => {
+            Target::Image(image) => return self.remove_image(image).await,
+            Target::Volume(_) => {
                 let options = RemoveVolumeOptionsBuilder::default().force(false).build();
                 self.docker.remove_volume(id, Some(options)).await
             }
-            Kind::Network => match self.docker.remove_network(id).await {
+            Target::Network(_) => match self.docker.remove_network(id).await {
                 // A network with endpoints (and a predefined one) is refused
                 // with 403, not 409 (measured): in use, not a failure.
                 Err(BollardError::DockerResponseServerError {
@@ -40,7 +41,7 @@ impl DockerRuntime {
                 }) => return Removal::InUse(message),
                 other => other,
             },
-            Kind::BuildCache => return self.remove_build_cache(id).await,
+            Target::BuildCache(_) => return self.remove_build_cache(id).await,
         };
         match result {
             Ok(()) => Removal::Removed,
@@ -60,25 +61,11 @@ impl DockerRuntime {
     /// last one is refused (409, measured), which would leave the image
     /// stripped of all but one name. So first make sure, from the watch,
     /// that no container uses it.
-    async fn remove_image(&self, id: &str) -> Removal {
-        let rechecked = self
-            .rechecked_refs
-            .lock()
-            .ok()
-            .and_then(|mut r| r.remove(id));
-        let (id, refs) = match rechecked {
-            Some(refs) => (id.to_owned(), refs),
-            None => match self.docker.inspect_image(id).await {
-                // Containers name their image by its full id.
-                Ok(inspect) => {
-                    let mut refs = real_refs(inspect.repo_tags.unwrap_or_default());
-                    refs.extend(real_refs(inspect.repo_digests.unwrap_or_default()));
-                    (inspect.id.unwrap_or_else(|| id.to_owned()), refs)
-                }
-                Err(e) => return removal_from_error(e),
-            },
-        };
-        let id = id.as_str();
+    async fn remove_image(&self, image: &Image) -> Removal {
+        // The names the re-check read: a tag moved since is checked before
+        // each untag below.
+        let refs: Vec<String> = image.tags.iter().chain(&image.digests).cloned().collect();
+        let id = image.id.as_str();
         let options = || {
             RemoveImageOptionsBuilder::default()
                 .force(false)

@@ -5,7 +5,7 @@
 //! Run: `cargo bench --bench hostile_policies` (needs `/usr/bin/time`).
 //! Prints figures; asserts nothing, because these machines are noisy.
 
-#[path = "../tests/hostile/cases.rs"]
+#[path = "../tests/integration/hostile/cases.rs"]
 mod cases;
 
 use std::fmt::Write;

@@ -3,7 +3,7 @@
 //! The crate is a pure planner ([`plan`]) between a runtime-neutral snapshot
 //! ([`inventory`]) and one executor that deletes ([`execute`]); the binary in
 //! `main.rs` is a thin shell over [`app`]. Layers import one way, downwards
-//! (docs/design.md, "Layers"; `tests/layers.rs` checks it):
+//! (docs/design.md, "Layers"; `tests/integration/layers.rs` checks it):
 //!
 //! - commands: [`app`] over [`daemon`] over [`cycle`], and [`explain`];
 //! - [`report`] and [`error`], over the executor [`execute`];

@@ -2,7 +2,7 @@
 //! inputs (`harness.rs`), and of the real wall timer.
 //!
 //! Each scenario asserts the exact wall-clock time of every cycle: hours of
-//! schedule take no time. The real engine is tests/daemon.rs's business.
+//! schedule take no time. The real engine is tests/integration/daemon.rs's business.
 
 mod harness;
 

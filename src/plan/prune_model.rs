@@ -1,7 +1,7 @@
 //! What the cron job safeprune replaces would remove from this node now
 //! (issue 13, `plan --compare`): pure functions over the inventory, written
 //! from the command's documented behaviour and the engine's source, each
-//! case citing it. `tests/compare_prune.rs` holds the model to the real
+//! case citing it. `tests/integration/compare_prune.rs` holds the model to the real
 //! command on twin fixtures.
 //!
 //! `docker system prune -a -f [--volumes]` (docker/cli

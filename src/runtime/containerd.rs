@@ -5,7 +5,7 @@
 //!
 //! Every containerd quirk safeprune has to know lives in this module, next
 //! to the code that handles it. "Measured" means: against containerd 1.6.20
-//! from Debian 12, see `tests/containerd_adapter.rs`. `transport` reaches
+//! from Debian 12, see `tests/integration/containerd_adapter.rs`. `transport` reaches
 //! containerd, `convert` turns the answers into the inventory's data,
 //! `native` and `cri` make the calls; `recheck` reads a batch again before
 //! its removal, `remove` removes one object.

@@ -4,7 +4,7 @@
 //! Every Docker quirk safeprune has to know lives in this module, next to
 //! the code that handles it, with where it was seen. "Measured" means:
 //! against Docker Engine 20.10.24 (API 1.41) from Debian 12, see
-//! `tests/docker_adapter.rs`. `convert` turns Docker's data into the
+//! `tests/integration/docker_adapter.rs`. `convert` turns Docker's data into the
 //! inventory's; `disk_usage` reads the build cache bollard cannot;
 //! `recheck` reads a batch again before its removal, `remove` removes one
 //! object.

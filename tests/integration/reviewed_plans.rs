@@ -5,7 +5,7 @@
 //! list, and refuses a plan of another node or policy, or too old, with
 //! exit 2 and nothing removed.
 
-mod util;
+use crate::util;
 
 use std::path::Path;
 

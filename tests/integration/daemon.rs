@@ -3,7 +3,7 @@
 //! engine that goes away and comes back, the `/metrics` and `/healthz`
 //! listener; and two `run`s at once.
 
-mod util;
+use crate::util;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

@@ -7,7 +7,7 @@
 //! target is met (here sooner than planned: the plan does not count what
 //! the containers' removals free).
 
-mod util;
+use crate::util;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -7,7 +7,7 @@
 //! pins the sandbox image. docs/engines.md, "containerd 2.x", states these
 //! facts; these tests hold them.
 
-mod util;
+use crate::util;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

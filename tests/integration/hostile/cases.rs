@@ -1,5 +1,5 @@
 //! The corpus of hostile policies (issue 11), shared by
-//! `tests/hostile_policies.rs`, which checks what each one gets, and
+//! `tests/integration/hostile_policies.rs`, which checks what each one gets, and
 //! `benches/hostile_policies.rs`, which times each one.
 //!
 //! Small cases are files next to this one, byte for byte as written; large
@@ -275,7 +275,7 @@ const FILES: &[File] = &[
 /// When `scratch` cannot be written.
 #[must_use]
 pub fn cases(scratch: &Path) -> Vec<Case> {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile");
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration/hostile");
     let mut all: Vec<Case> = FILES
         .iter()
         .map(|&(file, says, at)| Case {

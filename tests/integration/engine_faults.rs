@@ -7,7 +7,7 @@
 //! that never answers ends `run` and `daemon` within 5 s, every file
 //! written (issue 22).
 
-mod util;
+use crate::util;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixListener;

@@ -1,7 +1,7 @@
 //! The command-line contract without an engine: policy errors, the built-in
 //! default, the lock, and an unreachable runtime.
 
-mod util;
+use crate::util;
 
 use std::fs::File;
 

@@ -4,7 +4,7 @@
 //! Each test starts its own private dockerd (see `util`), so tests run in
 //! parallel and touch only what they made.
 
-mod util;
+use crate::util;
 
 use bollard::models::HostConfig;
 use chrono::Utc;

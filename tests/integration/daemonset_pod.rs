@@ -12,7 +12,7 @@
 //! a schedule every two seconds, no jitter and no minimum ages, so that the
 //! layout, made seconds ago, is pruned now.
 
-mod util;
+use crate::util;
 
 use std::collections::HashMap;
 use std::fs;

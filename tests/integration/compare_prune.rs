@@ -4,7 +4,7 @@
 //! same objects (by name) removed. Also what safeprune keeps that the
 //! command removes, with safeprune's rule.
 
-mod util;
+use crate::util;
 
 use std::collections::{BTreeMap, BTreeSet};
 

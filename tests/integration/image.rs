@@ -5,7 +5,7 @@
 //! README says and run it as the Kubernetes pod does, read-only and with no
 //! capability. The images lie in the tests' private engines alone.
 
-mod util;
+use crate::util;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -7,7 +7,7 @@
 //! with pods made through CRI as kubelet makes them, so tests run in
 //! parallel and touch only what they made.
 
-mod util;
+use crate::util;
 
 use std::collections::BTreeMap;
 

@@ -5,7 +5,7 @@
 //! removal is skipped, and `docker system prune -a -f` on the same layout
 //! removes the live pod's istio-init where safeprune does not.
 
-mod util;
+use crate::util;
 
 use std::collections::BTreeSet;
 

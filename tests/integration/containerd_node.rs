@@ -6,7 +6,7 @@
 //! nothing, and a pod that comes back or an image newly used between plan
 //! and removal is skipped.
 
-mod util;
+use crate::util;
 
 use safeprune::execute::{Reason, RemovalResult};
 use safeprune::runtime::containerd::ContainerdRuntime;

@@ -1,0 +1,29 @@
+//! The integration tests, built into one binary (as ripgrep's
+//! `tests/integration/`): each file a module of the old test of the same
+//! name, sharing one harness (`util`), compiled and linked once.
+//!
+//! Most start private engines of their own (`util`); those that need none
+//! make the fast tier of `cargo nextest run --profile fast`
+//! (`.config/nextest.toml`, README.md "Tests").
+
+mod util;
+
+mod cli;
+mod compare_prune;
+mod containerd_adapter;
+mod containerd_node;
+mod containerd_v2;
+mod daemon;
+mod daemonset_pod;
+mod disk_pressure;
+mod docker_adapter;
+mod docker_node;
+mod engine_faults;
+mod exit_codes;
+mod hostile_policies;
+mod image;
+mod layers;
+mod metrics_promtool;
+mod package;
+mod reviewed_plans;
+mod systemd_units;

@@ -202,6 +202,65 @@ impl<'a> ImageUses<'a> {
     }
 }
 
+/// The containers that use each volume (by name) and network (by id or
+/// name), indexed once: deciding one costs a lookup, not a scan of every
+/// container.
+pub struct VolumeAndNetworkUses<'a> {
+    volumes: Map<&'a str, Vec<usize>>,
+    networks: Map<&'a str, Vec<usize>>,
+    containers: &'a [Container],
+}
+
+impl<'a> VolumeAndNetworkUses<'a> {
+    #[must_use]
+    pub fn new(containers: &'a [Container]) -> Self {
+        let mut index = Self {
+            volumes: Map::default(),
+            networks: Map::default(),
+            containers,
+        };
+        for (n, c) in containers.iter().enumerate() {
+            for v in &c.volumes {
+                index.volumes.entry(v).or_default().push(n);
+            }
+            for k in &c.networks {
+                index.networks.entry(k).or_default().push(n);
+            }
+        }
+        index
+    }
+
+    /// The containers (indexes) that mount `volume`, in container id order.
+    #[must_use]
+    pub fn of_volume(&self, volume: &super::Volume) -> Vec<usize> {
+        self.sorted(self.volumes.get(volume.name.as_str()).into_iter().flatten())
+    }
+
+    /// The containers (indexes) attached to `network`, by its id or its
+    /// name, in container id order.
+    #[must_use]
+    pub fn of_network(&self, network: &super::Network) -> Vec<usize> {
+        self.sorted(
+            [network.id.as_str(), network.name.as_str()]
+                .into_iter()
+                .filter_map(|k| self.networks.get(k))
+                .flatten(),
+        )
+    }
+
+    fn sorted<'i>(&self, found: impl Iterator<Item = &'i usize>) -> Vec<usize> {
+        let mut found: Vec<usize> = found.copied().collect();
+        found.sort_by(|&a, &b| {
+            self.containers[a]
+                .id
+                .cmp(&self.containers[b].id)
+                .then(a.cmp(&b))
+        });
+        found.dedup();
+        found
+    }
+}
+
 /// For each image, its depth in the parent chains: 0 for an image no
 /// other image of `images` is built on, one more than its deepest child
 /// otherwise. Removing images in order of rising depth removes every child

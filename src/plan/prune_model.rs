@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::inventory::uses::{ContainerUse, ImageUses, image_depths};
+use crate::inventory::uses::{ContainerUse, ImageUses, VolumeAndNetworkUses, image_depths};
 use crate::inventory::{ContainerState, Inventory, Kind};
 
 /// What the command does with one object, and why.
@@ -73,29 +73,22 @@ pub fn docker_system_prune(inv: &Inventory, volumes: bool) -> HashMap<(Kind, Str
         };
         verdicts.insert((Kind::Container, c.id.clone()), verdict);
     }
-    // The first container left (in listing order) on each network and
-    // volume: one pass, so that a large node costs its size, not its size
-    // squared.
-    let mut on: HashMap<&str, &crate::inventory::Container> = HashMap::new();
-    let mut mounting: HashMap<&str, &crate::inventory::Container> = HashMap::new();
-    for c in &left {
-        for k in &c.networks {
-            on.entry(k.as_str()).or_insert(c);
-        }
-        for v in &c.volumes {
-            mounting.entry(v.as_str()).or_insert(c);
-        }
-    }
+    // Who uses each volume and network: the one index of
+    // `inventory::uses`, asked for the first container left.
+    let uses = VolumeAndNetworkUses::new(&inv.containers);
+    let left_ids: std::collections::HashSet<&str> = left.iter().map(|c| c.id.as_str()).collect();
+    let first_left = |found: Vec<usize>| {
+        found
+            .into_iter()
+            .map(|n| &inv.containers[n])
+            .find(|c| left_ids.contains(c.id.as_str()))
+    };
     // Networks (`localNetworksPrune`): predefined ones stay, and those with
     // an endpoint, which only a running container has.
     for n in &inv.networks {
         let verdict = if PREDEFINED_NETWORKS.contains(&n.name.as_str()) {
             Verdict::keeps("predefined network")
-        } else if let Some(c) = [on.get(n.id.as_str()), on.get(n.name.as_str())]
-            .into_iter()
-            .flatten()
-            .min_by_key(|c| left.iter().position(|l| std::ptr::eq(*l, **c)))
-        {
+        } else if let Some(c) = first_left(uses.of_network(n)) {
             Verdict::keeps(format!("used by running container {}", c.display_name()))
         } else {
             Verdict::removes("network with no running container")
@@ -114,7 +107,7 @@ pub fn docker_system_prune(inv: &Inventory, volumes: bool) -> HashMap<(Kind, Str
     for v in &inv.volumes {
         let verdict = if !volumes {
             Verdict::keeps("volumes are pruned only with --volumes")
-        } else if let Some(c) = mounting.get(v.name.as_str()) {
+        } else if let Some(c) = first_left(uses.of_volume(v)) {
             Verdict::keeps(format!("mounted by running container {}", c.display_name()))
         } else if !v.anonymous && !named_too {
             Verdict::keeps("named volume: from API 1.42 only anonymous volumes are pruned")
@@ -124,7 +117,6 @@ pub fn docker_system_prune(inv: &Inventory, volumes: bool) -> HashMap<(Kind, Str
         verdicts.insert((Kind::Volume, v.name.clone()), verdict);
     }
     // Images: `docker_images_prune`, on the containers left.
-    let left_ids: std::collections::HashSet<&str> = left.iter().map(|c| c.id.as_str()).collect();
     verdicts.extend(docker_images_prune(inv, |c| {
         left_ids.contains(c.id.as_str())
     }));

@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 
 use super::{Decision, Plan, Rule, Within, human_age};
-use crate::inventory::uses::{ContainerUse, ImageUses, build_cache_depths, image_depths};
+use crate::inventory::uses::{
+    ContainerUse, ImageUses, VolumeAndNetworkUses, build_cache_depths, image_depths,
+};
 use crate::inventory::{
     BuildCacheEntry, Container, FsUsage, Image, Inventory, Kind, Network, PodSandbox, Use,
     UseSource, Volume, reference_forms, short_id,
@@ -75,17 +77,11 @@ pub(super) fn decide_all(
         .iter()
         .map(|d| use_rule == HeldBy::All || d.decision == super::Action::Keep)
         .collect();
-    let mut users: Vec<User> = inv
-        .containers
-        .iter()
-        .zip(&holds)
-        .map(|(c, &holds)| User {
-            container: c,
-            holds,
-        })
-        .collect();
-    users.sort_by(|a, b| a.container.id.cmp(&b.container.id));
-    let users = Users::new(&users);
+    let users = Holders {
+        index: VolumeAndNetworkUses::new(&inv.containers),
+        containers: &inv.containers,
+        holds: &holds,
+    };
     let image_uses = ImageUses::new(&inv.containers, &inv.images);
     let mut kinds = vec![inv.containers.len()];
     decisions.extend(inv.networks.iter().map(|n| network(n, &users, policy, now)));
@@ -315,47 +311,24 @@ fn live_sandbox<'a>(
     by_id.or_else(by_pod_uid).copied()
 }
 
-/// A container, and whether it holds what it uses: when planning, only
-/// the containers the plan keeps do; when re-checking, every one left.
-#[derive(Clone, Copy)]
-struct User<'a> {
-    container: &'a Container,
-    holds: bool,
-}
-
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-/// Containers indexed by the volumes and networks they use, so that
-/// deciding one costs a lookup, not a scan of every container (images:
-/// [`ImageUses`]). Each list is in container id order.
-struct Users<'a> {
-    volumes: Map<&'a str, Vec<User<'a>>>,
-    /// By network id and name.
-    networks: Map<&'a str, Vec<User<'a>>>,
+/// The containers that use volumes and networks, and which of them hold
+/// what they use: when planning, those the plan keeps; when re-checking,
+/// every one left.
+struct Holders<'a> {
+    index: VolumeAndNetworkUses<'a>,
+    containers: &'a [Container],
+    holds: &'a [bool],
 }
 
-impl<'a> Users<'a> {
-    /// Indexes `users`, sorted by container id.
-    fn new(users: &[User<'a>]) -> Self {
-        let mut index = Self {
-            volumes: Map::default(),
-            networks: Map::default(),
-        };
-        for &u in users {
-            for v in &u.container.volumes {
-                index.volumes.entry(v).or_default().push(u);
-            }
-            for n in &u.container.networks {
-                index.networks.entry(n).or_default().push(u);
-            }
-        }
-        index
-    }
-
-    /// The first container of `list` that holds what it uses.
-    fn first_holder(list: Option<&Vec<User<'a>>>) -> Option<&'a Container> {
-        list.and_then(|l| l.iter().find(|u| u.holds))
-            .map(|u| u.container)
+impl<'a> Holders<'a> {
+    /// The first of `users` (in container id order) that holds.
+    fn first(&self, users: Vec<usize>) -> Option<&'a Container> {
+        users
+            .into_iter()
+            .find(|&n| self.holds[n])
+            .map(|n| &self.containers[n])
     }
 }
 
@@ -686,11 +659,11 @@ fn repository(reference: &str) -> Option<String> {
     reference_forms(name).into_iter().max_by_key(String::len)
 }
 
-fn volume(v: &Volume, users: &Users, policy: &Policy, now: DateTime<Utc>) -> Decision {
+fn volume(v: &Volume, users: &Holders, policy: &Policy, now: DateTime<Utc>) -> Decision {
     let d = |rule, detail: String| {
         Decision::new(Kind::Volume, &v.name, v.name.clone(), rule, detail).with_bytes(v.size)
     };
-    if let Some(user) = Users::first_holder(users.volumes.get(v.name.as_str())) {
+    if let Some(user) = users.first(users.index.of_volume(v)) {
         return d(
             Rule::InUse,
             format!("mounted by kept container {}", user.display_name()),
@@ -713,21 +686,15 @@ fn volume(v: &Volume, users: &Users, policy: &Policy, now: DateTime<Utc>) -> Dec
     by_creation(d, v.created, rules.min_age, now)
 }
 
-fn network(n: &Network, users: &Users, policy: &Policy, now: DateTime<Utc>) -> Decision {
+fn network(n: &Network, users: &Holders, policy: &Policy, now: DateTime<Utc>) -> Decision {
     let d = |rule, detail: String| {
         Decision::new(Kind::Network, &n.id, n.name.clone(), rule, detail).with_bytes(Some(0))
     };
     if BUILTIN_NETWORKS.contains(&n.name.as_str()) {
         return d(Rule::Builtin, format!("{} is a built-in network", n.name));
     }
-    let by_id = Users::first_holder(users.networks.get(n.id.as_str()));
-    let by_name = Users::first_holder(users.networks.get(n.name.as_str()));
-    // Both may match different containers: name the first by id.
-    if let Some(user) = by_id
-        .into_iter()
-        .chain(by_name)
-        .min_by(|a, b| a.id.cmp(&b.id))
-    {
+    // By id or by name: the first holder in container id order.
+    if let Some(user) = users.first(users.index.of_network(n)) {
         return d(
             Rule::InUse,
             format!("kept container {} is attached", user.display_name()),

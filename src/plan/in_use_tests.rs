@@ -2,20 +2,9 @@
 //! child images, sandboxes) holds its image in the plan and in the
 //! re-check, and images and build cache records go children first.
 
-use super::tests::{exited, hours_ago, image, now};
+use super::tests::{decide, exited, find, hours_ago, image, now};
 use super::*;
 use crate::inventory::{BuildCacheEntry, ContainerState, Image, PodIdentity};
-
-fn decide(inv: &Inventory) -> Plan {
-    plan(inv, &Policy::builtin(), now())
-}
-
-fn find<'a>(p: &'a Plan, kind: Kind, id: &str) -> &'a Decision {
-    p.decisions
-        .iter()
-        .find(|d| d.kind == kind && d.id == id)
-        .unwrap_or_else(|| panic!("no decision for {kind} {id}"))
-}
 
 fn child_of(id: &str, parent: &str, tags: &[&str]) -> Image {
     Image {

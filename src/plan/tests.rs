@@ -74,11 +74,11 @@ pub(super) fn image(id: &str, tags: &[&str], hours: i64) -> Image {
     }
 }
 
-fn decide(inv: &Inventory) -> Plan {
+pub(super) fn decide(inv: &Inventory) -> Plan {
     plan(inv, &Policy::builtin(), now())
 }
 
-fn find<'a>(p: &'a Plan, kind: Kind, id: &str) -> &'a Decision {
+pub(super) fn find<'a>(p: &'a Plan, kind: Kind, id: &str) -> &'a Decision {
     p.decisions
         .iter()
         .find(|d| d.kind == kind && d.id == id)

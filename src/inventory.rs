@@ -112,6 +112,21 @@ pub struct Inventory {
     /// The engine API version spoken (Docker: `1.41`): what `docker system
     /// prune` does depends on it. `None` where it does not matter.
     pub api_version: Option<String>,
+    /// How the engine keeps its images, where its own prune depends on it.
+    pub image_store: ImageStore,
+}
+
+/// How an engine keeps its images: what a prune of its own does differs
+/// (Docker's graph drivers against Docker 29's containerd image store).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImageStore {
+    /// Docker's graph drivers (overlay2), and every runtime where it does
+    /// not matter.
+    #[default]
+    Graph,
+    /// containerd's image store under Docker (Docker 29's default).
+    Containerd,
 }
 
 /// The lifecycle state of a container, folded across runtimes.

@@ -162,6 +162,7 @@ pub(crate) fn arb_inventory() -> impl Strategy<Value = Inventory> {
             sandboxes,
             image_fs: None,
             api_version: None,
+            image_store: crate::inventory::ImageStore::Graph,
         },
     )
 }

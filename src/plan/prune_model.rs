@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use crate::inventory::uses::{ContainerUse, ImageUses, VolumeAndNetworkUses, image_depths};
-use crate::inventory::{ContainerState, Inventory, Kind};
+use crate::inventory::{ContainerState, ImageStore, Inventory, Kind};
 
 /// What the command does with one object, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,6 +154,9 @@ fn docker_images_prune(
     inv: &Inventory,
     left: impl Fn(&crate::inventory::Container) -> bool,
 ) -> Vec<((Kind, String), Verdict)> {
+    if inv.image_store == ImageStore::Containerd {
+        return containerd_store_images_prune(inv, left);
+    }
     let uses = ImageUses::new(&inv.containers, &inv.images);
     let depths = image_depths(&inv.images);
     let mut order: Vec<usize> = (0..inv.images.len()).collect();
@@ -201,6 +204,75 @@ fn docker_images_prune(
         .iter()
         .zip(verdicts)
         .filter_map(|(i, v)| Some(((Kind::Image, i.id.clone()), v?)))
+        .collect()
+}
+
+/// The verdict of `docker image prune -a` on Docker's containerd image
+/// store (moby v29 `daemon/containerd/image_prune.go`, `pruneUnused`;
+/// measured on 29.7.2 in `tests/integration/docker29.rs`): it deletes every
+/// image name no container left was created with. Of an image a container
+/// left was made from, the name that container's config names stays; one
+/// made by id keeps the last of its names in the order of their full
+/// spelling; every other name goes, with the digest references of a
+/// repository left without a tag. Parents do not count: an image no
+/// container left uses goes whole, children or not.
+///
+/// Not modelled: a container whose config names a name untagged since
+/// (the command then deletes the image it runs, measured); the inventory
+/// reads the name the engine lists now, which is then the image's id.
+fn containerd_store_images_prune(
+    inv: &Inventory,
+    left: impl Fn(&crate::inventory::Container) -> bool,
+) -> Vec<((Kind, String), Verdict)> {
+    let uses = ImageUses::new(&inv.containers, &inv.images);
+    inv.images
+        .iter()
+        .map(|i| {
+            let holders: Vec<&crate::inventory::Container> = uses
+                .containers_of(i)
+                .into_iter()
+                .filter(|(_, how)| *how == ContainerUse::MadeFrom)
+                .map(|(n, _)| uses.container(n))
+                .filter(|c| left(c))
+                .collect();
+            let verdict = if let Some(first) = holders.first() {
+                // The names the containers were made with, else (made by
+                // id) the last name in full spelling.
+                let mut kept: Vec<&String> = holders
+                    .iter()
+                    .filter_map(|c| {
+                        let given = full_name(&c.image_ref);
+                        i.tags.iter().find(|t| full_name(t) == given)
+                    })
+                    .collect();
+                if kept.len() < holders.len() {
+                    kept.extend(i.tags.iter().max_by_key(|t| full_name(t)));
+                }
+                let kept_repositories: Vec<String> = kept
+                    .iter()
+                    .map(|t| repository_of(&full_name(t)).to_owned())
+                    .collect();
+                let untags: Vec<String> = i
+                    .tags
+                    .iter()
+                    .filter(|t| !kept.contains(t))
+                    .chain(i.digests.iter().filter(|d| {
+                        !kept_repositories
+                            .iter()
+                            .any(|r| r == repository_of(&full_name(d)))
+                    }))
+                    .cloned()
+                    .collect();
+                Verdict::keeps(format!(
+                    "used by running container {}: only the names containers were made with stay",
+                    first.display_name()
+                ))
+                .untagging(untags)
+            } else {
+                Verdict::removes("image no running container uses (parents do not count)")
+            };
+            ((Kind::Image, i.id.clone()), verdict)
+        })
         .collect()
 }
 
@@ -653,6 +725,72 @@ mod tests {
         assert!(untagged_while_in_use(&["app:1".into(), "app@sha256:0123".into()]).is_empty());
         assert!(untagged_while_in_use(&["app:1".into()]).is_empty());
         assert!(untagged_while_in_use(&[]).is_empty());
+    }
+
+    #[test]
+    fn on_the_containerd_store_only_the_names_containers_were_made_with_stay() {
+        // As measured on Docker 29.7.2 (tests/integration/docker29.rs).
+        let names = [
+            "used:1",
+            "used:2",
+            "zed/used:1",
+            "other:1",
+            "used@sha256:d",
+            "zed/used@sha256:d",
+            "other@sha256:d",
+        ];
+        let node = |web_made_with: &str| {
+            let mut web = container("web", ContainerState::Running, "sha256:used", &[], &[]);
+            web.image_ref = web_made_with.to_owned();
+            let mut child = container(
+                "child",
+                ContainerState::Running,
+                "sha256:committed",
+                &[],
+                &[],
+            );
+            child.image_ref = "committed:1".to_owned();
+            Inventory {
+                containers: vec![web, child],
+                images: vec![
+                    tagged("sha256:used", &names, None),
+                    tagged("sha256:base", &["base:1"], None),
+                    tagged("sha256:committed", &["committed:1"], Some("sha256:base")),
+                ],
+                image_store: ImageStore::Containerd,
+                ..Inventory::default()
+            }
+        };
+        let by_name = docker_system_prune(&node("used:1"), false);
+        let used = &by_name[&(Kind::Image, "sha256:used".into())];
+        assert!(!used.removes);
+        assert_eq!(
+            used.untags,
+            [
+                "used:2",
+                "zed/used:1",
+                "other:1",
+                "zed/used@sha256:d",
+                "other@sha256:d"
+            ]
+        );
+        // Parents do not count: base goes whole.
+        assert_eq!(removed(&by_name), ids(Kind::Image, &["sha256:base"]));
+        let committed = &by_name[&(Kind::Image, "sha256:committed".into())];
+        assert!(committed.untags.is_empty());
+        // Made by id: the last name in full spelling stays
+        // (docker.io/zed/used:1).
+        let by_id = docker_system_prune(&node("sha256:used"), false);
+        assert_eq!(
+            by_id[&(Kind::Image, "sha256:used".into())].untags,
+            [
+                "used:1",
+                "used:2",
+                "other:1",
+                "used@sha256:d",
+                "other@sha256:d"
+            ]
+        );
     }
 
     #[test]

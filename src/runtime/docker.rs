@@ -526,6 +526,11 @@ impl Engine for DockerRuntime {
             sandboxes,
             image_fs,
             api_version: Some(self.docker.client_version().to_string()),
+            image_store: if self.containerd_store {
+                crate::inventory::ImageStore::Containerd
+            } else {
+                crate::inventory::ImageStore::Graph
+            },
         })
     }
 

@@ -181,6 +181,7 @@ fn node() -> Inventory {
         ],
         image_fs: None,
         api_version: None,
+        image_store: safeprune::inventory::ImageStore::Graph,
     }
 }
 

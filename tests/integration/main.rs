@@ -16,6 +16,7 @@ mod containerd_v2;
 mod daemon;
 mod daemonset_pod;
 mod disk_pressure;
+mod docker29;
 mod docker_adapter;
 mod docker_node;
 mod engine_faults;

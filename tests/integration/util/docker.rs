@@ -50,6 +50,17 @@ impl PrivateDockerd {
         Self::start_in(EngineProcess::new("dockerd", "sp-")).await
     }
 
+    /// The fixtures on an engine launched elsewhere that answers at
+    /// `endpoint` (`docker29.rs`: Docker 29 over a containerd of its own).
+    /// Not for [`Self::restart`], which launches Debian's dockerd.
+    pub(super) fn launched(docker: Docker, endpoint: String, process: EngineProcess) -> Self {
+        Self {
+            docker,
+            endpoint,
+            process,
+        }
+    }
+
     async fn start_in(mut process: EngineProcess) -> Self {
         daemon::write_config(&process);
         let endpoint = daemon::endpoint(&process);

@@ -34,6 +34,7 @@
 pub mod containerd;
 pub mod daemon;
 pub mod docker;
+pub mod docker29;
 mod engine;
 pub mod image;
 pub mod kube;

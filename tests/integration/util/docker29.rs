@@ -1,0 +1,341 @@
+//! A private Docker Engine 29.7.2 for a test, over a containerd 2.3.4 of its
+//! own, on the image store the test picks.
+//!
+//! [`PrivateDockerd29::start`] runs, as one [`EngineProcess`] under
+//! `/tmp/sp29-XXXXXX`, a shell that starts containerd 2.3.4 in the
+//! background (config `containerd.toml`, root and state under
+//! `containerd/`, socket `c.sock`, log `containerd.log`) and then becomes
+//! dockerd 29.7.2 (`--containerd` at that socket, data root, exec root,
+//! socket and pid file as [`PrivateDockerd`]'s, no bridge, no iptables).
+//! Both binaries come from `$SAFEPRUNE_TEST_RUNTIMES` (`docker-29.7.2/`,
+//! `containerd-2.3.4/`); where it is unset the start is [`Skipped`].
+//! dockerd is the init of the namespaces and containerd its child, so the
+//! teardown of [`PrivateDockerd`] takes both, their shims and containers.
+//!
+//! dockerd's config (`daemon.json`) holds only `features`:
+//! `time-namespaces: false` (Debian's runc 1.1.5 knows no time namespace)
+//! and `containerd-snapshotter`, which picks the [`Store`]. containerd runs
+//! without CRI and NRI: dockerd needs neither. Start-up of both, until
+//! dockerd answers, takes 0.15 to 0.5 s on 2 cores (measured).
+//!
+//! [`PrivateDockerd29`] dereferences to a [`PrivateDockerd`], so every
+//! fixture of `docker.rs` works on it (`import_busybox_image`, `tag_image`,
+//! `create_container`, `cli()`, `build_with_buildkit`...). Debian's docker
+//! CLI 20.10 speaks API 1.41 to it (Docker 29 accepts 1.40 and up), and
+//! its built-in `BuildKit` client builds on it with `DOCKER_BUILDKIT=1`
+//! (measured, both stores). Only a restart is not offered: it would
+//! launch Debian's dockerd.
+
+use std::fs;
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use bollard::{API_DEFAULT_VERSION, Docker};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::docker::PrivateDockerd;
+use super::engine::EngineProcess;
+use super::{Skipped, test_runtime};
+
+/// The runtime set of `$SAFEPRUNE_TEST_RUNTIMES` that holds dockerd 29.7.2.
+const DOCKER_SET: &str = "docker-29.7.2";
+/// The one that holds containerd 2.3.4, its shim and `ctr`.
+const CONTAINERD_SET: &str = "containerd-2.3.4";
+
+/// The containerd namespace dockerd keeps its objects in (its default,
+/// `--containerd-namespace`).
+pub const MOBY_NAMESPACE: &str = "moby";
+
+/// Brings up loopback, starts containerd (`$3`, logging to `$4`) in the
+/// background, then becomes dockerd with the flags after those four. The
+/// directories of the two releases (`$1`: containerd's, `$2`: dockerd's)
+/// go first on PATH, so that containerd finds the shim of its own release
+/// (Debian's 1.6 shim is on PATH too) and dockerd that containerd. Plain
+/// lines, not an `&&` chain: `a && b &` would put the whole chain in the
+/// background.
+const EXEC: &str = r#"ip link set lo up || exit 1
+PATH="$1:$2:$PATH"
+export PATH
+containerd --config "$3" >>"$4" 2>&1 &
+shift 4
+exec dockerd "$@""#;
+
+/// Where a Docker 29 engine keeps its images.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Store {
+    /// The graph driver store (`"containerd-snapshotter": false`): `/info`
+    /// says `Driver: overlay2`.
+    Overlay2,
+    /// containerd's image store (`"containerd-snapshotter": true`, the
+    /// default of fresh installs): `Driver: overlayfs`, with
+    /// `["driver-type", "io.containerd.snapshotter.v1"]` in `DriverStatus`.
+    Containerd,
+}
+
+impl Store {
+    /// Both stores, the graph driver's first.
+    pub const ALL: [Self; 2] = [Self::Overlay2, Self::Containerd];
+
+    /// `overlay2` or `containerd`, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Overlay2 => "overlay2",
+            Self::Containerd => "containerd",
+        }
+    }
+
+    /// `/info`'s `Driver` on this store.
+    pub fn driver(self) -> &'static str {
+        match self {
+            Self::Overlay2 => "overlay2",
+            Self::Containerd => "overlayfs",
+        }
+    }
+
+    fn containerd_snapshotter(self) -> bool {
+        self == Self::Containerd
+    }
+}
+
+/// A Docker Engine 29.7.2 of the test's own over its own containerd 2.3.4:
+/// a [`PrivateDockerd`] (by [`Deref`]) with what only this engine has.
+pub struct PrivateDockerd29 {
+    store: Store,
+    ctr: PathBuf,
+    containerd_socket: PathBuf,
+    /// Last: its drop tears both engines down.
+    dockerd: PrivateDockerd,
+}
+
+impl Deref for PrivateDockerd29 {
+    type Target = PrivateDockerd;
+
+    fn deref(&self) -> &PrivateDockerd {
+        &self.dockerd
+    }
+}
+
+impl PrivateDockerd29 {
+    /// Starts containerd 2.3.4 and Docker 29.7.2 on `store`, and waits
+    /// until dockerd answers `_ping` on that store.
+    ///
+    /// ```ignore
+    /// let Some(e) = PrivateDockerd29::start(Store::Containerd).await.or_skip() else {
+    ///     return; // printed: "skipped: SAFEPRUNE_TEST_RUNTIMES is unset ..."
+    /// };
+    /// ```
+    ///
+    /// # Errors
+    /// [`Skipped`] when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
+    ///
+    /// # Panics
+    /// When either engine cannot be started, dockerd does not answer within
+    /// 30 s, or it answers on another store; the message holds the tail of
+    /// dockerd's log (containerd's is `containerd.log` beside it).
+    pub async fn start(store: Store) -> Result<Self, Skipped> {
+        let docker_dir = test_runtime(DOCKER_SET, "Docker 29.7.2")?;
+        let containerd_dir = test_runtime(CONTAINERD_SET, "Docker 29.7.2 (its containerd 2.3.4)")?;
+        let mut process = EngineProcess::new("dockerd", "sp29-");
+        let containerd_socket = process.path("c.sock");
+        fs::write(
+            process.path("containerd.toml"),
+            containerd_toml(process.dir(), &containerd_socket),
+        )
+        .expect("write containerd.toml");
+        let config = serde_json::json!({
+            "features": {
+                "time-namespaces": false,
+                "containerd-snapshotter": store.containerd_snapshotter(),
+            }
+        });
+        fs::write(process.path("daemon.json"), config.to_string()).expect("write daemon.json");
+        let endpoint = format!("unix://{}", process.path("docker.sock").display());
+        let docker = launch(&mut process, &containerd_dir, &docker_dir, &endpoint).await;
+        let info = docker.info().await.expect("/info of Docker 29");
+        assert_eq!(
+            info.driver.as_deref(),
+            Some(store.driver()),
+            "Docker 29 started on another store than {}: {:?}",
+            store.name(),
+            info.driver_status
+        );
+        Ok(Self {
+            store,
+            ctr: containerd_dir.join("ctr"),
+            containerd_socket,
+            dockerd: PrivateDockerd::launched(docker, endpoint, process),
+        })
+    }
+
+    /// The store it keeps its images in.
+    pub fn store(&self) -> Store {
+        self.store
+    }
+
+    /// The [`PrivateDockerd`] it is, for helpers that take one.
+    pub fn dockerd(&self) -> &PrivateDockerd {
+        &self.dockerd
+    }
+
+    /// The socket of its containerd, `/tmp/sp29-XXXXXX/c.sock`.
+    pub fn containerd_socket(&self) -> &Path {
+        &self.containerd_socket
+    }
+
+    /// containerd 2.3.4's `ctr`, pointed at this engine's containerd and
+    /// dockerd's namespace `moby` (the containerd store's images and
+    /// content, and every container's task, lie there).
+    pub fn ctr(&self) -> Command {
+        let mut cmd = Command::new(&self.ctr);
+        cmd.arg("--address")
+            .arg(&self.containerd_socket)
+            .args(["--namespace", MOBY_NAMESPACE]);
+        cmd
+    }
+
+    /// Runs `ctr` with `args`; its stdout. Panics with its output when it
+    /// fails.
+    pub fn ctr_ok(&self, args: &[&str]) -> String {
+        let out = self.ctr().args(args).output().expect("run ctr");
+        assert!(
+            out.status.success(),
+            "ctr {} failed: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `GET path` (with its version, `/v1.55/system/df`) on the engine's
+    /// socket, by hand: the status and the body as JSON (`Null` when it is
+    /// not JSON). For the shapes bollard's types do not keep (a key with a
+    /// leading space, fields of other API versions).
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        get(self.endpoint(), path).await
+    }
+}
+
+/// `GET path` over HTTP/1.0 (unchunked, closed after the answer) on the
+/// Docker endpoint `unix://…`: the status and the body as JSON (`Null` when
+/// it is not JSON).
+///
+/// # Panics
+/// When the socket does not answer with an HTTP response.
+pub async fn get(endpoint: &str, path: &str) -> (u16, Value) {
+    let socket = endpoint.trim_start_matches("unix://");
+    let mut stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {socket}: {e}"));
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: docker\r\n\r\n").as_bytes())
+        .await
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    let mut answer = Vec::new();
+    stream
+        .read_to_end(&mut answer)
+        .await
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    let at = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("GET {path}: no HTTP answer"));
+    let head = String::from_utf8_lossy(&answer[..at]);
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("GET {path}: bad status line in {head}"));
+    (
+        status,
+        serde_json::from_slice(&answer[at + 4..]).unwrap_or(Value::Null),
+    )
+}
+
+/// containerd's config: root, state and socket in the engine's directory;
+/// no CRI (dockerd does not use it) and no NRI; nothing reads `/etc` or
+/// `/opt` (schema `version = 3`, which 2.3 migrates at start).
+fn containerd_toml(dir: &Path, socket: &Path) -> String {
+    let d = dir.display();
+    format!(
+        r#"version = 3
+root = "{d}/containerd/root"
+state = "{d}/containerd/state"
+disabled_plugins = [
+  "io.containerd.internal.v1.opt",
+  "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.tracing.processor.v1.otlp",
+  "io.containerd.internal.v1.tracing",
+  "io.containerd.grpc.v1.cri",
+  "io.containerd.cri.v1.images",
+  "io.containerd.cri.v1.runtime",
+  "io.containerd.nri.v1.nri",
+]
+
+[grpc]
+  address = "{socket}"
+
+[plugins."io.containerd.image-verifier.v1.bindir"]
+  bin_dir = "{d}/image-verifier"
+"#,
+        socket = socket.display()
+    )
+}
+
+/// Runs containerd and dockerd on the directory of `process` and waits
+/// until dockerd answers; returns a client on it.
+async fn launch(
+    process: &mut EngineProcess,
+    containerd_dir: &Path,
+    docker_dir: &Path,
+    endpoint: &str,
+) -> Docker {
+    let d = |name: &str| process.path(name).to_string_lossy().into_owned();
+    let args = [
+        containerd_dir.to_string_lossy().into_owned(),
+        docker_dir.to_string_lossy().into_owned(),
+        d("containerd.toml"),
+        d("containerd.log"),
+        "--config-file".to_owned(),
+        d("daemon.json"),
+        "--containerd".to_owned(),
+        d("c.sock"),
+        "--data-root".to_owned(),
+        d("data"),
+        "--exec-root".to_owned(),
+        d("exec"),
+        "--pidfile".to_owned(),
+        d("dockerd.pid"),
+        "-H".to_owned(),
+        endpoint.to_owned(),
+        // As `docker/daemon.rs`: nothing of the host's network.
+        "--bridge=none".to_owned(),
+        "--iptables=false".to_owned(),
+        "--ip6tables=false".to_owned(),
+        "--ip-masq=false".to_owned(),
+        "--ip-forward=false".to_owned(),
+        "--userland-proxy=false".to_owned(),
+        "--cgroup-parent".to_owned(),
+        format!("/{}", process.scope()),
+    ];
+    process.launch(EXEC, args);
+    let socket = process.path("docker.sock");
+    process
+        .await_answer(async || {
+            if !socket.exists() {
+                return None;
+            }
+            let docker =
+                Docker::connect_with_unix(&socket.to_string_lossy(), 30, API_DEFAULT_VERSION)
+                    .ok()?
+                    .negotiate_version()
+                    .await
+                    .ok()?;
+            docker.ping().await.ok()?;
+            Some(docker)
+        })
+        .await
+}

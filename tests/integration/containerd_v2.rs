@@ -611,3 +611,102 @@ async fn the_sandbox_image_is_kept_by_the_runtimes_pin_whatever_its_name() {
         );
     }
 }
+
+/// Issue 22, with the real crictl (cri-tools 1.36) playing kubelet: a pod
+/// whose container mounts `DATA` as an image volume, made by `crictl runp`,
+/// `create` and `start` as kubelet makes it (the image named by its id).
+/// The container exits; safeprune runs with every age rule at 0; then
+/// kubelet's restart, the next attempt with the same mount, made by crictl
+/// again, starts.
+#[tokio::test]
+async fn a_pod_crictl_made_with_an_image_volume_restarts_after_a_run() {
+    use util::node::{Cli, Runtime};
+    let Some(tools) = util::test_runtime("cri-tools-1.36", "crictl").or_skip() else {
+        return;
+    };
+    let Some((containerd, _app, data)) = engine().await else {
+        return;
+    };
+    let socket = format!("unix://{}", containerd.socket().display());
+    let crictl = |args: &[&str]| -> String {
+        let out = std::process::Command::new(tools.join("crictl"))
+            .args(["--runtime-endpoint", &socket, "--image-endpoint", &socket])
+            .args(["--timeout", "30s"])
+            .args(args)
+            .output()
+            .expect("run crictl");
+        assert!(
+            out.status.success(),
+            "crictl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, value: &Value| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, value.to_string()).unwrap();
+        path.display().to_string()
+    };
+    let pod = write(
+        "pod.json",
+        &json!({
+            "metadata": {"name": "reader", "namespace": "default", "uid": "uid-reader", "attempt": 0},
+            "labels": {util::TEST_LABEL: containerd.scope()},
+            "linux": {
+                "cgroup_parent": format!("/{}", containerd.scope()),
+                "security_context": {"namespace_options": {"network": 2, "pid": 0, "ipc": 0}}
+            }
+        }),
+    );
+    let container = |attempt: u32| {
+        write(
+            &format!("container-{attempt}.json"),
+            &json!({
+                "metadata": {"name": "app", "attempt": attempt},
+                "image": {"image": APP},
+                "command": RUN_FOREVER,
+                "labels": {util::TEST_LABEL: containerd.scope()},
+                "annotations": {"io.kubernetes.container.restartCount": attempt.to_string()},
+                "mounts": [{"container_path": IMAGE_VOLUME_PATH, "readonly": true,
+                            "image": {"image": data.config_digest}}],
+                "linux": {"resources": {"oom_score_adj": 0}}
+            }),
+        )
+    };
+    let sandbox = crictl(&["runp", &pod]);
+    let first = crictl(&["create", &sandbox, &container(0), &pod]);
+    crictl(&["start", &first]);
+    crictl(&["stop", "--timeout", "1", &first]);
+
+    let endpoint = containerd.endpoint();
+    let cli = Cli::new(
+        &Runtime::Containerd(&endpoint, &[CRI_NAMESPACE]),
+        "images: {min_age: 0s}\ncontainers: {min_age: 0s}\n",
+    );
+    let (code, report) = cli.json(&["run", "--output", "json"]);
+    assert_eq!(code, Some(0), "{report}");
+    let kept = report["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == DATA)
+        .unwrap_or_else(|| panic!("{DATA} decided: {report}"));
+    assert_eq!(kept["rule"], "in_use", "{kept}");
+    assert!(
+        crictl(&["images", "--quiet"]).contains(data.config_digest.trim_start_matches("sha256:")),
+        "crictl no longer lists {DATA}"
+    );
+    // kubelet's restart of the container: the next attempt, same mount.
+    let again = crictl(&["create", &sandbox, &container(1), &pod]);
+    crictl(&["start", &again]);
+    let state = crictl(&[
+        "inspect",
+        "--output",
+        "go-template",
+        "--template",
+        "{{.status.state}}",
+        &again,
+    ]);
+    assert_eq!(state, "CONTAINER_RUNNING");
+}

@@ -109,11 +109,46 @@ pub struct Inventory {
     pub sandboxes: Vec<PodSandbox>,
     /// The image store's file system, when the runtime could measure it.
     pub image_fs: Option<FsUsage>,
-    /// The engine API version spoken (Docker: `1.41`): what `docker system
+    /// The engine API version spoken (Docker: 1.41): what `docker system
     /// prune` does depends on it. `None` where it does not matter.
-    pub api_version: Option<String>,
+    pub api_version: Option<ApiVersion>,
     /// How the engine keeps its images, where its own prune depends on it.
     pub image_store: ImageStore,
+}
+
+/// An engine API version, `major.minor`, compared by number (1.9 is
+/// older than 1.41, which is older than 1.100).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ApiVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl ApiVersion {
+    #[must_use]
+    pub const fn new(major: u32, minor: u32) -> Self {
+        Self { major, minor }
+    }
+
+    /// `1.41` as a version; `None` for anything else.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        let (major, minor) = text.split_once('.')?;
+        Some(Self::new(major.parse().ok()?, minor.parse().ok()?))
+    }
+}
+
+/// Written as the engine writes it: `"1.41"`.
+impl Serialize for ApiVersion {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl fmt::Display for ApiVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
 }
 
 /// How an engine keeps its images: what a prune of its own does differs
@@ -491,6 +526,16 @@ mod tests {
             "k8s.io/0123456789ab"
         );
         assert_eq!(short_id("k8s.io/0123456789abcdef"), "k8s.io/0123456789ab");
+    }
+
+    #[test]
+    fn api_versions_compare_by_number() {
+        let v = |t| ApiVersion::parse(t).unwrap();
+        assert!(v("1.9") < v("1.41") && v("1.41") < v("1.100") && v("1.100") < v("2.0"));
+        assert_eq!(v("1.42"), ApiVersion::new(1, 42));
+        assert_eq!(ApiVersion::parse("x"), None);
+        assert_eq!(ApiVersion::parse("1"), None);
+        assert_eq!(v("1.55").to_string(), "1.55");
     }
 
     #[test]

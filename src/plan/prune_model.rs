@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use crate::inventory::uses::{ContainerUse, ImageUses, VolumeAndNetworkUses, image_depths};
-use crate::inventory::{ContainerState, ImageStore, Inventory, Kind};
+use crate::inventory::{ApiVersion, ContainerState, ImageStore, Inventory, Kind};
 
 /// What the command does with one object, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,10 +100,7 @@ pub fn docker_system_prune(inv: &Inventory, volumes: bool) -> HashMap<(Kind, Str
     // CLI's prune removes anonymous volumes only unless `--all` (moby
     // `api/server/router/volume/volume_routes.go`, `postVolumesPrune`:
     // before 1.42 the `all` filter is implied); 1.41 removes named ones too.
-    let named_too = inv
-        .api_version
-        .as_deref()
-        .is_none_or(|v| !at_least(v, 1, 42));
+    let named_too = inv.api_version.is_none_or(|v| v < ApiVersion::new(1, 42));
     for v in &inv.volumes {
         let verdict = if !volumes {
             Verdict::keeps("volumes are pruned only with --volumes")
@@ -505,15 +502,6 @@ fn stopped(state: ContainerState) -> bool {
     )
 }
 
-/// Whether API `version` (`1.41`) is at least `major.minor`.
-fn at_least(version: &str, major: u32, minor: u32) -> bool {
-    let mut parts = version.split('.').map(str::parse::<u32>);
-    match (parts.next(), parts.next()) {
-        (Some(Ok(a)), Some(Ok(b))) => (a, b) >= (major, minor),
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -621,7 +609,7 @@ mod tests {
                     in_use: false,
                 },
             ],
-            api_version: Some(api.into()),
+            api_version: crate::inventory::ApiVersion::parse(api),
             ..Inventory::default()
         }
     }
@@ -1029,11 +1017,5 @@ mod tests {
             v[&(Kind::Container, "default/other".into())].why,
             "not in k8s.io"
         );
-    }
-
-    #[test]
-    fn api_versions_compare_by_number() {
-        assert!(at_least("1.42", 1, 42) && at_least("1.100", 1, 42) && at_least("2.0", 1, 42));
-        assert!(!at_least("1.41", 1, 42) && !at_least("1.9", 1, 42) && !at_least("x", 1, 42));
     }
 }

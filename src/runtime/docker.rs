@@ -467,11 +467,8 @@ impl DockerRuntime {
 /// Whether `/system/df` in API `version` ignores `type=build-cache` and
 /// sizes every image, container and volume: before 1.42.
 fn df_sizes_everything(version: &str) -> bool {
-    let mut parts = version.split('.').map(str::parse::<u32>);
-    match (parts.next(), parts.next()) {
-        (Some(Ok(major)), Some(Ok(minor))) => (major, minor) < (1, 42),
-        _ => false,
-    }
+    crate::inventory::ApiVersion::parse(version)
+        .is_some_and(|v| v < crate::inventory::ApiVersion::new(1, 42))
 }
 
 impl Engine for DockerRuntime {
@@ -525,7 +522,9 @@ impl Engine for DockerRuntime {
             build_cache,
             sandboxes,
             image_fs,
-            api_version: Some(self.docker.client_version().to_string()),
+            api_version: crate::inventory::ApiVersion::parse(
+                &self.docker.client_version().to_string(),
+            ),
             image_store: if self.containerd_store {
                 crate::inventory::ImageStore::Containerd
             } else {

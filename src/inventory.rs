@@ -4,7 +4,7 @@
 //! every quirk at that boundary; nothing here knows bollard or containerd.
 //! The planner reads it and never touches a runtime.
 
-mod refs;
+pub mod refs;
 pub mod uses;
 
 use std::collections::BTreeMap;
@@ -13,6 +13,8 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+/// Parsing image references: one place for the whole crate.
+pub use refs as references;
 pub use refs::reference_forms;
 
 /// The kinds of object safeprune decides over, in removal order.

@@ -4,6 +4,55 @@
 //! a keep pattern must match either way, so each reference is tried with and
 //! without Docker Hub's implicit prefixes.
 
+/// The repository `reference` names: what comes before its digest (`@`) or
+/// its tag (a `:` after the last `/`; one before it is a registry's
+/// port). `app:1` and `app@sha256:…` name `app`; `localhost:5000/app`
+/// names itself.
+#[must_use]
+pub fn repository(reference: &str) -> &str {
+    split(reference).0
+}
+
+/// The tag of `reference`, if it has one (`1` of `app:1`).
+#[must_use]
+pub fn tag(reference: &str) -> Option<&str> {
+    match split(reference).1 {
+        Some((':', tag)) => Some(tag),
+        _ => None,
+    }
+}
+
+/// Whether `reference` is a digest reference (`app@sha256:…`).
+#[must_use]
+pub fn is_digest(reference: &str) -> bool {
+    reference.contains('@')
+}
+
+/// `reference` in its fullest spelling, as dockerd and containerd store
+/// it: `app:1` is `docker.io/library/app:1`.
+#[must_use]
+pub fn fullest(reference: &str) -> String {
+    reference_forms(reference)
+        .into_iter()
+        .max_by_key(String::len)
+        .unwrap_or_else(|| reference.to_owned())
+}
+
+/// The repository and, after it, `(':' or '@', tag or digest)`.
+fn split(reference: &str) -> (&str, Option<(char, &str)>) {
+    if let Some((name, digest)) = reference.split_once('@') {
+        return (name, Some(('@', digest)));
+    }
+    let slash = reference.rfind('/').map_or(0, |i| i + 1);
+    match reference[slash..].rfind(':') {
+        Some(colon) => (
+            &reference[..slash + colon],
+            Some((':', &reference[slash + colon + 1..])),
+        ),
+        None => (reference, None),
+    }
+}
+
 /// Every form of `reference`: as given, without `docker.io/` or
 /// `docker.io/library/`, and with them when it names a Docker Hub image.
 #[must_use]
@@ -44,6 +93,28 @@ fn is_docker_hub(reference: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reference_splits_into_repository_and_tag_or_digest() {
+        assert_eq!(repository("app:1"), "app");
+        assert_eq!(tag("app:1"), Some("1"));
+        assert_eq!(repository("app@sha256:abc"), "app");
+        assert_eq!(tag("app@sha256:abc"), None);
+        assert!(is_digest("app@sha256:abc") && !is_digest("app:1"));
+        assert_eq!(repository("localhost:5000/app"), "localhost:5000/app");
+        assert_eq!(tag("localhost:5000/app"), None);
+        assert_eq!(repository("localhost:5000/app:2"), "localhost:5000/app");
+        assert_eq!(
+            repository("registry.k8s.io/pause:3.6"),
+            "registry.k8s.io/pause"
+        );
+        assert_eq!(fullest("app:1"), "docker.io/library/app:1");
+        assert_eq!(fullest("zed/used:1"), "docker.io/zed/used:1");
+        assert_eq!(
+            fullest("registry.k8s.io/pause:3.6"),
+            "registry.k8s.io/pause:3.6"
+        );
+    }
 
     #[test]
     fn short_hub_name_gains_both_prefixes() {

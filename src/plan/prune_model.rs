@@ -335,30 +335,7 @@ fn is_single_reference(names: &[(String, &String)]) -> bool {
     repositories == [single]
 }
 
-fn is_digest(name: &str) -> bool {
-    name.contains('@')
-}
-
-/// A reference's repository: before `@`, or before the tag's colon (one
-/// after the last slash).
-fn repository_of(name: &str) -> &str {
-    if let Some((repo, _)) = name.split_once('@') {
-        return repo;
-    }
-    let slash = name.rfind('/').map_or(0, |i| i + 1);
-    match name[slash..].rfind(':') {
-        Some(colon) => &name[..slash + colon],
-        None => name,
-    }
-}
-
-/// A reference as dockerd stores it: `app:1` is `docker.io/library/app:1`.
-fn full_name(name: &str) -> String {
-    crate::inventory::reference_forms(name)
-        .into_iter()
-        .max_by_key(String::len)
-        .unwrap_or_else(|| name.to_owned())
-}
+use crate::inventory::refs::{fullest as full_name, is_digest, repository as repository_of};
 
 /// The namespace kubelet's CRI keeps its objects in, the one both
 /// containerd commands act on here.

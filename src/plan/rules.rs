@@ -15,7 +15,7 @@ use crate::inventory::uses::{
 };
 use crate::inventory::{
     BuildCacheEntry, Container, FsUsage, Image, Inventory, Kind, Network, PodSandbox, Use,
-    UseSource, Volume, reference_forms, short_id,
+    UseSource, Volume, reference_forms, refs, short_id,
 };
 use crate::policy::{Age, ImageMode, Policy};
 
@@ -643,20 +643,11 @@ fn most_recent_of_each_repository(
 /// The repository a reference names, in its fullest spelling
 /// (`docker.io/library/app` for `app:1`); `None` for an id.
 fn repository(reference: &str) -> Option<String> {
-    let name = if let Some((name, _)) = reference.split_once('@') {
-        name
-    } else {
-        // A tag follows the last colon after the last slash.
-        let slash = reference.rfind('/').map_or(0, |i| i + 1);
-        match reference[slash..].rfind(':') {
-            Some(colon) => &reference[..slash + colon],
-            None => reference,
-        }
-    };
+    let name = refs::repository(reference);
     if name.is_empty() || name.starts_with("sha256:") {
         return None;
     }
-    reference_forms(name).into_iter().max_by_key(String::len)
+    Some(refs::fullest(name))
 }
 
 fn volume(v: &Volume, users: &Holders, policy: &Policy, now: DateTime<Utc>) -> Decision {

@@ -7,7 +7,7 @@ use chrono::SecondsFormat;
 
 use super::Report;
 use crate::execute::RemovalResult;
-use crate::inventory::{Kind, short_id};
+use crate::inventory::{Kind, refs, short_id};
 use crate::plan::{Action, Rule};
 
 /// Sizes as Docker prints them: decimal units, one decimal place.
@@ -77,14 +77,8 @@ fn name(name: &str, refs: Option<&[String]>) -> String {
 pub(super) fn compact_refs(refs: &[String]) -> Option<String> {
     let mut repos: Vec<(&str, Vec<&str>)> = Vec::new();
     for reference in refs.iter().filter(|r| !r.contains('@')) {
-        // A tag follows the last ':' after the last '/' (a registry port
-        // comes before a '/').
-        let slash = reference.rfind('/').map_or(0, |i| i + 1);
-        let (repo, tag) = match reference[slash..].rfind(':') {
-            Some(colon) => reference.split_at(slash + colon),
-            None => (reference.as_str(), ""),
-        };
-        let tag = tag.trim_start_matches(':');
+        let repo = refs::repository(reference);
+        let tag = refs::tag(reference).unwrap_or_default();
         match repos.iter_mut().find(|(r, _)| *r == repo) {
             Some((_, tags)) => tags.push(tag),
             None => repos.push((repo, vec![tag])),

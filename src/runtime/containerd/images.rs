@@ -14,7 +14,7 @@ use containerd_client::services::v1::{Image as ImageRecord, Info};
 
 use super::convert::{NamespaceData, label, qualified, timestamp};
 use crate::inventory::Image;
-use crate::inventory::reference_forms;
+use crate::inventory::{reference_forms, refs};
 
 /// containerd 1.6.22+ and 1.7.3+ pin the sandbox image with this label.
 const LABEL_PINNED: &str = "io.cri-containerd.pinned";
@@ -96,7 +96,7 @@ fn image(
             digests.insert(name.to_owned());
         } else {
             tags.insert(name.to_owned());
-            digests.insert(format!("{}@{digest}", repository(name)));
+            digests.insert(format!("{}@{digest}", refs::repository(name)));
         }
     }
     let named_in = |forms: &BTreeSet<String>| {
@@ -129,15 +129,6 @@ fn image(
         cri_pinned,
         unique_size: None,
         recorded_use: None,
-    }
-}
-
-/// The repository of `repo:tag`; a `:` after the last `/` starts the tag,
-/// one before it is a registry port.
-fn repository(name: &str) -> &str {
-    match name.rsplit_once(':') {
-        Some((repo, tag)) if !tag.contains('/') => repo,
-        _ => name,
     }
 }
 

@@ -13,7 +13,9 @@ use bollard::models::{
 };
 use chrono::{DateTime, Datelike, Utc};
 
-use crate::inventory::{Container, ContainerState, Image, Labels, Network, PodIdentity, Volume};
+use crate::inventory::{
+    Container, ContainerState, Image, Labels, Network, PodIdentity, Volume, refs,
+};
 
 /// cri-dockerd's labels (`core/docker_service.go`, `core/sandbox_helpers.go`).
 pub(super) const LABEL_DOCKER_TYPE: &str = "io.kubernetes.docker.type";
@@ -113,10 +115,8 @@ pub(super) fn is_single_repository(refs: &[String]) -> bool {
     let mut repository = None;
     let mut tags = 0;
     for reference in refs {
-        let (name, is_tag) = match reference.split_once('@') {
-            Some((name, _digest)) => (name, false),
-            None => (tag_repository(reference), true),
-        };
+        let name = refs::repository(reference);
+        let is_tag = !refs::is_digest(reference);
         tags += usize::from(is_tag);
         if tags > 1 || repository.is_some_and(|r| r != name) {
             return false;
@@ -124,15 +124,6 @@ pub(super) fn is_single_repository(refs: &[String]) -> bool {
         repository = Some(name);
     }
     true
-}
-
-/// The repository of `name:tag`: everything before the tag's colon, which
-/// comes after the last `/` (a registry's port does not).
-fn tag_repository(reference: &str) -> &str {
-    match reference.rsplit_once(':') {
-        Some((name, tag)) if !tag.contains('/') => name,
-        _ => reference,
-    }
 }
 
 fn container_state(state: Option<&ContainerSummaryStateEnum>) -> ContainerState {

@@ -201,17 +201,6 @@ fn records_of_a_target_are_sorted_by_name() {
 }
 
 #[test]
-fn repositories_keep_registry_ports() {
-    assert_eq!(
-        repository("docker.io/library/busybox:1.36"),
-        "docker.io/library/busybox"
-    );
-    assert_eq!(repository("localhost:5000/app:1"), "localhost:5000/app");
-    assert_eq!(repository("localhost:5000/app"), "localhost:5000/app");
-    assert_eq!(repository("plain"), "plain");
-}
-
-#[test]
 fn content_is_counted_once_and_missing_children_cost_nothing() {
     let index = "sha256:index";
     let other_manifest = "sha256:m2";

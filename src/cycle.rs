@@ -359,8 +359,9 @@ fn configured(path: &str) -> Option<&Path> {
 /// use). A history that cannot be read or written costs precision, never
 /// the run: it is logged.
 async fn record_image_uses(runtime: &Runtime, inventory: &mut Inventory, state_dir: &Path) {
-    // What the engine still remembers since the last record (read before
-    // the lock: the engine may take its time).
+    // What the engine still remembers since the last record, read before
+    // the history's own lock (`state_dir/image-usage.lock`) is taken: the
+    // engine may take its time, and the daemon's follower writes meanwhile.
     let (history, _) = History::load(state_dir);
     let read_from = Utc::now();
     let uses = runtime.image_uses(history.events_until).await;

@@ -149,7 +149,7 @@ async fn build_cache(e: &PrivateDockerd) -> Vec<Value> {
 
 /// The names of `ids` in `objects`, by kind, sorted (a multiset: several
 /// anonymous volumes share a name).
-fn names(
+pub(super) fn names(
     objects: &BTreeMap<(String, String), BTreeSet<String>>,
     ids: impl IntoIterator<Item = (String, String)>,
 ) -> Vec<(String, String)> {
@@ -169,7 +169,8 @@ fn names(
     out
 }
 
-fn listed(comparison: &Value, list: &str) -> Vec<(String, String)> {
+/// `(kind, id)` of every entry of list `list` of a comparison.
+pub(super) fn listed(comparison: &Value, list: &str) -> Vec<(String, String)> {
     comparison[list]
         .as_array()
         .unwrap()

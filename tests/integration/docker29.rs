@@ -10,6 +10,8 @@
 //! they were skipped and pass.
 
 use crate::util;
+// The comparison's helpers, as the 20.10 twin-engine test reads it.
+use super::compare_prune::{listed, names as named};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -799,42 +801,6 @@ async fn objects(e: &PrivateDockerd29) -> BTreeMap<(String, String), BTreeSet<St
         );
     }
     all
-}
-
-/// `(kind, name)` of each of `keys` in `objects`, sorted (a multiset).
-fn named(
-    objects: &BTreeMap<(String, String), BTreeSet<String>>,
-    keys: impl IntoIterator<Item = (String, String)>,
-) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = keys
-        .into_iter()
-        .flat_map(|key| {
-            let names = objects
-                .get(&key)
-                .unwrap_or_else(|| panic!("{key:?} is not on the engine"));
-            names
-                .iter()
-                .map(|n| (key.0.clone(), n.clone()))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-/// `(kind, id)` of every entry of list `list` of a comparison.
-fn listed(comparison: &Value, list: &str) -> Vec<(String, String)> {
-    comparison[list]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| {
-            (
-                d["kind"].as_str().unwrap().to_owned(),
-                d["id"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
 }
 
 /// Where the prediction and the real command part; digests written

@@ -12,7 +12,7 @@
 //! Everything the fixtures create carries the label `safeprune.test=<scope>`
 //! with the engine's own scope.
 
-mod daemon;
+pub(in crate::util) mod daemon;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;

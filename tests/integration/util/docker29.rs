@@ -31,11 +31,12 @@ use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use bollard::{API_DEFAULT_VERSION, Docker};
+use bollard::Docker;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::docker::PrivateDockerd;
+use super::docker::daemon::{await_dockerd, isolation_flags};
 use super::engine::EngineProcess;
 use super::{Skipped, test_runtime};
 
@@ -311,31 +312,10 @@ async fn launch(
         d("dockerd.pid"),
         "-H".to_owned(),
         endpoint.to_owned(),
-        // As `docker/daemon.rs`: nothing of the host's network.
-        "--bridge=none".to_owned(),
-        "--iptables=false".to_owned(),
-        "--ip6tables=false".to_owned(),
-        "--ip-masq=false".to_owned(),
-        "--ip-forward=false".to_owned(),
-        "--userland-proxy=false".to_owned(),
-        "--cgroup-parent".to_owned(),
-        format!("/{}", process.scope()),
-    ];
+    ]
+    .into_iter()
+    .chain(isolation_flags(process))
+    .collect::<Vec<_>>();
     process.launch(EXEC, args);
-    let socket = process.path("docker.sock");
-    process
-        .await_answer(async || {
-            if !socket.exists() {
-                return None;
-            }
-            let docker =
-                Docker::connect_with_unix(&socket.to_string_lossy(), 30, API_DEFAULT_VERSION)
-                    .ok()?
-                    .negotiate_version()
-                    .await
-                    .ok()?;
-            docker.ping().await.ok()?;
-            Some(docker)
-        })
-        .await
+    await_dockerd(process).await
 }

@@ -41,7 +41,7 @@ pub(super) fn clear_runtime_state(process: &EngineProcess) {
 /// returns a client on it.
 pub(super) async fn launch(process: &mut EngineProcess) -> Docker {
     let d = |name: &str| process.path(name).to_string_lossy().into_owned();
-    let args = [
+    let args: Vec<String> = [
         "--config-file".to_owned(),
         d("daemon.json"),
         "--data-root".to_owned(),
@@ -52,27 +52,40 @@ pub(super) async fn launch(process: &mut EngineProcess) -> Docker {
         d("dockerd.pid"),
         "-H".to_owned(),
         endpoint(process),
-        // Nothing of the host's network: no default bridge, no iptables
-        // rules, no forwarding (the namespace is private anyway).
+    ]
+    .into_iter()
+    .chain(isolation_flags(process))
+    .collect::<Vec<_>>();
+    process.launch(EXEC, &args);
+    await_dockerd(process).await
+}
+
+/// dockerd's flags that keep it to itself: nothing of the host's network
+/// (no default bridge, no iptables rules, no forwarding; the namespace is
+/// private anyway), and container cgroups in a tree of our own, which the
+/// teardown removes (a killed engine leaves them behind).
+pub(in crate::util) fn isolation_flags(process: &EngineProcess) -> Vec<String> {
+    vec![
         "--bridge=none".to_owned(),
         "--iptables=false".to_owned(),
         "--ip6tables=false".to_owned(),
         "--ip-masq=false".to_owned(),
         "--ip-forward=false".to_owned(),
         "--userland-proxy=false".to_owned(),
-        // Container cgroups in a tree of our own, which the teardown
-        // removes: a killed engine leaves them behind.
         "--cgroup-parent".to_owned(),
         format!("/{}", process.scope()),
-    ];
-    process.launch(EXEC, args);
+    ]
+}
+
+/// Waits until the dockerd of `process` answers on its socket; returns a
+/// client negotiated down to the engine's API version.
+pub(in crate::util) async fn await_dockerd(process: &mut EngineProcess) -> Docker {
     let socket = process.path("docker.sock");
     process
         .await_answer(async || {
             if !socket.exists() {
                 return None;
             }
-            // Negotiated down to the engine's API version.
             let docker =
                 Docker::connect_with_unix(&socket.to_string_lossy(), 30, API_DEFAULT_VERSION)
                     .ok()?

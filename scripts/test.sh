@@ -22,7 +22,7 @@ if [ -d "$runtimes_src" ]; then
   export SAFEPRUNE_TEST_RUNTIMES="$runtimes_dir"
   echo "test: SAFEPRUNE_TEST_RUNTIMES=$runtimes_dir (from $runtimes_src)" >&2
 else
-  echo "test: no $runtimes_src: the tests of newer runtimes (containerd 2.3.4) are skipped" >&2
+  echo "test: no $runtimes_src: the tests of newer runtimes (containerd 2.3.4, crictl, Docker 29) are skipped" >&2
 fi
 
 cargo fmt --check

@@ -376,13 +376,25 @@ async fn removing_only_the_reference_natively_leaves_the_image_under_its_id() {
     let pod = pod_mounting_data(&containerd, &data).await;
     containerd.ctr_ok(CRI_NAMESPACE, &["images", "rm", DATA]);
     // The CRI plugin's own record, named by the id, keeps the image: CRI
-    // lists it untagged, and it still mounts by id, no longer by name.
-    let listed = containerd.cri_images().await;
-    let image = listed
-        .iter()
-        .find(|i| i.id == data.config_digest)
-        .expect("the image, by its id");
-    assert!(image.repo_tags.is_empty(), "{:?}", image.repo_tags);
+    // lists it untagged (once it has the deletion's event: a moment after
+    // the native delete), and it still mounts by id, no longer by name.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed = containerd.cri_images().await;
+        let image = listed
+            .iter()
+            .find(|i| i.id == data.config_digest)
+            .expect("the image, by its id");
+        if image.repo_tags.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "CRI still lists {:?} 10 s after their removal",
+            image.repo_tags
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let by_id = containerd.recreate_image_volume_container(&pod, 1).await;
     assert!(by_id.is_ok(), "{by_id:?}");
     let by_name = PodContainer {

@@ -369,12 +369,7 @@ async fn safeprune_keeps_a_parent_in_use_and_removes_an_unused_chain_children_fi
     );
     let (code, plan) = cli.json(&["plan", "--output", "json"]);
     assert_eq!(code, Some(0), "{plan}");
-    let base = plan["decisions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["name"] == "base:1")
-        .expect("base:1 decided");
+    let base = util::node::decision_named(&plan, "base:1");
     assert_eq!(base["rule"], "in_use", "{base}");
     assert_eq!(
         base["detail"], "image committed:1 is built on it and is kept (in_use)",

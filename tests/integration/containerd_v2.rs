@@ -562,12 +562,7 @@ async fn an_image_a_live_pod_mounts_is_kept_and_the_pods_container_restarts_afte
     );
     let (code, report) = cli.json(&["run", "--output", "json"]);
     assert_eq!(code, Some(0), "{report}");
-    let decision = report["decisions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["name"] == DATA)
-        .unwrap_or_else(|| panic!("{DATA} decided: {report}"));
+    let decision = util::node::decision_named(&report, DATA);
     assert_eq!(decision["rule"], "in_use", "{decision}");
     assert!(
         decision["detail"]
@@ -615,12 +610,7 @@ async fn the_sandbox_image_is_kept_by_the_runtimes_pin_whatever_its_name() {
         );
         let (code, report) = cli.json(&["run", "--output", "json"]);
         assert_eq!(code, Some(0), "{version:?}: {report}");
-        let pause = report["decisions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["name"] == SANDBOX_IMAGE)
-            .unwrap_or_else(|| panic!("{version:?}: the sandbox image decided: {report}"));
+        let pause = util::node::decision_named(&report, SANDBOX_IMAGE);
         assert_eq!(pause["rule"], "pinned", "{version:?}: {pause}");
         assert!(
             containerd
@@ -707,12 +697,7 @@ async fn a_pod_crictl_made_with_an_image_volume_restarts_after_a_run() {
     );
     let (code, report) = cli.json(&["run", "--output", "json"]);
     assert_eq!(code, Some(0), "{report}");
-    let kept = report["decisions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["name"] == DATA)
-        .unwrap_or_else(|| panic!("{DATA} decided: {report}"));
+    let kept = util::node::decision_named(&report, DATA);
     assert_eq!(kept["rule"], "in_use", "{kept}");
     assert!(
         crictl(&["images", "--quiet"]).contains(data.config_digest.trim_start_matches("sha256:")),

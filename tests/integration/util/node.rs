@@ -203,21 +203,27 @@ pub fn run(args: &[&str]) -> Output {
 
 /// The decision on object `id` in a JSON report.
 pub fn decision<'a>(report: &'a Value, id: &str) -> &'a Value {
-    find(report, "decisions", id)
+    find(report, "decisions", "id", id)
+}
+
+/// The decision on the object named `name` (an image by its first
+/// reference) in a JSON report.
+pub fn decision_named<'a>(report: &'a Value, name: &str) -> &'a Value {
+    find(report, "decisions", "name", name)
 }
 
 /// The outcome of removing object `id` in a JSON report.
 pub fn outcome<'a>(report: &'a Value, id: &str) -> &'a Value {
-    find(report, "outcomes", id)
+    find(report, "outcomes", "id", id)
 }
 
-fn find<'a>(report: &'a Value, list: &str, id: &str) -> &'a Value {
+fn find<'a>(report: &'a Value, list: &str, key: &str, value: &str) -> &'a Value {
     report[list]
         .as_array()
         .unwrap_or_else(|| panic!("no {list} in {report:#}"))
         .iter()
-        .find(|d| d["id"] == id)
-        .unwrap_or_else(|| panic!("no {list} entry for {id} in {report:#}"))
+        .find(|d| d[key] == value)
+        .unwrap_or_else(|| panic!("no {list} entry with {key} {value} in {report:#}"))
 }
 
 /// The first half of a run, for tests that change the node before the

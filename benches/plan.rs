@@ -110,6 +110,7 @@ fn node(containers: usize) -> Inventory {
             cri_pinned: false,
             unique_size: None,
             recorded_use: None,
+            first_seen: None,
         });
     }
     // As the adapters give them: sorted by id (a volume's is its name).

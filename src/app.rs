@@ -114,13 +114,15 @@ fn same_runtime(
     command: crate::report::compare::Command,
     runtime: RuntimeKind,
 ) -> Result<(), AppError> {
-    if command.runtime() == runtime {
+    let runtimes = command.runtimes();
+    if runtimes.contains(&runtime) {
         return Ok(());
     }
+    let names: Vec<&str> = runtimes.iter().map(|r| r.as_str()).collect();
     Err(AppError::Usage(format!(
         "--compare {} models a {} node; this one runs {runtime} (nothing written, nothing removed)",
         command.name(),
-        command.runtime(),
+        names.join(" or "),
     )))
 }
 

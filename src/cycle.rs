@@ -14,7 +14,7 @@ use chrono::Utc;
 use crate::error::AppError;
 use crate::execute::{Outcome, execute};
 use crate::history::{self, Found, History};
-use crate::inventory::{Inventory, RuntimeKind};
+use crate::inventory::{Image, Inventory, RuntimeKind};
 use crate::output::{Chain, eprint_lossy};
 use crate::plan::{Plan, plan};
 use crate::policy::Policy;
@@ -58,7 +58,10 @@ impl Node {
             runtime
         };
         let mut inventory = runtime.inventory().await?;
-        if policy.images.disk.is_some() || policy.images.keep_recent > 0 {
+        // An image the runtime says nothing of when it came is as old as
+        // its first sighting, which only the history knows.
+        let undated = policy.images.enabled && inventory.images.iter().any(Image::arrival_unknown);
+        if policy.images.disk.is_some() || policy.images.keep_recent > 0 || undated {
             record_image_uses(&runtime, &mut inventory, &policy.state_dir).await;
         }
         tracing::info!(

@@ -22,7 +22,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use serde::Serialize;
 
-use crate::inventory::Kind;
+use crate::inventory::{Inventory, Kind, Use};
 use crate::output::Chain;
 use crate::plan::{self, Action, Decision, Plan};
 use crate::policy::Policy;
@@ -331,7 +331,7 @@ async fn recheck<'a, E: Engine>(
             None,
         );
     };
-    let fresh = match answer {
+    let mut fresh = match answer {
         Ok(fresh) => fresh,
         Err(e) => {
             let cause = Chain(&e).to_string();
@@ -344,6 +344,7 @@ async fn recheck<'a, E: Engine>(
             return (failed, Some(cause));
         }
     };
+    keep_planned_uses(&mut fresh, batch);
     let now = plan::recheck(kind, &ids, &fresh, policy, Utc::now());
     let checked = batch
         .iter()
@@ -370,6 +371,32 @@ async fn recheck<'a, E: Engine>(
         })
         .collect();
     (checked, None)
+}
+
+/// Gives each image of a re-check the last use its plan saw, as a floor:
+/// what the usage history in `state_dir` adds (recorded uses, the first
+/// sighting of an image the runtime gives no time for) is not re-read by an
+/// engine's re-check, and an image without it would look unknown, so young.
+/// A later use the re-check finds still wins.
+fn keep_planned_uses(fresh: &mut Inventory, batch: &[&Decision]) {
+    for image in &mut fresh.images {
+        let planned = batch
+            .iter()
+            .find(|d| d.kind == Kind::Image && d.id == image.id)
+            .and_then(|d| {
+                Some(Use {
+                    at: d.last_used?,
+                    source: d.last_used_source?,
+                })
+            });
+        if let Some(planned) = planned
+            && image
+                .recorded_use
+                .is_none_or(|u| (u.at, u.source) < (planned.at, planned.source))
+        {
+            image.recorded_use = Some(planned);
+        }
+    }
 }
 
 /// The deletions of `kind` in the order they go, how many may be in flight

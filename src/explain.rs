@@ -166,6 +166,7 @@ mod tests {
                 pinned: false,
                 unique_size: None,
                 recorded_use: None,
+                first_seen: None,
             }],
             ..Inventory::default()
         };

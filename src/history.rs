@@ -40,6 +40,12 @@ pub struct History {
     pub events_until: Option<DateTime<Utc>>,
     /// By image id.
     pub images: BTreeMap<String, Entry>,
+    /// When each image now on the node was first seen there, by image id:
+    /// the age of an image the runtime gives no pull or tag time for (CRI;
+    /// `docker load` on Docker's overlay2 store). Absent from files older
+    /// safeprunes wrote: every image is then first seen now.
+    #[serde(default)]
+    pub first_seen: BTreeMap<String, DateTime<Utc>>,
 }
 
 /// One image's last recorded use, and when it was last seen on the node.
@@ -114,11 +120,17 @@ impl History {
         }
     }
 
-    /// Marks the images of `inventory` as seen `now`, forgets those gone
-    /// for [`FORGET_AFTER`], and keeps at most [`MAX_ENTRIES`] (the most
-    /// recently seen).
+    /// Marks the images of `inventory` as seen `now` (first seen, for those
+    /// new to it), forgets those gone for [`FORGET_AFTER`], and keeps at
+    /// most [`MAX_ENTRIES`] uses (the most recently seen).
     pub fn prune(&mut self, inventory: &Inventory, now: DateTime<Utc>) {
         let present: HashSet<&str> = inventory.images.iter().map(|i| i.id.as_str()).collect();
+        // An image gone and back (pulled again) is first seen again.
+        self.first_seen
+            .retain(|id, _| present.contains(id.as_str()));
+        for id in &present {
+            self.first_seen.entry((*id).to_owned()).or_insert(now);
+        }
         for (id, entry) in &mut self.images {
             if present.contains(id.as_str()) {
                 entry.seen = now;
@@ -135,9 +147,13 @@ impl History {
         }
     }
 
-    /// Gives each image of `inventory` the use this history recorded.
+    /// Gives each image of `inventory` the use this history recorded, and
+    /// its first sighting where the runtime gives no pull or tag time.
     pub fn apply(&self, inventory: &mut Inventory) {
         for image in &mut inventory.images {
+            if image.arrival_unknown() {
+                image.first_seen = self.first_seen.get(&image.id).copied();
+            }
             if let Some(e) = self.images.get(&image.id) {
                 let recorded = Use {
                     at: e.at,
@@ -330,6 +346,45 @@ mod tests {
         for reference in ["app:2", "0123", "other/app:1"] {
             assert_eq!(image_id_of(&inv, reference), None, "{reference}");
         }
+    }
+
+    #[test]
+    fn an_image_without_a_tag_time_is_as_old_as_its_first_sighting() {
+        let mut h = History::empty();
+        let mut inv = node(&["loaded", "pulled", "built"]);
+        inv.images[0].tags = vec!["app:1".into()];
+        inv.images[0].created = Some(t(0));
+        inv.images[1].last_tagged = Some(t(1));
+        inv.images[2].created = Some(t(2));
+        h.prune(&inv, t(5));
+        // Seen again later: the first sighting stays.
+        h.prune(&inv, t(9));
+        h.apply(&mut inv);
+        assert_eq!(inv.images[0].first_seen, Some(t(5)));
+        // The runtime's own time says more: no sighting is given.
+        assert_eq!(inv.images[1].first_seen, None);
+        // A dangling image built here is as old as its build.
+        assert_eq!(inv.images[2].first_seen, None);
+        // Gone, then back: first seen again.
+        h.prune(&node(&["pulled"]), t(10));
+        h.prune(&inv, t(11));
+        let mut again = node(&["loaded"]);
+        again.images[0].tags = vec!["app:1".into()];
+        h.apply(&mut again);
+        assert_eq!(again.images[0].first_seen, Some(t(11)));
+    }
+
+    #[test]
+    fn a_file_without_first_sightings_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(FILE),
+            br#"{"version": 1, "events_until": null, "images": {}}"#,
+        )
+        .unwrap();
+        let (h, found) = History::load(dir.path());
+        assert_eq!(found, Found::Read);
+        assert!(h.first_seen.is_empty());
     }
 
     #[test]

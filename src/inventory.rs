@@ -75,6 +75,8 @@ impl fmt::Display for Kind {
 pub enum RuntimeKind {
     Docker,
     Containerd,
+    /// Any CRI runtime (CRI-O), through CRI alone.
+    Cri,
 }
 
 impl RuntimeKind {
@@ -84,6 +86,7 @@ impl RuntimeKind {
         match self {
             Self::Docker => "docker",
             Self::Containerd => "containerd",
+            Self::Cri => "cri",
         }
     }
 }
@@ -100,7 +103,8 @@ pub type Labels = BTreeMap<String, String>;
 /// Everything the planner needs to know about one node, taken at one moment.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Inventory {
-    /// Which runtime the snapshot came from: `docker` or `containerd`.
+    /// Which runtime the snapshot came from: `docker`, `containerd` or
+    /// `cri`.
     pub runtime: String,
     pub containers: Vec<Container>,
     pub images: Vec<Image>,
@@ -328,6 +332,11 @@ pub struct Image {
     /// Its latest use that safeprune recorded (the usage history): a
     /// container created or started from it since, perhaps, deleted.
     pub recorded_use: Option<Use>,
+    /// When safeprune first saw it on this node (the usage history), given
+    /// only where the runtime says nothing of when it came: CRI has no pull
+    /// or tag time, and `docker load` leaves Docker's `LastTagTime` zero.
+    /// An image just loaded counts as new, not as old as its build.
+    pub first_seen: Option<DateTime<Utc>>,
 }
 
 /// A use of an image, and what it was.
@@ -353,6 +362,9 @@ pub enum UseSource {
     ContainerStart,
     /// A container made from it exited.
     ContainerExit,
+    /// safeprune first saw it on the node, and the runtime says nothing
+    /// later (CRI; an image `docker load` brought).
+    FirstSeen,
 }
 
 impl UseSource {
@@ -365,6 +377,7 @@ impl UseSource {
             Self::ContainerCreate => "container create",
             Self::ContainerStart => "container start",
             Self::ContainerExit => "container exit",
+            Self::FirstSeen => "first seen by safeprune",
         }
     }
 }
@@ -419,6 +432,17 @@ impl Image {
     #[must_use]
     pub fn is_dangling(&self) -> bool {
         self.tags.is_empty()
+    }
+
+    /// Whether the runtime says nothing of when the image came to the
+    /// node: no pull or tag time, and either no time at all (CRI) or a
+    /// name it came with but no time for it (`docker load` on Docker's
+    /// overlay2 store leaves `LastTagTime` zero). Its build time then says
+    /// nothing: it is dated by safeprune's first sighting instead. A
+    /// dangling image Docker built here keeps its creation time.
+    #[must_use]
+    pub fn arrival_unknown(&self) -> bool {
+        self.last_tagged.is_none() && (self.created.is_none() || !self.tags.is_empty())
     }
 }
 

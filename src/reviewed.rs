@@ -73,6 +73,7 @@ pub fn endpoint(policy: &Policy, runtime: RuntimeKind) -> String {
     match runtime {
         RuntimeKind::Docker => policy.runtime.docker.endpoint.clone(),
         RuntimeKind::Containerd => policy.runtime.containerd.endpoint.clone(),
+        RuntimeKind::Cri => policy.runtime.cri.endpoint.clone(),
     }
 }
 

@@ -49,6 +49,7 @@ fn node() -> Inventory {
                 pinned: false,
                 unique_size: None,
                 recorded_use: None,
+                first_seen: None,
             })
             .collect(),
         volumes: ["vol-a", "vol-b"]

@@ -357,12 +357,19 @@ fn in_cri_namespace(id: &str) -> bool {
 /// definition's "made from", `inventory::uses`). Pod sandboxes are not
 /// containers to CRI, and an image mounted as a volume is no container's
 /// image: both go unless pinned. Containers are left alone, and
-/// namespaces other than `k8s.io` are not CRI's.
+/// namespaces other than `k8s.io` are not CRI's. On a CRI node every image
+/// and container is CRI's.
 #[must_use]
 pub fn crictl_rmi_prune(inv: &Inventory) -> HashMap<(Kind, String), Verdict> {
     let uses = ImageUses::new(&inv.containers, &inv.images);
+    // On a CRI node (`runtime.kind: cri`) everything listed is CRI's; on
+    // containerd, the CRI namespace's objects that CRI made.
+    let cri_node = inv.runtime == crate::inventory::RuntimeKind::Cri.as_str();
+    let in_cri_namespace = |id: &str| cri_node || in_cri_namespace(id);
     let is_cri_container = |c: &crate::inventory::Container| {
-        in_cri_namespace(&c.id) && c.labels.get(CRI_KIND).map(String::as_str) == Some("container")
+        cri_node
+            || (in_cri_namespace(&c.id)
+                && c.labels.get(CRI_KIND).map(String::as_str) == Some("container"))
     };
     let mut verdicts = HashMap::new();
     for c in &inv.containers {
@@ -919,6 +926,51 @@ mod tests {
             ],
             ..Inventory::default()
         }
+    }
+
+    #[test]
+    fn on_a_cri_node_crictl_prune_sees_every_image_and_container() {
+        // CRI-O: bare ids, no namespace, no CRI kind label.
+        let node = Inventory {
+            runtime: crate::inventory::RuntimeKind::Cri.as_str().into(),
+            containers: vec![crate::inventory::Container {
+                id: "c1".into(),
+                state: crate::inventory::ContainerState::Exited,
+                image_id: "aaaa".into(),
+                image_mounts: vec!["vvvv".into()],
+                ..crate::inventory::Container::default()
+            }],
+            images: vec![
+                Image {
+                    id: "aaaa".into(),
+                    ..Image::default()
+                },
+                Image {
+                    id: "pppp".into(),
+                    pinned: true,
+                    cri_pinned: true,
+                    ..Image::default()
+                },
+                Image {
+                    id: "vvvv".into(),
+                    ..Image::default()
+                },
+                Image {
+                    id: "uuuu".into(),
+                    ..Image::default()
+                },
+            ],
+            ..Inventory::default()
+        };
+        let v = crictl_rmi_prune(&node);
+        let mut want = ids(Kind::Image, &["uuuu", "vvvv"]);
+        want.sort();
+        assert_eq!(removed(&v), want);
+        assert!(
+            v[&(Kind::Image, "aaaa".into())]
+                .why
+                .starts_with("a CRI container was made from it")
+        );
     }
 
     #[test]

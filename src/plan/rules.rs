@@ -352,9 +352,9 @@ fn image(
 }
 
 /// The latest use of an image: the latest of its creation, its last pull
-/// or tag, the creation and exit of any container made from it or
-/// mounting it (deleted ones too: they were use), and the use the history
-/// recorded.
+/// or tag, its first sighting where the runtime gives no pull or tag time,
+/// the creation and exit of any container made from it or mounting it
+/// (deleted ones too: they were use), and the use the history recorded.
 fn last_use<'c>(i: &Image, users: impl Iterator<Item = &'c Container>) -> Option<Use> {
     let at = |at: Option<DateTime<Utc>>, source| at.map(|at| Use { at, source });
     users
@@ -367,6 +367,7 @@ fn last_use<'c>(i: &Image, users: impl Iterator<Item = &'c Container>) -> Option
         .chain([
             at(i.created, UseSource::Created),
             at(i.last_tagged, UseSource::PullOrTag),
+            at(i.first_seen, UseSource::FirstSeen),
             i.recorded_use,
         ])
         .flatten()

@@ -71,6 +71,7 @@ pub(super) fn image(id: &str, tags: &[&str], hours: i64) -> Image {
         pinned: false,
         unique_size: None,
         recorded_use: None,
+        first_seen: None,
     }
 }
 
@@ -435,6 +436,7 @@ fn odd_engine_data_does_not_panic() {
         pinned: false,
         unique_size: None,
         recorded_use: None,
+        first_seen: None,
     }];
     inv.sandboxes = vec![PodSandbox {
         id: String::new(),

@@ -62,6 +62,7 @@ pub struct RuntimeConfig {
     pub kind: RuntimeChoice,
     pub docker: DockerConfig,
     pub containerd: ContainerdConfig,
+    pub cri: CriConfig,
 }
 
 impl Default for RuntimeConfig {
@@ -70,17 +71,21 @@ impl Default for RuntimeConfig {
             kind: RuntimeChoice::Auto,
             docker: DockerConfig::default(),
             containerd: ContainerdConfig::default(),
+            cri: CriConfig::default(),
         }
     }
 }
 
-/// `runtime.kind`: one runtime, or `auto` (whichever answers).
+/// `runtime.kind`: one runtime, or `auto` (whichever answers: Docker, then
+/// containerd, then a CRI runtime at `runtime.cri.endpoint`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RuntimeChoice {
     Auto,
     Docker,
     Containerd,
+    /// Any CRI runtime (CRI-O) through CRI alone.
+    Cri,
 }
 
 impl RuntimeChoice {
@@ -91,6 +96,7 @@ impl RuntimeChoice {
             Self::Auto => "auto",
             Self::Docker => "docker",
             Self::Containerd => "containerd",
+            Self::Cri => "cri",
         }
     }
 
@@ -101,6 +107,7 @@ impl RuntimeChoice {
             Self::Auto => None,
             Self::Docker => Some(crate::inventory::RuntimeKind::Docker),
             Self::Containerd => Some(crate::inventory::RuntimeKind::Containerd),
+            Self::Cri => Some(crate::inventory::RuntimeKind::Cri),
         }
     }
 }
@@ -134,6 +141,22 @@ impl Default for ContainerdConfig {
         Self {
             endpoint: "/run/containerd/containerd.sock".to_owned(),
             namespaces: vec!["k8s.io".to_owned()],
+        }
+    }
+}
+
+/// `runtime.cri`: a CRI runtime's socket (`runtime.kind: cri`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CriConfig {
+    #[serde(deserialize_with = "endpoint")]
+    pub endpoint: String,
+}
+
+impl Default for CriConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: "unix:///var/run/crio/crio.sock".to_owned(),
         }
     }
 }

@@ -61,12 +61,15 @@ impl Command {
         }
     }
 
-    /// The runtime the command acts on.
+    /// The runtimes the command acts on: Docker's commands on Docker;
+    /// nerdctl on containerd; crictl on any CRI runtime, containerd's CRI
+    /// plugin included.
     #[must_use]
-    pub fn runtime(self) -> RuntimeKind {
+    pub fn runtimes(self) -> &'static [RuntimeKind] {
         match self {
-            Self::DockerPrune | Self::DockerPruneVolumes => RuntimeKind::Docker,
-            Self::NerdctlPrune | Self::CrictlPrune => RuntimeKind::Containerd,
+            Self::DockerPrune | Self::DockerPruneVolumes => &[RuntimeKind::Docker],
+            Self::NerdctlPrune => &[RuntimeKind::Containerd],
+            Self::CrictlPrune => &[RuntimeKind::Containerd, RuntimeKind::Cri],
         }
     }
 }

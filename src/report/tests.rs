@@ -67,6 +67,7 @@ fn sample_report(outcomes: Vec<Outcome>) -> Report {
                 pinned: false,
                 unique_size: None,
                 recorded_use: None,
+                first_seen: None,
             },
             Image {
                 cri_pinned: false,
@@ -80,6 +81,7 @@ fn sample_report(outcomes: Vec<Outcome>) -> Report {
                 pinned: false,
                 unique_size: None,
                 recorded_use: None,
+                first_seen: None,
             },
         ],
         sandboxes: vec![PodSandbox {

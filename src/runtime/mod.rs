@@ -6,7 +6,9 @@
 //! planner and executor use an in-memory engine instead.
 
 pub mod containerd;
+pub mod cri;
 pub mod docker;
+mod grpc;
 #[cfg(test)]
 pub mod memory;
 
@@ -274,6 +276,7 @@ pub trait Engine: Sync {
 pub enum Runtime {
     Docker(docker::DockerRuntime),
     Containerd(containerd::ContainerdRuntime),
+    Cri(cri::CriRuntime),
 }
 
 /// A connected runtime and why it was chosen, for the report.
@@ -285,7 +288,8 @@ pub struct Chosen {
 
 impl Runtime {
     /// Connects to the runtime the policy names. `auto` means Docker when its
-    /// socket answers, else containerd.
+    /// socket answers, else containerd, else a CRI runtime (CRI-O's socket
+    /// by default).
     ///
     /// # Errors
     /// The runtime does not answer (with `auto`: neither does).
@@ -298,8 +302,10 @@ impl Runtime {
                 &config.containerd.namespaces,
             )
         };
+        let cri = || cri::CriRuntime::connect(&config.cri.endpoint);
         let docker_endpoint = &config.docker.endpoint;
         let containerd_endpoint = &config.containerd.endpoint;
+        let cri_endpoint = &config.cri.endpoint;
         let chosen = match config.kind {
             RuntimeChoice::Docker => Chosen {
                 runtime: Self::Docker(docker().await?),
@@ -309,36 +315,71 @@ impl Runtime {
                 runtime: Self::Containerd(containerd().await?),
                 reason: format!("runtime.kind: containerd, at {containerd_endpoint}"),
             },
-            RuntimeChoice::Auto => match docker().await {
-                Ok(d) => Chosen {
-                    runtime: Self::Docker(d),
-                    reason: format!("auto: Docker answered at {docker_endpoint}"),
-                },
-                Err(docker_error) => match containerd().await {
-                    Ok(c) => Chosen {
-                        runtime: Self::Containerd(c),
-                        reason: format!(
-                            "auto: Docker did not answer at {docker_endpoint}; containerd answered at {containerd_endpoint}"
-                        ),
-                    },
-                    Err(containerd_error) => {
+            RuntimeChoice::Cri => {
+                let c = cri().await?;
+                let reason = format!("runtime.kind: cri, {} at {cri_endpoint}", c.name());
+                Chosen {
+                    runtime: Self::Cri(c),
+                    reason,
+                }
+            }
+            RuntimeChoice::Auto => {
+                let docker_error = match docker().await {
+                    Ok(d) => {
+                        return Ok(Self::chosen(Chosen {
+                            runtime: Self::Docker(d),
+                            reason: format!("auto: Docker answered at {docker_endpoint}"),
+                        }));
+                    }
+                    Err(e) => e,
+                };
+                let containerd_error = match containerd().await {
+                    Ok(c) => {
+                        return Ok(Self::chosen(Chosen {
+                            runtime: Self::Containerd(c),
+                            reason: format!(
+                                "auto: Docker did not answer at {docker_endpoint}; containerd answered at {containerd_endpoint}"
+                            ),
+                        }));
+                    }
+                    Err(e) => e,
+                };
+                match cri().await {
+                    Ok(c) => {
+                        let reason = format!(
+                            "auto: neither Docker at {docker_endpoint} nor containerd at {containerd_endpoint} answered; {} answered CRI at {cri_endpoint}",
+                            c.name()
+                        );
+                        Chosen {
+                            runtime: Self::Cri(c),
+                            reason,
+                        }
+                    }
+                    Err(cri_error) => {
                         return Err(RuntimeError::Unreachable {
-                            runtime: "docker or containerd",
-                            endpoint: format!("{docker_endpoint} or {containerd_endpoint}"),
-                            hint: "runtime.kind is auto and neither engine answered: is one running, and are the endpoints right?",
+                            runtime: "docker, containerd or a CRI runtime",
+                            endpoint: format!(
+                                "{docker_endpoint}, {containerd_endpoint} or {cri_endpoint}"
+                            ),
+                            hint: "runtime.kind is auto and no engine answered: is one running, and are the endpoints right?",
                             source: format!(
-                                "docker: {}; containerd: {}",
+                                "docker: {}; containerd: {}; cri: {}",
                                 Chain(&docker_error),
-                                Chain(&containerd_error)
+                                Chain(&containerd_error),
+                                Chain(&cri_error)
                             )
                             .into(),
                         });
                     }
-                },
-            },
+                }
+            }
         };
+        Ok(Self::chosen(chosen))
+    }
+
+    fn chosen(chosen: Chosen) -> Chosen {
         tracing::debug!(runtime = %chosen.runtime.kind(), reason = %chosen.reason, "runtime chosen");
-        Ok(chosen)
+        chosen
     }
 }
 
@@ -404,6 +445,7 @@ impl Runtime {
         match self {
             Self::Docker(d) => Self::Docker(d.measuring_image_fs()),
             Self::Containerd(c) => Self::Containerd(c.measuring_image_fs()),
+            Self::Cri(c) => Self::Cri(c.measuring_image_fs()),
         }
     }
 
@@ -415,6 +457,7 @@ impl Runtime {
         match self {
             Self::Docker(d) => Self::Docker(d.without_build_cache()),
             Self::Containerd(c) => Self::Containerd(c),
+            Self::Cri(c) => Self::Cri(c),
         }
     }
 
@@ -427,6 +470,7 @@ impl Runtime {
         match self {
             Self::Docker(d) => Self::Docker(d),
             Self::Containerd(c) => Self::Containerd(c.read_only()),
+            Self::Cri(c) => Self::Cri(c),
         }
     }
 }
@@ -436,6 +480,7 @@ impl Engine for Runtime {
         match self {
             Self::Docker(d) => d.kind(),
             Self::Containerd(c) => c.kind(),
+            Self::Cri(c) => c.kind(),
         }
     }
 
@@ -443,6 +488,7 @@ impl Engine for Runtime {
         match self {
             Self::Docker(d) => d.not_applicable(),
             Self::Containerd(c) => c.not_applicable(),
+            Self::Cri(c) => c.not_applicable(),
         }
     }
 
@@ -450,6 +496,7 @@ impl Engine for Runtime {
         match self {
             Self::Docker(d) => d.inventory().await,
             Self::Containerd(c) => c.inventory().await,
+            Self::Cri(c) => c.inventory().await,
         }
     }
 
@@ -457,6 +504,7 @@ impl Engine for Runtime {
         match self {
             Self::Docker(d) => d.recheck(kind, ids).await,
             Self::Containerd(c) => c.recheck(kind, ids).await,
+            Self::Cri(c) => c.recheck(kind, ids).await,
         }
     }
 
@@ -464,6 +512,7 @@ impl Engine for Runtime {
         match self {
             Self::Docker(d) => d.remove(target).await,
             Self::Containerd(c) => c.remove(target).await,
+            Self::Cri(c) => c.remove(target).await,
         }
     }
 
@@ -471,6 +520,7 @@ impl Engine for Runtime {
         match self {
             Self::Docker(d) => d.settle(kind).await,
             Self::Containerd(c) => c.settle(kind).await,
+            Self::Cri(c) => c.settle(kind).await,
         }
     }
 
@@ -481,6 +531,7 @@ impl Engine for Runtime {
         match self {
             Self::Docker(d) => d.image_uses(since).await,
             Self::Containerd(c) => c.image_uses(since).await,
+            Self::Cri(c) => c.image_uses(since).await,
         }
     }
 
@@ -491,6 +542,7 @@ impl Engine for Runtime {
         match self {
             Self::Docker(d) => d.follow_image_uses(uses).await,
             Self::Containerd(c) => c.follow_image_uses(uses).await,
+            Self::Cri(c) => c.follow_image_uses(uses).await,
         }
     }
 }

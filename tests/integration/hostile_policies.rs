@@ -282,8 +282,10 @@ fn a_comparison_with_the_other_runtimes_command_contacts_no_engine() {
     for (kind, command, other) in [
         ("containerd", "docker-prune", "docker"),
         ("containerd", "docker-prune-volumes", "docker"),
-        ("docker", "crictl-prune", "containerd"),
+        ("docker", "crictl-prune", "containerd or cri"),
         ("docker", "nerdctl-prune", "containerd"),
+        ("cri", "nerdctl-prune", "containerd"),
+        ("cri", "docker-prune", "docker"),
     ] {
         let policy = scratch.path().join(format!("{kind}.yaml"));
         std::fs::write(&policy, format!("runtime: {{kind: {kind}}}\n")).unwrap();

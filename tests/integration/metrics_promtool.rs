@@ -76,6 +76,7 @@ fn image(id: &str, tags: &[&str], size: u64) -> Image {
         cri_pinned: false,
         unique_size: None,
         recorded_use: None,
+        first_seen: None,
     }
 }
 

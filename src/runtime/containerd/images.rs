@@ -129,6 +129,7 @@ fn image(
         cri_pinned,
         unique_size: None,
         recorded_use: None,
+        first_seen: None,
     }
 }
 

@@ -3,94 +3,17 @@
 //! any other socket, and the namespaces it would accept.
 
 use std::sync::Mutex;
-use std::time::Duration;
-
-use containerd_client::tonic::transport::{Channel, Endpoint};
 
 use super::{ContainerdRuntime, RUNTIME, native};
 use crate::runtime::RuntimeError;
 
 const UNREACHABLE_HINT: &str = "is containerd running, and is the socket path right?";
+const NOT_CONTAINERD_HINT: &str = "this socket answers gRPC but not containerd's API: for CRI-O or another CRI runtime, use runtime.kind: cri with runtime.cri.endpoint";
 /// Docker's own namespace: its containers and images belong to dockerd,
 /// which keeps its own records of them.
 const DOCKER_NAMESPACE: &str = "moby";
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Per-request deadline. Listing content on a node with many images is the
-/// slowest call we make.
-pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
-/// Largest answer accepted: tonic's default (4 MiB) is too small for the
-/// image and CRI lists of a big node.
-pub(super) const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
-
-/// An endpoint for containerd's unix socket at `socket`, every call on it
-/// failing after [`REQUEST_TIMEOUT`] without an answer. The `grpc-timeout`
-/// each request also carries binds only a server that honours it: a hung
-/// containerd would not.
-fn channel(socket: &std::path::Path) -> UnixEndpoint {
-    UnixEndpoint {
-        socket: socket.to_owned(),
-        deadline: Some(REQUEST_TIMEOUT),
-    }
-}
-
-/// A channel to `socket` with no deadline, connected on first use: for the
-/// event stream, which lives as long as the run.
-fn channel_without_deadline(socket: &std::path::Path) -> Channel {
-    UnixEndpoint {
-        socket: socket.to_owned(),
-        deadline: None,
-    }
-    .lazy()
-}
-
-/// How to reach containerd: its socket, and the deadline of each call.
-struct UnixEndpoint {
-    socket: std::path::PathBuf,
-    deadline: Option<Duration>,
-}
-
-impl UnixEndpoint {
-    fn endpoint(&self) -> Endpoint {
-        // tonic wants a URI; the connector below ignores it.
-        let endpoint = Endpoint::from_static("http://[::]").connect_timeout(CONNECT_TIMEOUT);
-        match self.deadline {
-            Some(deadline) => endpoint.timeout(deadline),
-            None => endpoint,
-        }
-    }
-
-    fn connector(
-        &self,
-    ) -> impl tower::Service<
-        containerd_client::tonic::transport::Uri,
-        Response = hyper_util::rt::TokioIo<tokio::net::UnixStream>,
-        Error = std::io::Error,
-        Future = impl Send,
-    > + Clone
-    + Send
-    + 'static {
-        let socket = self.socket.clone();
-        tower::service_fn(move |_| {
-            let socket = socket.clone();
-            async move {
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                    tokio::net::UnixStream::connect(socket).await?,
-                ))
-            }
-        })
-    }
-
-    async fn connect(&self) -> Result<Channel, containerd_client::tonic::transport::Error> {
-        self.endpoint()
-            .connect_with_connector(self.connector())
-            .await
-    }
-
-    fn lazy(&self) -> Channel {
-        self.endpoint()
-            .connect_with_connector_lazy(self.connector())
-    }
-}
+use crate::runtime::grpc::{CONNECT_TIMEOUT, channel, channel_without_deadline};
+pub(super) use crate::runtime::grpc::{MAX_MESSAGE_BYTES, REQUEST_TIMEOUT};
 
 impl ContainerdRuntime {
     /// Connects to containerd at `endpoint` (`/run/containerd/containerd.sock`
@@ -119,7 +42,19 @@ impl ContainerdRuntime {
         let version = tokio::time::timeout(CONNECT_TIMEOUT, native::version(&channel))
             .await
             .map_err(|_| unreachable(format!("no answer within {CONNECT_TIMEOUT:?}").into()))?
-            .map_err(|e| unreachable(e.into()))?;
+            .map_err(|e| {
+                if e.code() == containerd_client::tonic::Code::Unimplemented {
+                    // CRI-O's socket: gRPC, but not containerd's services.
+                    RuntimeError::Unreachable {
+                        runtime: RUNTIME,
+                        endpoint: endpoint.to_owned(),
+                        hint: NOT_CONTAINERD_HINT,
+                        source: e.into(),
+                    }
+                } else {
+                    unreachable(e.into())
+                }
+            })?;
         tracing::debug!(endpoint, version, "connected to containerd");
         let namespaces = usable_namespaces(namespaces);
         match native::namespaces(&channel).await {

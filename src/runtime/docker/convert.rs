@@ -264,6 +264,7 @@ pub(super) fn image_from_inspect(inspect: ImageInspect) -> Option<Image> {
         pinned: false,
         unique_size: None,
         recorded_use: None,
+        first_seen: None,
     })
 }
 

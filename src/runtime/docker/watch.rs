@@ -454,6 +454,7 @@ mod tests {
             pinned: false,
             unique_size: None,
             recorded_use: None,
+            first_seen: None,
         };
         let mut w =
             Watch::new(Vec::new(), t, true).with_images([image("sha256:a"), image("sha256:c")]);

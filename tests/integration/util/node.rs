@@ -34,6 +34,8 @@ pub enum Runtime<'a> {
     /// containerd at a socket path, pruning these namespaces (none:
     /// safeprune's default).
     Containerd(&'a str, &'a [&'a str]),
+    /// A CRI runtime (CRI-O) at an endpoint (`unix://…`).
+    Cri(&'a str),
     /// `auto`: Docker at `docker` if it answers, else containerd at
     /// `containerd` with its namespaces.
     Auto {
@@ -57,6 +59,9 @@ impl Runtime<'_> {
         let docker = |endpoint: &str| format!("  docker:\n    endpoint: \"{endpoint}\"\n");
         match self {
             Self::Docker(endpoint) => format!("runtime:\n  kind: docker\n{}", docker(endpoint)),
+            Self::Cri(endpoint) => {
+                format!("runtime:\n  kind: cri\n  cri:\n    endpoint: \"{endpoint}\"\n")
+            }
             Self::Containerd(endpoint, namespaces) => format!(
                 "runtime:\n  kind: containerd\n{}",
                 containerd(endpoint, namespaces)
@@ -83,9 +88,10 @@ pub struct Cli {
 
 impl Cli {
     /// A policy for `runtime` with the JSON report, audit log, metrics
-    /// textfile and lock in the directory (`report.json`, `audit.jsonl`,
-    /// `safeprune.prom`, `safeprune.lock`), then `extra` (top-level keys
-    /// but `runtime`, `report` and `lock_file`).
+    /// textfile, lock and usage history in the directory (`report.json`,
+    /// `audit.jsonl`, `safeprune.prom`, `safeprune.lock`, `state/`), then
+    /// `extra` (top-level keys but `runtime`, `report` and `lock_file`;
+    /// `state_dir` replaces the directory's).
     pub fn new(runtime: &Runtime, extra: &str) -> Self {
         let cli = Self::with_yaml("");
         cli.rewrite(runtime, extra);
@@ -105,9 +111,15 @@ impl Cli {
     /// as an operator editing it would.
     pub fn rewrite(&self, runtime: &Runtime, extra: &str) {
         let d = self.dir.path().display();
+        // The usage history too, unless the test names its own.
+        let state_dir = if extra.contains("state_dir:") {
+            String::new()
+        } else {
+            format!("state_dir: {d}/state\n")
+        };
         self.write(&format!(
             "{}report:\n  json_path: {d}/report.json\n  audit_log: {d}/audit.jsonl\n  \
-             metrics_textfile: {d}/safeprune.prom\nlock_file: {d}/safeprune.lock\n{extra}",
+             metrics_textfile: {d}/safeprune.prom\nlock_file: {d}/safeprune.lock\n{state_dir}{extra}",
             runtime.yaml()
         ));
     }

@@ -153,8 +153,8 @@ def pod_problems(pod: Obj, container: Obj) -> list[str]:
 def socket_path(policy: Obj) -> str:
     """The unix socket the policy's runtime is reached at."""
     kind = policy["runtime"]["kind"]
-    if kind not in ("docker", "containerd"):
-        raise CheckError(f"the policy's runtime.kind is {kind!r}: name docker or containerd")
+    if kind not in ("docker", "containerd", "cri"):
+        raise CheckError(f"the policy's runtime.kind is {kind!r}: name docker, containerd or cri")
     return policy["runtime"][kind]["endpoint"].removeprefix("unix://")
 
 
@@ -247,13 +247,13 @@ def metrics_problems(policy: Obj, container: Obj, podmonitor: Obj, daemonset: Ob
     return p
 
 
-def policy_difference(base: list[Obj], docker: list[Obj]) -> list[str]:
-    """The Docker policy must be the base one but for `runtime`."""
-    policies = [yaml.safe_load(one(v, "ConfigMap")["data"]["policy.yaml"]) for v in (base, docker)]
+def policy_difference(base: list[Obj], overlay: list[Obj], name: str) -> list[str]:
+    """An overlay's policy must be the base one but for `runtime`."""
+    policies = [yaml.safe_load(one(v, "ConfigMap")["data"]["policy.yaml"]) for v in (base, overlay)]
     for policy in policies:
         policy.pop("runtime")
     if policies[0] != policies[1]:
-        return ["docker: the overlay's policy differs from the base's in more than runtime"]
+        return [f"{name}: the overlay's policy differs from the base's in more than runtime"]
     return []
 
 

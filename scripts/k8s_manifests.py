@@ -8,7 +8,8 @@ scripts/k8s-requirements.txt):
   k8s_manifests.py check [--kubectl]  render, compare, validate, check
 
 A variant is a kustomization: `base` is deploy/kubernetes (containerd),
-`docker` is deploy/kubernetes/docker. Rendering does what `kubectl
+`docker` is deploy/kubernetes/docker, `crio` deploy/kubernetes/crio
+(`runtime.kind: cri` on CRI-O's socket). Rendering does what `kubectl
 kustomize` does with the few features they use (resources, and JSON patches
 with a target) and refuses any other kustomization key, so it cannot drift
 from kustomize's silently; with --kubectl, `check` also compares the two.
@@ -39,7 +40,7 @@ from packaging.version import Version
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy" / "kubernetes"
-VARIANTS = {"base": DEPLOY, "docker": DEPLOY / "docker"}
+VARIANTS = {"base": DEPLOY, "docker": DEPLOY / "docker", "crio": DEPLOY / "crio"}
 PODMONITOR = DEPLOY / "examples" / "podmonitor.yaml"
 OLDEST = Version("1.31")
 
@@ -176,7 +177,7 @@ def run_check(use_kubectl: bool) -> int:
         print("k8s: no kubectl on PATH: skipped the comparison with `kubectl kustomize`")
 
     checked = versions()
-    # What both variants share is validated once.
+    # What the variants share is validated once.
     unique: dict[str, tuple[Obj, list[str]]] = {}
     for name, objects in rendered.items():
         for obj in objects:
@@ -192,7 +193,8 @@ def run_check(use_kubectl: bool) -> int:
 
     for name, objects in rendered.items():
         problems += [f"{name}: {m}" for m in check(objects, podmonitor)]
-    problems += policy_difference(rendered["base"], rendered["docker"])
+    for overlay in ("docker", "crio"):
+        problems += policy_difference(rendered["base"], rendered[overlay], overlay)
     print(
         "k8s: checked references, the policy against mounts and ports, the pod's privileges; "
         f"{PODMONITOR.relative_to(REPO)} (a CRD, no Kubernetes schema) against the DaemonSet"

@@ -380,22 +380,24 @@ async fn the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly() {
 fn the_configmaps_policies_pass_check_as_they_are() {
     let manifests = Manifests::load();
     let base = manifests.config_file("/etc/safeprune", "policy.yaml");
-    // The Docker overlay replaces the policy whole, in a JSON patch.
-    let patch: Vec<Value> = serde_yaml::from_str(
-        &fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/deploy/kubernetes/docker/configmap-docker-policy.yaml"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
-    let docker = patch
-        .iter()
-        .find(|op| op["op"] == "replace" && op["path"] == "/data/policy.yaml")
-        .and_then(|op| op["value"].as_str())
-        .expect("the overlay replaces the policy")
-        .to_owned();
-    for (variant, policy, kind) in [("base", base, "containerd"), ("docker", docker, "docker")] {
+    // Each overlay replaces the policy whole, in a JSON patch.
+    let overlay = |file: &str| {
+        let path = format!("{}/deploy/kubernetes/{file}", env!("CARGO_MANIFEST_DIR"));
+        let patch: Vec<Value> = serde_yaml::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        patch
+            .iter()
+            .find(|op| op["op"] == "replace" && op["path"] == "/data/policy.yaml")
+            .and_then(|op| op["value"].as_str())
+            .unwrap_or_else(|| panic!("{path} replaces the policy"))
+            .to_owned()
+    };
+    let docker = overlay("docker/configmap-docker-policy.yaml");
+    let crio = overlay("crio/configmap-crio-policy.yaml");
+    for (variant, policy, kind) in [
+        ("base", base, "containerd"),
+        ("docker", docker, "docker"),
+        ("crio", crio, "cri"),
+    ] {
         let safeprune = util::node::Cli::with_yaml(&policy);
         let out = safeprune.run(&["check"]);
         assert_eq!(

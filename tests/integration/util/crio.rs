@@ -87,8 +87,8 @@ const PAUSE_ENTRYPOINT: &[&str] = &["sh", "-c", "trap 'exit 0' TERM; sleep 21474
 /// variant is one image id however often it is imported.
 const CREATED: &str = "2026-01-01T00:00:00Z";
 
-/// How long `crictl` waits for each answer: a create or stop on 2 busy
-/// cores takes seconds, and crictl's default is 2 s.
+/// How long `crictl` waits for each answer: its default, 2 s, leaves a
+/// loaded 2-core machine no room.
 const CRICTL_TIMEOUT: &str = "30s";
 
 /// How long a fixture waits for a container to reach a state.

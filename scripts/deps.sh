@@ -55,6 +55,11 @@ if ! $build_only; then
   # The tests' private engines, and busybox for their images.
   command -v containerd >/dev/null 2>&1 || need+=(containerd)
   command -v runc >/dev/null 2>&1 || need+=(runc)
+  # CRI-O from $SAFEPRUNE_TEST_RUNTIMES watches each container with
+  # Debian's conmon (the set has none) and links Debian's SQLite (its
+  # libseccomp comes with runc).
+  command -v conmon >/dev/null 2>&1 || need+=(conmon)
+  dpkg -s libsqlite3-0 >/dev/null 2>&1 || need+=(libsqlite3-0)
   dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
   # The test harness runs each private engine under unshare(1), with mount(8).
   command -v unshare >/dev/null 2>&1 || need+=(util-linux)

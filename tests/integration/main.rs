@@ -13,6 +13,7 @@ mod compare_prune;
 mod containerd_adapter;
 mod containerd_node;
 mod containerd_v2;
+mod crio_harness;
 mod daemon;
 mod daemonset_pod;
 mod disk_pressure;

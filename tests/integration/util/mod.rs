@@ -9,6 +9,10 @@
 //!   namespaces under `/tmp/<prefix>XXXXXX`, the wait until it answers, and
 //!   the teardown of all it leaves. The engine files hold only what
 //!   differs: flags, config, how to ask.
+//! - [`crio::PrivateCrio`] (`crio.rs`): a CRI-O 1.36.3 of the test's own
+//!   (from `$SAFEPRUNE_TEST_RUNTIMES`), an [`engine::EngineProcess`] too,
+//!   filled through CRI (`crictl`) as kubelet fills it, its images put in
+//!   with `copyimg`.
 //! - [`pod::Pod`] (`pod.rs`): a pod as kubelet names it, on either engine.
 //! - [`kube`] (`kube.rs`): kubelet's part for the `DaemonSet`'s pod, the
 //!   manifests of `deploy/kubernetes/` turned into CRI configs.
@@ -32,6 +36,7 @@
 )]
 
 pub mod containerd;
+pub mod crio;
 pub mod daemon;
 pub mod docker;
 pub mod docker29;

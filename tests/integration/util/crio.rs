@@ -1,0 +1,935 @@
+//! A private CRI-O 1.36.3 for a test, and fixtures that fill it the way
+//! kubelet would, through CRI.
+//!
+//! [`PrivateCrio::start`] runs `crio` from `$SAFEPRUNE_TEST_RUNTIMES`
+//! (`crio-1.36.3/`, with its `pinns` and `copyimg`; `crictl` from
+//! `cri-tools-1.36/`) as an [`EngineProcess`] under `/tmp/spo-XXXXXX`: its
+//! config, storage root and run root, socket, log, pod logs and every other
+//! path it would otherwise take from `/etc`, `/var` or `/run`. Where the
+//! variable is unset the start is [`Skipped`]. It never touches the node's
+//! own CRI-O, nor `/etc/containers`, nor the network:
+//!
+//! - `--config` is a file of its own and `--config-dir` an empty directory
+//!   of its own (else `/etc/crio/crio.conf.d` is read); registries
+//!   (`--registries-conf`: none, short names off), signature policy
+//!   (accept anything), storage config, mounts file, CDI, hooks and NRI
+//!   (off) are its own too.
+//! - Nothing is ever pulled. Images are put into its storage with the
+//!   set's `copyimg` (the storage library CRI-O runs on) from OCI archives
+//!   the harness builds from Debian's static busybox
+//!   ([`PrivateCrio::import_image`]); CRI-O lists them at once, while it
+//!   runs. copyimg runs in a mount namespace of its own whose `/var/tmp`
+//!   and `/var/lib` are the directory's: it unpacks there whatever TMPDIR
+//!   says, and keeps a blob cache in `/var/lib/containers/cache`. The
+//!   pause image [`PAUSE_IMAGE`] is imported before start. CRI-O pins it
+//!   by itself (`pinned: true` in CRI, measured), besides
+//!   [`CrioOptions::pinned_images`].
+//! - Runtime: Debian's runc (Debian's crun 1.8.1 refuses the OCI spec
+//!   1.3.0 CRI-O writes) and conmon, `cgroupfs`, and the default
+//!   `drop_infra_ctr = true`: pods that share no PID namespace run no infra
+//!   container, so the pause image is never run (a sandbox would get
+//!   `oom_score_adj -998`, which root here may not set: docs/engines.md,
+//!   "Test engines").
+//! - No CNI: pods use the host network, which is the engine's private
+//!   network namespace, so no plugin is ever invoked. CRI-O starts without
+//!   a CNI config and reports `NetworkReady false` (`NetworkPluginNotReady`,
+//!   "no CNI configuration file in …/cni"), which host-network pods do not
+//!   need (measured).
+//!
+//! CRI-O runs in fresh pid, mount and network namespaces, under a shell
+//! that is the namespace's init: conmon daemonizes, and an orphaned conmon
+//! is re-parented to the init, which CRI-O as pid 1 never reaps (one zombie
+//! per container, measured); the shell's `wait` reaps them. Killing the
+//! init ends CRI-O, every conmon and container, and takes every mount
+//! (overlays, image volumes, pinned namespaces) with the mount namespace;
+//! [`EngineProcess`] then removes the cgroups under `/<scope>` and the
+//! directory. `crictl` reaches the socket through the file system; it runs
+//! in the engine's network namespace (`nsenter`) so that `exec`, which
+//! goes through CRI-O's stream server on 127.0.0.1 there, works too.
+//! CRI-O answers `crictl version` 0.08 to 0.19 s after its launch, and
+//! the pause image's import before it takes 0.13 to 0.5 s (measured: four
+//! engines starting at once on 2 cores; up to 1 s on a busy machine).
+//!
+//! Everything the fixtures create carries the label `safeprune.test=<scope>`
+//! with the engine's own scope.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use containerd_client::tonic::transport::Channel;
+use k8s_cri::v1::image_service_client::ImageServiceClient;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use serde_json::{Value, json};
+
+use super::engine::EngineProcess;
+use super::image::digest_of;
+use super::pod::Pod;
+use super::{Skipped, busybox_rootfs, scoped_labels, test_runtime};
+
+/// The runtime set of `$SAFEPRUNE_TEST_RUNTIMES` that holds crio, pinns
+/// and copyimg.
+const CRIO_SET: &str = "crio-1.36.3";
+/// The one that holds crictl.
+const CRICTL_SET: &str = "cri-tools-1.36";
+
+/// The pause image CRI-O is configured with (`pause_image`), imported at
+/// start: a busybox whose entrypoint sleeps until TERM.
+pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
+
+/// The pause image's entrypoint: `pause_command = ""` makes CRI-O run the
+/// image's own, should a pod ever get an infra container.
+const PAUSE_ENTRYPOINT: &[&str] = &["sh", "-c", "trap 'exit 0' TERM; sleep 2147483647 & wait"];
+
+/// The `created` of every imported image's config: fixed, so that one
+/// variant is one image id however often it is imported.
+const CREATED: &str = "2026-01-01T00:00:00Z";
+
+/// How long `crictl` waits for each answer: its default, 2 s, leaves a
+/// loaded 2-core machine no room.
+const CRICTL_TIMEOUT: &str = "30s";
+
+/// How long a fixture waits for a container to reach a state.
+const STATE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Brings up loopback (the stream server listens on 127.0.0.1), then runs
+/// the command after the script (`env … crio …`) and waits for it. The
+/// shell stays as the pid namespace's init: its `wait` reaps the conmon
+/// processes re-parented to it, which CRI-O as init would leave as
+/// zombies. Plain lines: `a && b &` would put the whole chain in the
+/// background.
+const EXEC: &str = r#"ip link set lo up || exit 1
+"$@" &
+wait $!"#;
+
+/// Runs copyimg (`$3`, with its arguments after it) in a mount namespace
+/// of its own whose `/var/tmp` is `$1` and `/var/lib` is `$2`: copyimg
+/// ignores TMPDIR and unpacks an archive under `/var/tmp`, and keeps a blob
+/// cache in `/var/lib/containers/cache` (measured with strace); neither
+/// may land on the host.
+const COPYIMG: &str =
+    r#"mount -n --bind "$1" /var/tmp && mount -n --bind "$2" /var/lib && shift 2 && exec "$@""#;
+
+/// What a [`PrivateCrio`] is started with besides the defaults.
+#[derive(Debug, Clone, Default)]
+pub struct CrioOptions {
+    /// `enable_pod_events = true`: CRI-O streams container events
+    /// (`GetContainerEvents`, `crictl events`); off, as in CRI-O's default,
+    /// the stream closes at once.
+    pub pod_events: bool,
+    /// `pinned_images`, besides [`PAUSE_IMAGE`], which CRI-O pins anyway:
+    /// exact names, `prefix*` globs or `*keyword*`.
+    pub pinned_images: Vec<String>,
+}
+
+/// The binaries a private CRI-O runs with.
+#[derive(Debug, Clone)]
+struct Tools {
+    crio: PathBuf,
+    pinns: PathBuf,
+    copyimg: PathBuf,
+    crictl: PathBuf,
+    runc: PathBuf,
+    conmon: PathBuf,
+}
+
+impl Tools {
+    /// The set's binaries and Debian's runc and conmon.
+    fn find() -> Result<Self, Skipped> {
+        let set = test_runtime(CRIO_SET, "CRI-O 1.36.3")?;
+        let tools = test_runtime(CRICTL_SET, "CRI-O 1.36.3 (its crictl)")?;
+        Ok(Self {
+            crio: set.join("crio"),
+            pinns: set.join("pinns"),
+            copyimg: set.join("copyimg"),
+            crictl: tools.join("crictl"),
+            runc: on_path("runc"),
+            conmon: on_path("conmon"),
+        })
+    }
+}
+
+/// `program` as found on PATH.
+///
+/// # Panics
+/// When it is not there: scripts/deps.sh installs it.
+fn on_path(program: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| {
+            panic!("{program} is not on PATH: run scripts/deps.sh (Debian package {program})")
+        })
+}
+
+/// A CRI-O of the test's own.
+pub struct PrivateCrio {
+    tools: Tools,
+    socket: PathBuf,
+    root: PathBuf,
+    runroot: PathBuf,
+    /// Last: its drop kills CRI-O and removes everything.
+    process: EngineProcess,
+}
+
+impl PrivateCrio {
+    /// Starts a private CRI-O with the defaults and waits until it answers.
+    ///
+    /// ```ignore
+    /// let Some(crio) = PrivateCrio::start().await.or_skip() else {
+    ///     return; // printed: "skipped: SAFEPRUNE_TEST_RUNTIMES is unset ..."
+    /// };
+    /// ```
+    ///
+    /// # Errors
+    /// [`Skipped`] when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
+    ///
+    /// # Panics
+    /// When CRI-O cannot be started or does not answer within 30 s; the
+    /// message holds the tail of its log. When runc or conmon is missing.
+    pub async fn start() -> Result<Self, Skipped> {
+        Self::start_with(CrioOptions::default()).await
+    }
+
+    /// [`Self::start`] with `options`.
+    ///
+    /// # Errors
+    /// As [`Self::start`].
+    ///
+    /// # Panics
+    /// As [`Self::start`].
+    pub async fn start_with(options: CrioOptions) -> Result<Self, Skipped> {
+        let tools = Tools::find()?;
+        let begun = Instant::now();
+        let process = EngineProcess::new("crio", "spo-");
+        let dir = process.dir().to_path_buf();
+        for sub in [
+            "conf.d",
+            "registries.d",
+            "policies",
+            "cni",
+            "cni-bin",
+            "cdi",
+            "hooks",
+            "keys",
+            "tmp",
+            "var-lib",
+            "cri",
+            "pods",
+        ] {
+            fs::create_dir_all(dir.join(sub)).expect("create the private CRI-O's directories");
+        }
+        write_configs(&dir, &tools, &options);
+        let crio = Self {
+            socket: dir.join("crio.sock"),
+            root: dir.join("root"),
+            runroot: dir.join("runroot"),
+            tools,
+            process,
+        };
+        crio.import(PAUSE_IMAGE, "pause", PAUSE_ENTRYPOINT);
+        let imported = begun.elapsed();
+        let crio = crio.launch().await;
+        eprintln!(
+            "private CRI-O started in {} ms (the pause image's import: {} ms)",
+            begun.elapsed().as_millis(),
+            imported.as_millis()
+        );
+        Ok(crio)
+    }
+
+    /// Runs CRI-O on the directory and waits until `crictl version`
+    /// answers on its socket.
+    async fn launch(mut self) -> Self {
+        let path = |name: &str| self.process.path(name).to_string_lossy().into_owned();
+        let args = [
+            "env".to_owned(),
+            // containers/storage reads /etc/containers/storage.conf unless
+            // told otherwise; Go's temporary files go to TMPDIR.
+            format!("CONTAINERS_STORAGE_CONF={}", path("storage.conf")),
+            format!("TMPDIR={}", path("tmp")),
+            self.tools.crio.to_string_lossy().into_owned(),
+            "--config".to_owned(),
+            path("crio.conf"),
+            "--config-dir".to_owned(),
+            path("conf.d"),
+            "--registries-conf".to_owned(),
+            path("registries.conf"),
+            "--registries-conf-dir".to_owned(),
+            path("registries.d"),
+            "--root".to_owned(),
+            path("root"),
+            "--runroot".to_owned(),
+            path("runroot"),
+            "--listen".to_owned(),
+            path("crio.sock"),
+            "--cgroup-manager".to_owned(),
+            "cgroupfs".to_owned(),
+        ];
+        self.process.launch(EXEC, args);
+        let (crictl, config, socket) = (
+            self.tools.crictl.clone(),
+            self.process.path("crictl.yaml"),
+            self.socket.clone(),
+        );
+        let endpoint = self.endpoint();
+        self.process
+            .await_answer(async || {
+                let answered = socket.exists()
+                    && Command::new(&crictl)
+                        .arg("--config")
+                        .arg(&config)
+                        .args(["--runtime-endpoint", &endpoint, "--timeout", "2s"])
+                        .arg("version")
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .status()
+                        .is_ok_and(|s| s.success());
+                answered.then_some(())
+            })
+            .await;
+        self
+    }
+
+    /// The CRI endpoint, `unix:///tmp/spo-XXXXXX/crio.sock`.
+    pub fn endpoint(&self) -> String {
+        format!("unix://{}", self.socket.display())
+    }
+
+    /// The socket path.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The storage root (`--root`): `ImageFsInfo` names
+    /// `<root>/overlay-images` as the image file system (measured).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The storage run root (`--runroot`): per-container state.
+    pub fn runroot(&self) -> &Path {
+        &self.runroot
+    }
+
+    /// The engine's directory, `/tmp/spo-XXXXXX`.
+    pub fn dir(&self) -> &Path {
+        self.process.dir()
+    }
+
+    /// The value of `safeprune.test` on everything the fixtures create.
+    pub fn scope(&self) -> &str {
+        self.process.scope()
+    }
+
+    /// The pid of the namespace's init (the shell CRI-O runs under): its
+    /// network namespace is the pods' host network.
+    pub fn pid(&self) -> u32 {
+        self.process.pid().expect("CRI-O has answered")
+    }
+
+    /// CRI-O's log so far (`crio.log` in the directory).
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.process.path("crio.log")).unwrap_or_default()
+    }
+
+    /// A gRPC channel to CRI-O's socket, for CRI's typed clients.
+    ///
+    /// # Panics
+    /// When the socket does not take the connection.
+    pub async fn channel(&self) -> Channel {
+        containerd_client::connect(&self.socket)
+            .await
+            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.socket.display()))
+    }
+
+    /// A CRI runtime service client, as kubelet has.
+    pub async fn cri(&self) -> RuntimeServiceClient<Channel> {
+        RuntimeServiceClient::new(self.channel().await)
+    }
+
+    /// A CRI image service client, as kubelet has.
+    pub async fn image_service(&self) -> ImageServiceClient<Channel> {
+        ImageServiceClient::new(self.channel().await)
+    }
+
+    /// The set's `crictl`, in CRI-O's network namespace, with `args`;
+    /// runtime and image endpoint are this CRI-O's, and its config file is
+    /// the engine's own (not `/etc/crictl.yaml`).
+    pub fn crictl(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net=/proc/{}/ns/net", self.pid()))
+            .arg(&self.tools.crictl)
+            .arg("--config")
+            .arg(self.process.path("crictl.yaml"))
+            .args(["--runtime-endpoint", &self.endpoint()])
+            .args(["--image-endpoint", &self.endpoint()])
+            .args(["--timeout", CRICTL_TIMEOUT])
+            .args(args)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs `crictl` with `args`; its stdout, or its stderr as the error
+    /// (what CRI-O answered): for a test that expects a refusal.
+    ///
+    /// # Errors
+    /// crictl's stderr when it exits non-zero.
+    pub fn try_crictl(&self, args: &[&str]) -> Result<String, String> {
+        let out = self.crictl(args).output().expect("run crictl");
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
+    /// Runs `crictl` with `args`; its stdout. Panics with its output when
+    /// it fails.
+    pub fn crictl_ok(&self, args: &[&str]) -> String {
+        self.try_crictl(args)
+            .unwrap_or_else(|stderr| panic!("crictl {} failed: {stderr}", args.join(" ")))
+    }
+
+    /// Runs `crictl` with `args`, a command and what it takes, and `-o
+    /// json`; its answer.
+    pub fn crictl_json(&self, args: &[&str]) -> Value {
+        // Right after the command: crictl takes no option after the first
+        // argument.
+        let (command, rest) = args.split_first().expect("a crictl command");
+        let args: Vec<&str> = [*command, "-o", "json"]
+            .into_iter()
+            .chain(rest.iter().copied())
+            .collect();
+        let out = self.crictl_ok(&args);
+        serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("crictl {} printed no JSON ({e}): {out}", args.join(" ")))
+    }
+
+    /// Every image CRI lists (`ListImages`, `crictl images -o json`): `id`
+    /// (bare hex), `repoTags`, `repoDigests`, `size`, `pinned`.
+    pub fn images(&self) -> Vec<Value> {
+        let list = self.crictl_json(&["images"]);
+        list["images"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The CRI image id (bare hex, as `ImageStatus` gives it) of image
+    /// `reference`; what kubelet passes to `CreateContainer` once its pull
+    /// has resolved the pod spec's image.
+    pub fn image_id(&self, reference: &str) -> String {
+        let status = self.crictl_json(&["inspecti", reference]);
+        status["status"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no image {reference} in CRI: {status}"))
+            .to_owned()
+    }
+
+    /// The status of container `id` (`ContainerStatus`, `crictl inspect`):
+    /// `state`, `exitCode`, `finishedAt`, `imageId`, `mounts`...
+    pub fn container_status(&self, id: &str) -> Value {
+        self.crictl_json(&["inspect", id])["status"].clone()
+    }
+
+    /// Imports a busybox image (`/bin/sh`, `/bin/sleep`, entrypoint `sh`)
+    /// named `name` (a full reference, such as
+    /// `docker.io/library/app:1`), whose one layer also holds `/extra` with
+    /// `variant` as its text; returns its CRI image id (bare hex: its
+    /// config digest). Distinct variants are distinct images; the same
+    /// variant again, under another name, is the same image with one more
+    /// name (measured: one id, two `repoTags`); a name already taken moves
+    /// to the new image. It goes in with the set's `copyimg`, into the
+    /// storage CRI-O runs on, and CRI-O sees it at once.
+    ///
+    /// # Panics
+    /// When `copyimg` fails, or CRI-O does not list the image under `name`
+    /// with the id of its config.
+    pub fn import_image(&self, name: &str, variant: &str) -> String {
+        self.import(name, variant, &["sh"])
+    }
+
+    /// [`Self::import_image`] with `entrypoint`; before CRI-O runs, the id
+    /// is not checked against it.
+    fn import(&self, name: &str, variant: &str, entrypoint: &[&str]) -> String {
+        let (archive, config_digest) = oci_archive(&busybox_rootfs(Some(variant)), entrypoint);
+        let file = tempfile::Builder::new()
+            .prefix("import-")
+            .suffix(".tar")
+            .tempfile_in(self.process.path("tmp"))
+            .expect("create the image archive");
+        fs::write(file.path(), archive).expect("write the image archive");
+        let out = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c", COPYIMG])
+            .arg("copyimg")
+            .arg(self.process.path("tmp"))
+            .arg(self.process.path("var-lib"))
+            .arg(&self.tools.copyimg)
+            .env("CONTAINERS_STORAGE_CONF", self.process.path("storage.conf"))
+            .arg("--root")
+            .arg(&self.root)
+            .arg("--runroot")
+            .arg(&self.runroot)
+            .args(["--storage-driver", "overlay"])
+            .arg("--signature-policy")
+            .arg(self.process.path("policy.json"))
+            .args(["--image-name", name])
+            .arg("--import-from")
+            .arg(format!("oci-archive:{}", file.path().display()))
+            .stdin(Stdio::null())
+            .output()
+            .expect("run copyimg");
+        assert!(
+            out.status.success(),
+            "copyimg of {name} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let id = config_digest.trim_start_matches("sha256:").to_owned();
+        if self.process.pid().is_some() {
+            assert_eq!(self.image_id(name), id, "CRI-O's id of {name}");
+        }
+        id
+    }
+
+    /// Runs a pod sandbox (`RunPodSandbox`, `crictl runp`) as kubelet does
+    /// for a pod on the host network that shares no PID namespace: the
+    /// `io.kubernetes.pod.*` labels, its log directory (which kubelet
+    /// makes, and conmon needs), its cgroups under `/<scope>`.
+    pub fn run_pod(&self, pod: &Pod) -> CrioPod<'_> {
+        self.try_run_pod(pod)
+            .unwrap_or_else(|e| panic!("run pod {}/{}: {e}", pod.namespace, pod.name))
+    }
+
+    /// [`Self::run_pod`], CRI-O's refusal as the error.
+    ///
+    /// # Errors
+    /// crictl's stderr when `RunPodSandbox` fails.
+    pub fn try_run_pod(&self, pod: &Pod) -> Result<CrioPod<'_>, String> {
+        let log_dir = self
+            .process
+            .path("pods")
+            .join(format!("{}_{}_{}", pod.namespace, pod.name, pod.uid));
+        fs::create_dir_all(&log_dir).expect("create the pod's log directory");
+        let config = json!({
+            "metadata": {
+                "name": pod.name,
+                "namespace": pod.namespace,
+                "uid": pod.uid,
+                "attempt": pod.attempt,
+            },
+            "log_directory": log_dir,
+            "labels": scoped_labels(self.scope(), pod.labels()),
+            "annotations": {
+                "kubernetes.io/config.source": "api",
+                "kubernetes.io/config.seen": chrono::Utc::now().to_rfc3339(),
+            },
+            "linux": {
+                // Under this engine's scope, which the teardown removes.
+                "cgroup_parent": format!("/{}", self.scope()),
+                "security_context": { "namespace_options": namespace_options() },
+            },
+        });
+        let path = self.process.path("cri").join(format!(
+            "pod-{}_{}_{}_{}.json",
+            pod.namespace, pod.name, pod.uid, pod.attempt
+        ));
+        fs::write(&path, config.to_string()).expect("write the pod's sandbox config");
+        let sandbox_id = self
+            .try_crictl(&["runp", &path.to_string_lossy()])?
+            .trim()
+            .to_owned();
+        Ok(CrioPod {
+            crio: self,
+            pod: pod.clone(),
+            sandbox_id,
+            config: path,
+            log_dir,
+        })
+    }
+}
+
+/// The namespaces kubelet asks for a pod on the host network whose
+/// containers share no PID namespace (`NODE` = 2, `CONTAINER` = 1, `POD` =
+/// 0): no infra container with `drop_infra_ctr`.
+fn namespace_options() -> Value {
+    json!({ "network": 2, "pid": 1, "ipc": 0 })
+}
+
+/// One of a pod's containers, as kubelet asks CRI to make it.
+#[derive(Debug, Clone, Default)]
+pub struct CrioContainer<'a> {
+    /// Its name in the pod (`io.kubernetes.container.name`).
+    pub name: &'a str,
+    /// Its restart count: kubelet makes a new container of the same name
+    /// with the next attempt, and its log `<name>/<attempt>.log`.
+    pub attempt: u32,
+    /// Its image as the pod spec names it. It is sent as kubelet sends it:
+    /// the image id its pull resolved, with the name as
+    /// `user_specified_image` (CRI-O refuses an id without it, measured).
+    pub image: &'a str,
+    /// Its command (the image's entrypoint is `sh`).
+    pub cmd: &'a [&'a str],
+    /// Labels besides kubelet's.
+    pub labels: &'a [(&'a str, &'a str)],
+    /// Image volumes (KEP-4639, CRI `Mount.image`): `(container path,
+    /// image reference)`, read only, each sent by id with its name, as
+    /// for [`Self::image`]. CRI-O 1.36 mounts them (measured).
+    pub image_volumes: &'a [(&'a str, &'a str)],
+}
+
+/// A pod sandbox run on a [`PrivateCrio`]; its containers are made through
+/// CRI as kubelet makes them. Nothing happens on drop: CRI-O's teardown
+/// takes it.
+pub struct CrioPod<'a> {
+    crio: &'a PrivateCrio,
+    /// The pod, as kubelet names it.
+    pub pod: Pod,
+    /// Its sandbox id (`RunPodSandbox`'s answer).
+    pub sandbox_id: String,
+    /// The sandbox config it was run with, which `crictl create` sends
+    /// again with each container, as kubelet does.
+    config: PathBuf,
+    log_dir: PathBuf,
+}
+
+impl CrioPod<'_> {
+    /// The pod's log directory, `/tmp/spo-XXXXXX/pods/<ns>_<name>_<uid>`.
+    pub fn log_dir(&self) -> &Path {
+        &self.log_dir
+    }
+
+    /// Creates and starts container `name` of `image` running `cmd`.
+    /// Returns its id.
+    pub fn container(&self, name: &str, image: &str, cmd: &[&str]) -> String {
+        let id = self.create(&CrioContainer {
+            name,
+            image,
+            cmd,
+            ..CrioContainer::default()
+        });
+        self.start(&id);
+        id
+    }
+
+    /// Creates (does not start) `container`; returns its id.
+    pub fn create(&self, container: &CrioContainer) -> String {
+        self.try_create(container).unwrap_or_else(|e| {
+            panic!(
+                "create container {} in {}: {e}",
+                container.name, self.pod.name
+            )
+        })
+    }
+
+    /// [`Self::create`], CRI-O's refusal as the error.
+    ///
+    /// # Errors
+    /// crictl's stderr when `CreateContainer` fails.
+    pub fn try_create(&self, container: &CrioContainer) -> Result<String, String> {
+        let crio = self.crio;
+        let CrioContainer {
+            name,
+            attempt,
+            image,
+            cmd,
+            labels,
+            image_volumes,
+        } = container;
+        fs::create_dir_all(self.log_dir.join(name)).expect("create the container's log dir");
+        let mut all_labels = scoped_labels(crio.scope(), self.pod.labels());
+        all_labels.insert(
+            "io.kubernetes.container.name".to_owned(),
+            (*name).to_owned(),
+        );
+        all_labels.extend(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        let mounts: Vec<Value> = image_volumes
+            .iter()
+            .map(|(path, reference)| {
+                json!({
+                    "container_path": path,
+                    "readonly": true,
+                    "image": image_spec(crio, reference),
+                })
+            })
+            .collect();
+        let annotations = HashMap::from([
+            ("io.kubernetes.container.restartCount", attempt.to_string()),
+            (
+                "io.kubernetes.container.terminationMessagePath",
+                "/dev/termination-log".to_owned(),
+            ),
+            (
+                "io.kubernetes.container.terminationMessagePolicy",
+                "File".to_owned(),
+            ),
+            ("io.kubernetes.pod.terminationGracePeriod", "30".to_owned()),
+        ]);
+        let config = json!({
+            "metadata": { "name": name, "attempt": attempt },
+            "image": image_spec(crio, image),
+            "command": cmd,
+            "log_path": format!("{name}/{attempt}.log"),
+            "mounts": mounts,
+            "labels": all_labels,
+            "annotations": annotations,
+            "linux": {
+                // Not below CRI-O's own score: docs/engines.md, "Test engines".
+                "resources": { "oom_score_adj": 0 },
+                "security_context": { "namespace_options": namespace_options() },
+            },
+        });
+        let path = crio.process.path("cri").join(format!(
+            "container-{}-{name}-{attempt}.json",
+            &self.sandbox_id[..12]
+        ));
+        fs::write(&path, config.to_string()).expect("write the container config");
+        let out = crio.try_crictl(&[
+            "create",
+            &self.sandbox_id,
+            &path.to_string_lossy(),
+            &self.config.to_string_lossy(),
+        ])?;
+        Ok(out.trim().to_owned())
+    }
+
+    /// Starts container `id` (`StartContainer`).
+    pub fn start(&self, id: &str) {
+        self.crio.crictl_ok(&["start", id]);
+    }
+
+    /// Stops container `id` (`StopContainer`: TERM, then KILL after 1 s).
+    pub fn stop_container(&self, id: &str) {
+        self.crio.crictl_ok(&["stop", "--timeout", "1", id]);
+    }
+
+    /// Removes container `id` (`RemoveContainer`), as kubelet's GC does.
+    pub fn remove_container(&self, id: &str) {
+        self.crio.crictl_ok(&["rm", id]);
+    }
+
+    /// Waits until container `id` has exited; returns its exit code.
+    ///
+    /// # Panics
+    /// When it has not exited within 20 s.
+    pub fn wait_exited(&self, id: &str) -> i64 {
+        let begun = Instant::now();
+        loop {
+            let status = self.crio.container_status(id);
+            if status["state"] == "CONTAINER_EXITED" {
+                return status["exitCode"]
+                    .as_i64()
+                    .unwrap_or_else(|| panic!("no exit code for {id}: {status}"));
+            }
+            assert!(
+                begun.elapsed() < STATE_TIMEOUT,
+                "container {id} did not exit: {}",
+                status["state"]
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops the sandbox (`StopPodSandbox`): its containers stop, and it
+    /// is `NotReady`, as when kubelet ends the pod.
+    pub fn stop(&self) {
+        self.crio.crictl_ok(&["stopp", &self.sandbox_id]);
+    }
+
+    /// Stops and removes the sandbox with its containers
+    /// (`StopPodSandbox`, `RemovePodSandbox`), as kubelet does once the
+    /// pod is deleted.
+    pub fn remove(self) {
+        self.stop();
+        self.crio.crictl_ok(&["rmp", &self.sandbox_id]);
+    }
+}
+
+/// The CRI image spec kubelet sends for `reference`: the image id its pull
+/// resolved, and the name the pod spec gave.
+fn image_spec(crio: &PrivateCrio, reference: &str) -> Value {
+    json!({ "image": crio.image_id(reference), "user_specified_image": reference })
+}
+
+/// Writes the engine's config files into `dir`.
+fn write_configs(dir: &Path, tools: &Tools, options: &CrioOptions) {
+    let d = dir.display();
+    let pinned = options
+        .pinned_images
+        .iter()
+        .map(|name| serde_json::to_string(name).expect("a name as a TOML string"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let crio_conf = format!(
+        r#"# A private CRI-O: every path its own, nothing pulled, no CNI.
+[crio]
+root = "{d}/root"
+runroot = "{d}/runroot"
+storage_driver = "overlay"
+log_dir = "{d}/pods"
+version_file = "{d}/version"
+version_file_persist = "{d}/version-persist"
+clean_shutdown_file = "{d}/clean.shutdown"
+
+[crio.api]
+listen = "{d}/crio.sock"
+# In the engine's private network namespace.
+stream_address = "127.0.0.1"
+stream_port = "0"
+
+[crio.runtime]
+cgroup_manager = "cgroupfs"
+default_runtime = "runc"
+# Pods that share no PID namespace get no infra container: the default,
+# stated because a sandbox's oom_score_adj -998 fails here.
+drop_infra_ctr = true
+enable_pod_events = {pod_events}
+pinns_path = "{pinns}"
+namespaces_dir = "{d}/ns"
+container_exits_dir = "{d}/exits"
+container_attach_socket_dir = "{d}/attach"
+cdi_spec_dirs = ["{d}/cdi"]
+hooks_dir = ["{d}/hooks"]
+default_mounts_file = "{d}/mounts.conf"
+decryption_keys_path = "{d}/keys"
+irqbalance_config_file = "{d}/irqbalance"
+irqbalance_config_restore_file = "disable"
+
+# Debian's runc: its crun 1.8.1 refuses the OCI spec 1.3.0 CRI-O writes.
+[crio.runtime.runtimes.runc]
+runtime_path = "{runc}"
+runtime_type = "oci"
+runtime_root = "{d}/runc"
+monitor_path = "{conmon}"
+# With cgroupfs, conmon goes into the pod's cgroup.
+monitor_cgroup = "pod"
+
+[crio.image]
+pause_image = "{PAUSE_IMAGE}"
+# "": the pause image's own entrypoint.
+pause_command = ""
+pinned_images = [{pinned}]
+signature_policy = "{d}/policy.json"
+signature_policy_dir = "{d}/policies"
+short_name_mode = "disabled"
+big_files_temporary_dir = "{d}/tmp"
+
+[crio.network]
+# Empty: pods use the host network, no plugin runs.
+network_dir = "{d}/cni"
+plugin_dirs = ["{d}/cni-bin"]
+
+[crio.nri]
+enable_nri = false
+"#,
+        pod_events = options.pod_events,
+        pinns = tools.pinns.display(),
+        runc = tools.runc.display(),
+        conmon = tools.conmon.display(),
+    );
+    let files = [
+        ("crio.conf", crio_conf),
+        (
+            "policy.json",
+            r#"{"default":[{"type":"insecureAcceptAnything"}]}"#.to_owned(),
+        ),
+        (
+            "registries.conf",
+            "unqualified-search-registries = []\nshort-name-mode = \"disabled\"\n".to_owned(),
+        ),
+        (
+            "storage.conf",
+            format!(
+                "[storage]\ndriver = \"overlay\"\ngraphroot = \"{d}/root\"\nrunroot = \"{d}/runroot\"\n"
+            ),
+        ),
+        ("mounts.conf", String::new()),
+        (
+            "crictl.yaml",
+            format!(
+                "runtime-endpoint: unix://{d}/crio.sock\nimage-endpoint: unix://{d}/crio.sock\ntimeout: 30\npull-image-on-create: false\n"
+            ),
+        ),
+    ];
+    for (name, text) in files {
+        fs::write(dir.join(name), text).unwrap_or_else(|e| panic!("write {name}: {e}"));
+    }
+}
+
+/// The OCI image architecture of this machine, whose busybox the images
+/// hold.
+fn oci_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// An OCI archive (`oci-layout`, `index.json`, blobs) of one image, as
+/// `oci-archive:` reads it: one uncompressed `layer`, a config with
+/// `entrypoint`; and that config's digest, the image id.
+fn oci_archive(layer: &[u8], entrypoint: &[&str]) -> (Vec<u8>, String) {
+    let digest = |data: &[u8]| digest_of(&mut &data[..]);
+    let layer_digest = digest(layer);
+    let config = json!({
+        "architecture": oci_arch(),
+        "os": "linux",
+        "created": CREATED,
+        "config": { "Entrypoint": entrypoint, "Env": ["PATH=/bin"] },
+        "rootfs": { "type": "layers", "diff_ids": [layer_digest] },
+    })
+    .to_string()
+    .into_bytes();
+    let config_digest = digest(&config);
+    let manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": config_digest,
+            "size": config.len(),
+        },
+        "layers": [{
+            "mediaType": "application/vnd.oci.image.layer.v1.tar",
+            "digest": layer_digest,
+            "size": layer.len(),
+        }],
+    })
+    .to_string()
+    .into_bytes();
+    let index = json!({
+        "schemaVersion": 2,
+        "manifests": [{
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": digest(&manifest),
+            "size": manifest.len(),
+        }],
+    })
+    .to_string()
+    .into_bytes();
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut append = |path: &str, data: &[u8]| {
+        let mut header = tar::Header::new_gnu();
+        header.set_mode(0o644);
+        header.set_size(data.len() as u64);
+        tar.append_data(&mut header, path, data)
+            .expect("tar an archive entry");
+    };
+    append("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#);
+    append("index.json", &index);
+    for blob in [config.as_slice(), manifest.as_slice(), layer] {
+        let hex = digest(blob);
+        append(
+            &format!("blobs/sha256/{}", hex.trim_start_matches("sha256:")),
+            blob,
+        );
+    }
+    (tar.into_inner().expect("finish the archive"), config_digest)
+}

@@ -62,7 +62,7 @@ impl Node {
         // its first sighting, which only the history knows.
         let undated = policy.images.enabled && inventory.images.iter().any(Image::arrival_unknown);
         if policy.images.disk.is_some() || policy.images.keep_recent > 0 || undated {
-            record_image_uses(&runtime, &mut inventory, &policy.state_dir).await;
+            record_image_uses(&runtime, &mut inventory, &policy.state_dir, started_at).await;
         }
         tracing::info!(
             runtime = %runtime.kind(),
@@ -361,14 +361,23 @@ fn configured(path: &str) -> Option<&Path> {
 /// recorded (`images.disk` and `images.keep_recent` order images by last
 /// use). A history that cannot be read or written costs precision, never
 /// the run: it is logged.
-async fn record_image_uses(runtime: &Runtime, inventory: &mut Inventory, state_dir: &Path) {
+///
+/// `seen_at` is when the inventory was taken: what it sees for the first
+/// time is first seen then, not later, or a plan made as of that moment
+/// would find it younger than `min_age: 0`.
+async fn record_image_uses(
+    runtime: &Runtime,
+    inventory: &mut Inventory,
+    state_dir: &Path,
+    seen_at: chrono::DateTime<Utc>,
+) {
     // What the engine still remembers since the last record, read before
     // the history's own lock (`state_dir/image-usage.lock`) is taken: the
     // engine may take its time, and the daemon's follower writes meanwhile.
     let (history, _) = History::load(state_dir);
     let read_from = Utc::now();
     let uses = runtime.image_uses(history.events_until).await;
-    let now = Utc::now();
+    let now = seen_at;
     let (history, found, written) = history::update(state_dir, |recorded| {
         for (reference, used) in uses {
             if let Some(id) = history::image_id_of(inventory, &reference) {

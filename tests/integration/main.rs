@@ -14,6 +14,7 @@ mod containerd_adapter;
 mod containerd_node;
 mod containerd_v2;
 mod crio_harness;
+mod crio_node;
 mod daemon;
 mod daemonset_pod;
 mod disk_pressure;

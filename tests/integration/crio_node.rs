@@ -1,0 +1,369 @@
+//! safeprune on a CRI-O node through CRI alone (`runtime.kind: cri`), as an
+//! operator runs it: a private CRI-O 1.36.3 (`util::crio`), pods made
+//! through CRI as kubelet makes them, and the `safeprune` binary on a
+//! policy pointing at its socket. What kubelet still needs stays (a live
+//! pod's exited init container, a protected label, an image a container of
+//! any state was made from or mounts, the pinned pause image); what it no
+//! longer needs goes (the exited containers of a pod whose sandbox is not
+//! ready, images no container uses); and CRI-O answers kubelet as before.
+//! Each test prints that it is skipped where `$SAFEPRUNE_TEST_RUNTIMES` is
+//! unset.
+
+use std::collections::BTreeSet;
+
+use safeprune::inventory::Kind;
+use safeprune::runtime::cri::CriRuntime;
+use safeprune::runtime::{Engine, Removal, Target};
+use serde_json::Value;
+
+use crate::util;
+use util::crio::{CrioContainer, CrioPod, PAUSE_IMAGE, PrivateCrio};
+use util::node::{Cli, Layout, Runtime, decision};
+use util::pod::Pod;
+use util::{EXIT_0, OrSkip, RUN_FOREVER};
+
+const APP: &str = "docker.io/library/app:1";
+/// Mounted as a volume by the live pod's app.
+const DATA: &str = "docker.io/library/data:1";
+/// The image of the finished job's container only.
+const JOB: &str = "docker.io/library/job:1";
+/// No container uses it.
+const OLD: &str = "docker.io/library/old:1";
+
+/// Pruning at once: ages are not what these tests are about.
+const AT_ONCE: &str = "containers: { min_age: \"0\" }\nimages: { min_age: \"0\" }\n";
+
+/// A CRI-O node: pod `default/web` live, its `istio-init` exited and its
+/// `app` running with `DATA` mounted; pod `batch/job` finished, its
+/// sandbox stopped (not ready), its `task` exited; `OLD` unused.
+struct Node<'a> {
+    layout: Layout,
+    web: CrioPod<'a>,
+    job: CrioPod<'a>,
+}
+
+fn lay_out(crio: &PrivateCrio) -> Node<'_> {
+    let mut layout = Layout::default();
+    for (role, name, variant) in [
+        ("app image", APP, "app"),
+        ("data image", DATA, "data"),
+        ("job image", JOB, "job"),
+        ("old image", OLD, "old"),
+    ] {
+        layout.insert(role, crio.import_image(name, variant));
+    }
+    layout.insert("pause image", crio.image_id(PAUSE_IMAGE));
+
+    let web = crio.run_pod(&Pod::new("web", "default"));
+    let init = web.container("istio-init", APP, &["sh", "-c", "exit 0"]);
+    web.wait_exited(&init);
+    let app = web.create(&CrioContainer {
+        name: "app",
+        image: APP,
+        cmd: RUN_FOREVER,
+        image_volumes: &[("/data", DATA)],
+        ..CrioContainer::default()
+    });
+    web.start(&app);
+    layout.insert("live pod's exited istio-init", init);
+    layout.insert("live pod's running app", app);
+
+    let job = crio.run_pod(&Pod::new("job", "batch"));
+    let task = job.container("task", JOB, EXIT_0);
+    job.wait_exited(&task);
+    job.stop();
+    layout.insert("finished pod's exited task", task);
+    Node { layout, web, job }
+}
+
+/// The image ids CRI lists now.
+fn image_ids(crio: &PrivateCrio) -> BTreeSet<String> {
+    crio.images()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The container ids CRI lists now, of any state.
+fn container_ids(crio: &PrivateCrio) -> BTreeSet<String> {
+    crio.crictl_ok(&["ps", "-a", "-q"])
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_run_removes_what_kubelet_no_longer_needs_and_crio_still_answers() {
+    let Some(crio) = PrivateCrio::start().await.or_skip() else {
+        return;
+    };
+    let node = lay_out(&crio);
+    let layout = &node.layout;
+    let cli = Cli::new(&Runtime::Cri(&crio.endpoint()), AT_ONCE);
+
+    let (code, plan) = cli.json(&["plan", "--output", "json"]);
+    assert_eq!(code, Some(0), "{plan}");
+    assert_eq!(plan["runtime"], "cri");
+    assert!(
+        plan["runtime_reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("runtime.kind: cri, cri-o 1.36.3 at ")),
+        "{}",
+        plan["runtime_reason"]
+    );
+    assert_eq!(
+        plan["summary"]["not_applicable"],
+        serde_json::json!(["volume", "network", "build_cache"])
+    );
+    layout.assert_decisions(
+        &plan,
+        &["finished pod's exited task", "job image", "old image"],
+    );
+    let rule = |role: &str| decision(&plan, layout.id(role))["rule"].clone();
+    assert_eq!(rule("live pod's exited istio-init"), "protected_label");
+    assert_eq!(rule("live pod's running app"), "running");
+    assert_eq!(rule("app image"), "in_use");
+    // The default policy keeps pause images by name, before CRI's pin.
+    assert_eq!(rule("pause image"), "keep_pattern");
+    let data = decision(&plan, layout.id("data image"));
+    assert_eq!(data["rule"], "in_use", "{data}");
+    assert!(
+        data["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("mounted as a volume by kept container app_web_default_"),
+        "{data}"
+    );
+    // Sandboxes are kubelet's, and not containers to CRI: never decided.
+    for sandbox in [&node.web.sandbox_id, &node.job.sandbox_id] {
+        assert!(
+            plan["decisions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|d| &d["id"] != sandbox),
+            "{sandbox} was decided on"
+        );
+    }
+
+    let (code, explained) = {
+        let out = cli.run(&["explain", DATA]);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    assert_eq!(code, Some(0), "{explained}");
+    assert!(
+        explained.contains("mounted as a volume by kept container"),
+        "{explained}"
+    );
+    assert!(
+        !explained.contains("frees"),
+        "CRI cannot tell what a removal alone frees: {explained}"
+    );
+
+    let (code, report) = cli.json(&["run", "--output", "json"]);
+    assert_eq!(code, Some(0), "{report}");
+    layout.assert_deleted(
+        &report,
+        &["finished pod's exited task", "job image", "old image"],
+    );
+
+    // What kubelet asks next, it is answered.
+    let pods = crio.crictl_json(&["pods"]);
+    assert_eq!(pods["items"].as_array().unwrap().len(), 2, "{pods}");
+    for sandbox in [&node.web.sandbox_id, &node.job.sandbox_id] {
+        crio.crictl_ok(&["inspectp", sandbox]);
+    }
+    assert_eq!(
+        container_ids(&crio),
+        [
+            layout.id("live pod's exited istio-init"),
+            layout.id("live pod's running app"),
+        ]
+        .map(str::to_owned)
+        .into()
+    );
+    assert_eq!(
+        image_ids(&crio),
+        ["app image", "data image", "pause image"]
+            .map(|r| layout.id(r).to_owned())
+            .into()
+    );
+    // A run again finds nothing more to do.
+    let (code, again) = cli.json(&["run", "--output", "json"]);
+    assert_eq!(code, Some(0), "{again}");
+    assert_eq!(again["outcomes"].as_array().unwrap().len(), 0, "{again}");
+    drop(node);
+}
+
+/// CRI has no pull or tag time: an image is dated by safeprune's first
+/// sighting, kept in `state_dir`, so `min_age` counts from there.
+#[tokio::test]
+async fn an_image_is_as_old_as_safepruness_first_sighting_of_it() {
+    let Some(crio) = PrivateCrio::start().await.or_skip() else {
+        return;
+    };
+    let old = crio.import_image(OLD, "old");
+    let cli = Cli::new(&Runtime::Cri(&crio.endpoint()), "images: { min_age: 1h }\n");
+    let (_, first) = cli.json(&["plan", "--output", "json"]);
+    let d = decision(&first, &old);
+    assert_eq!(d["rule"], "too_young", "{d}");
+    assert_eq!(d["last_used_source"], "first_seen", "{d}");
+    let seen = d["last_used"].as_str().unwrap().to_owned();
+    let history: Value = serde_json::from_slice(
+        &std::fs::read(cli.path("state/image-usage.json")).expect("the history is written"),
+    )
+    .unwrap();
+    assert!(history["first_seen"][&old].is_string(), "{history}");
+
+    // Seen again: still first seen then, not now.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let (_, second) = cli.json(&["plan", "--output", "json"]);
+    assert_eq!(decision(&second, &old)["last_used"], seen.as_str());
+
+    // A run honours it too: nothing goes.
+    let (code, report) = cli.json(&["run", "--output", "json"]);
+    assert_eq!(code, Some(0), "{report}");
+    assert!(image_ids(&crio).contains(&old));
+}
+
+/// `auto` finds CRI-O when neither Docker nor containerd answers; `kind:
+/// containerd` at CRI-O's socket says to use `kind: cri`.
+#[tokio::test]
+async fn auto_finds_crio_and_containerd_at_its_socket_says_what_to_use() {
+    let Some(crio) = PrivateCrio::start().await.or_skip() else {
+        return;
+    };
+    let endpoint = crio.endpoint();
+    let nowhere = crio.dir().join("nothing.sock");
+    let nowhere = nowhere.to_str().unwrap();
+    let cli = Cli::with_yaml(&format!(
+        "runtime:\n  kind: auto\n  docker: {{ endpoint: \"unix://{nowhere}\" }}\n  \
+         containerd: {{ endpoint: \"{nowhere}\" }}\n  cri: {{ endpoint: \"{endpoint}\" }}\n\
+         state_dir: {}\n",
+        crio.dir().join("state").display()
+    ));
+    let (code, plan) = cli.json(&["plan", "--output", "json"]);
+    assert_eq!(code, Some(0), "{plan}");
+    assert_eq!(plan["runtime"], "cri");
+    assert!(
+        plan["runtime_reason"]
+            .as_str()
+            .unwrap()
+            .contains("cri-o 1.36.3 answered CRI at"),
+        "{}",
+        plan["runtime_reason"]
+    );
+
+    let wrong = Cli::new(
+        &Runtime::Containerd(endpoint.trim_start_matches("unix://"), &[]),
+        "",
+    );
+    let out = wrong.run(&["plan"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("use runtime.kind: cri"), "{stderr}");
+}
+
+/// The adapter's own refusals, below the planner: CRI's `RemoveContainer`
+/// would stop a running container and answer OK for an unknown one, and
+/// CRI-O refuses an image a container (exited too) was made from.
+#[tokio::test]
+async fn the_adapter_never_trusts_cri_to_refuse() {
+    let Some(crio) = PrivateCrio::start().await.or_skip() else {
+        return;
+    };
+    let node = lay_out(&crio);
+    let layout = &node.layout;
+    let cri = CriRuntime::connect(&crio.endpoint())
+        .await
+        .expect("connect to CRI-O");
+    let inventory = cri.inventory().await.expect("inventory");
+    let pause = inventory
+        .images
+        .iter()
+        .find(|i| i.id == layout.id("pause image"))
+        .expect("the pause image");
+    assert!(
+        pause.pinned && pause.cri_pinned,
+        "CRI-O pins its pause image"
+    );
+    let find = |kind, role: &str| {
+        Target::find(&inventory, kind, layout.id(role))
+            .unwrap_or_else(|| panic!("{role} in the inventory"))
+    };
+
+    let running = find(Kind::Container, "live pod's running app");
+    assert!(
+        matches!(cri.remove(&running).await, Removal::InUse(why) if why.contains("running")),
+        "a running container is refused"
+    );
+    assert!(container_ids(&crio).contains(layout.id("live pod's running app")));
+    let unknown = Target::by_id(Kind::Container, &"0".repeat(64));
+    assert_eq!(cri.remove(&unknown).await, Removal::Gone);
+
+    // The job's image, while its exited container is left: CRI-O refuses.
+    let job_image = find(Kind::Image, "job image");
+    assert!(
+        matches!(cri.remove(&job_image).await, Removal::InUse(why) if why.contains("in use")),
+        "an image an exited container was made from is refused"
+    );
+    // Its re-check sees the container, as the plan did.
+    let fresh = cri
+        .recheck(Kind::Image, &[layout.id("job image")])
+        .await
+        .expect("recheck");
+    assert_eq!(fresh.images.len(), 1);
+    assert!(
+        fresh
+            .containers
+            .iter()
+            .any(|c| c.id == layout.id("finished pod's exited task")),
+        "{fresh:#?}"
+    );
+    // Exited, in a pod that is not ready: it goes, then its image.
+    let task = find(Kind::Container, "finished pod's exited task");
+    assert_eq!(cri.remove(&task).await, Removal::Removed);
+    assert_eq!(cri.remove(&task).await, Removal::Gone);
+    assert_eq!(cri.remove(&job_image).await, Removal::Removed);
+    assert!(!image_ids(&crio).contains(layout.id("job image")));
+    assert_eq!(cri.remove(&job_image).await, Removal::Gone);
+}
+
+/// `plan --compare crictl-prune` predicts what the real `crictl rmi
+/// --prune` (cri-tools 1.36) removes from the same CRI-O node: every image
+/// no container (of any state) was made from, but the pinned pause image.
+#[tokio::test]
+async fn the_crictl_prediction_matches_crictl_rmi_prune_on_crio() {
+    let Some(crio) = PrivateCrio::start().await.or_skip() else {
+        return;
+    };
+    let app = crio.import_image(APP, "app");
+    let job = crio.import_image(JOB, "job");
+    let old = crio.import_image(OLD, "old");
+    let pod = crio.run_pod(&Pod::new("job", "batch"));
+    let task = pod.container("task", JOB, EXIT_0);
+    pod.wait_exited(&task);
+    pod.stop();
+    let cli = Cli::new(&Runtime::Cri(&crio.endpoint()), AT_ONCE);
+    let (code, comparison) = cli.json(&["plan", "--compare", "crictl-prune", "--output", "json"]);
+    assert_eq!(code, Some(0), "{comparison}");
+    let predicted: BTreeSet<String> = ["only_command", "both"]
+        .iter()
+        .flat_map(|list| comparison[*list].as_array().unwrap().clone())
+        .filter(|d| d["kind"] == "image")
+        .map(|d| d["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(predicted, [app, old].into(), "{comparison}");
+
+    let before = image_ids(&crio);
+    crio.crictl_ok(&["rmi", "--prune"]);
+    let removed: BTreeSet<String> = before.difference(&image_ids(&crio)).cloned().collect();
+    assert_eq!(predicted, removed, "the model and crictl differ");
+    assert!(
+        image_ids(&crio).contains(&job),
+        "its exited container holds it"
+    );
+}

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use bollard::errors::Error as BollardError;
-use bollard::models::{ContainerSummary, EventMessage};
+use bollard::models::{ContainerSummary, EventMessage, ImageSummary};
 use bollard::query_parameters::{
     EventsOptionsBuilder, InspectContainerOptionsBuilder, ListContainersOptionsBuilder,
     ListImagesOptionsBuilder, ListNetworksOptionsBuilder,
@@ -322,7 +322,8 @@ impl DockerRuntime {
             .unwrap_or(Err(BollardError::RequestTimeoutError))
     }
 
-    /// Every top-level image, dangling ones included.
+    /// Every top-level image, dangling ones included, each with its size
+    /// as the list gives it.
     ///
     /// Each image is inspected too: `Metadata.LastTagTime` (when it was
     /// last pulled, tagged or loaded) exists only there, and without it an
@@ -330,15 +331,10 @@ impl DockerRuntime {
     /// holds tens to a few hundred images and an inspect is a metadata read,
     /// so a bounded fan-out is cheap.
     async fn images(&self) -> Result<Vec<Image>, RuntimeError> {
-        let options = ListImagesOptionsBuilder::default().all(false).build();
-        let summaries = self
-            .docker
-            .list_images(Some(options))
-            .await
-            .map_err(Self::call_error("list images"))?;
+        let summaries = self.list_images(false).await?;
         stream::iter(summaries)
             .map(|summary| async move {
-                let image = self.image(&summary.id).await?;
+                let image = self.image(&summary.id, byte_size(summary.size)).await?;
                 Ok(image.map(|i| self.with_parent(i, &summary.parent_id)))
             })
             .buffer_unordered(INSPECT_CONCURRENCY)
@@ -361,10 +357,22 @@ impl DockerRuntime {
         image
     }
 
-    /// One image by id; `None` when it does not exist.
-    async fn image(&self, id: &str) -> Result<Option<Image>, RuntimeError> {
+    /// The image list: the top-level images, or with `all` the hidden
+    /// ones too (the graph driver store's untagged parents).
+    async fn list_images(&self, all: bool) -> Result<Vec<ImageSummary>, RuntimeError> {
+        let options = ListImagesOptionsBuilder::default().all(all).build();
+        self.docker
+            .list_images(Some(options))
+            .await
+            .map_err(Self::call_error("list images"))
+    }
+
+    /// One image by id, inspected, with `size` from its list entry (never
+    /// inspect's own: see `image_from_inspect`); `None` when it does not
+    /// exist.
+    async fn image(&self, id: &str, size: Option<u64>) -> Result<Option<Image>, RuntimeError> {
         match self.docker.inspect_image(id).await {
-            Ok(inspect) => Ok(image_from_inspect(inspect)),
+            Ok(inspect) => Ok(image_from_inspect(inspect, size)),
             Err(e) if status_code(&e) == Some(404) => Ok(None),
             Err(e) => Err(Self::call_error("inspect image")(e)),
         }

@@ -430,21 +430,20 @@ impl DockerRuntime {
     }
 
     /// Gives each image what removing it alone frees, where `/system/df`
-    /// says: the disk rules project with it (`images.disk`). Without it,
-    /// an image's full size stands in.
+    /// says: the disk rules project with it (`images.disk`), and `explain`
+    /// shows it beside the size. Never more than the image's size (the
+    /// list's, read a moment apart).
+    ///
+    /// Without it (the engine does not answer, or its answer gives no
+    /// `SharedSize`: the legacy `Images` list the API announces it drops),
+    /// every unique size is unknown and each image's full size stands in,
+    /// which over-counts what shared layers free: one warning per inventory
+    /// says so.
     async fn with_unique_sizes(&self, images: &mut [Image]) {
         let version = self.docker.client_version().to_string();
         let timeout = Duration::from_secs(REQUEST_TIMEOUT_SECS);
-        match disk_usage::image_unique_sizes(&self.socket, &version, timeout).await {
-            Ok(sizes) => {
-                for image in images {
-                    image.unique_size = sizes.get(&image.id).copied();
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the images' unique sizes: their sizes stand in");
-            }
-        }
+        let sizes = disk_usage::image_unique_sizes(&self.socket, &version, timeout).await;
+        disk_usage::apply_unique_sizes(images, sizes);
     }
 
     /// The build cache records: from `/system/df?type=build-cache` on API

@@ -39,7 +39,7 @@ use self::watch::{Update, Watch};
 use super::{Engine, Removal, RuntimeError};
 use crate::inventory::Kind;
 use crate::inventory::{
-    BuildCacheEntry, Container, ContainerState, Image, Inventory, Network, Volume,
+    BuildCacheEntry, Container, ContainerState, FsUsage, Image, Inventory, Network, Volume,
     sandboxes_from_containers,
 };
 
@@ -67,8 +67,8 @@ pub struct DockerRuntime {
     /// Whether the inventory reads the build cache: on API 1.41 that is a
     /// full `/system/df`, which sizes every container, image and volume.
     read_build_cache: bool,
-    /// Whether the inventory measures the file system of `DockerRootDir`
-    /// (`images.disk`).
+    /// Whether the inventory measures the file system holding the images
+    /// (`images.disk`): see `image_fs`.
     measure_image_fs: bool,
     /// Whether images live in containerd's store (Docker 29's default):
     /// there a parent may be deleted while its child exists, so the parent
@@ -130,24 +130,67 @@ impl DockerRuntime {
     }
 
     /// The same connection, with inventories that measure the file system
-    /// holding the engine's data (`DockerRootDir`).
+    /// holding the engine's images (`DockerRootDir`; on the containerd
+    /// image store, containerd's snapshotter root).
     #[must_use]
     pub fn measuring_image_fs(mut self) -> Self {
         self.measure_image_fs = true;
         self
     }
 
-    /// The file system of `DockerRootDir`, where images live; `None` when
-    /// it cannot be measured from here.
-    async fn image_fs(&self) -> Result<Option<crate::inventory::FsUsage>, RuntimeError> {
+    /// The file system where the engine keeps its images; `None` when it
+    /// cannot be measured from here.
+    ///
+    /// On the graph driver store that is `DockerRootDir`. On the containerd
+    /// image store the images lie in containerd's snapshotter and content
+    /// store, under containerd's root, which `/info` does not name; it
+    /// names containerd's address (`Containerd.Address`) and the
+    /// snapshotter (`Driver`, `overlayfs`), and containerd names that
+    /// snapshotter's root (measured on Docker 29.7.2,
+    /// `tests/integration/docker29.rs`). When that root cannot be found or
+    /// measured, `DockerRootDir` stands in, with a warning and a note in
+    /// the rules' details: never unnoticed.
+    async fn image_fs(&self) -> Result<Option<FsUsage>, RuntimeError> {
         let info = self
             .docker
             .info()
             .await
             .map_err(Self::call_error("read engine info"))?;
-        Ok(info
-            .docker_root_dir
-            .and_then(|root| super::fs_usage(Path::new(&root))))
+        let docker_root = info.docker_root_dir.clone().filter(|r| !r.is_empty());
+        let docker_root_usage = || {
+            docker_root
+                .as_deref()
+                .and_then(|root| super::fs_usage(Path::new(root)))
+        };
+        if !convert::uses_containerd_store(&info) {
+            return Ok(docker_root_usage());
+        }
+        let why = match containerd_store_root(&info).await {
+            Ok(root) => match super::fs_usage(Path::new(&root)) {
+                Some(usage) => {
+                    tracing::debug!(
+                        root,
+                        "docker's containerd image store: measuring its snapshotter's root"
+                    );
+                    return Ok(Some(usage));
+                }
+                None => format!("its snapshotter's root {root} cannot be measured from here"),
+            },
+            Err(why) => why,
+        };
+        tracing::warn!(
+            reason = %why,
+            docker_root = docker_root.as_deref().unwrap_or("(not named)"),
+            "cannot measure the file system of docker's containerd image store: \
+             DockerRootDir stands in for it"
+        );
+        Ok(docker_root_usage().map(|usage| FsUsage {
+            stand_in: Some(
+                "measured at DockerRootDir: containerd's image store could not be measured"
+                    .to_owned(),
+            ),
+            ..usage
+        }))
     }
 
     /// The same connection, with inventories that leave the build cache
@@ -469,6 +512,26 @@ impl DockerRuntime {
         }
         Ok(records)
     }
+}
+
+/// The root of the snapshotter Docker's containerd image store keeps its
+/// images in: `/info` names containerd's address and the snapshotter
+/// (`Driver`), and containerd that snapshotter's root. Why not, when it
+/// cannot be found.
+async fn containerd_store_root(info: &bollard::models::SystemInfo) -> Result<String, String> {
+    let address = info
+        .containerd
+        .as_ref()
+        .and_then(|c| c.address.as_deref())
+        .filter(|a| !a.is_empty())
+        .ok_or("/info names no containerd address (Containerd.Address)")?;
+    let snapshotter = info
+        .driver
+        .as_deref()
+        .filter(|d| !d.is_empty())
+        .ok_or("/info names no snapshotter (Driver)")?;
+    let socket = super::socket_path("containerd", address).map_err(|e| e.to_string())?;
+    super::containerd::snapshotter_root(&socket, snapshotter).await
 }
 
 /// Whether `/system/df` in API `version` ignores `type=build-cache` and

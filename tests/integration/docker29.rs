@@ -1082,6 +1082,7 @@ async fn e_image_sizes_are_the_lists_in_plans_rechecks_and_what_run_frees() {
             }
         }
         let projected: u64 = listed.values().sum();
+        df_image_shapes(e, &listed).await;
 
         // The adapter: the inventory, then a re-check after a tag, an
         // event after which no image of the snapshot is trusted.
@@ -1143,6 +1144,53 @@ async fn e_image_sizes_are_the_lists_in_plans_rechecks_and_what_run_frees() {
             freed.abs_diff(projected) <= projected / 10,
             "{store}: projected {projected}, freed {freed}"
         );
+    }
+}
+
+/// The shapes of `/system/df?type=image` safeprune reads unique sizes
+/// from, at the APIs around the change (1.52) and bollard's (1.53): the
+/// legacy `Images`, `ImageUsage.Items` beside it from 1.52, and with
+/// `verbose=1` `ImageUsage.Items` alone; every list with the list's sizes
+/// and a `SharedSize`.
+async fn df_image_shapes(e: &PrivateDockerd29, listed: &BTreeMap<String, u64>) {
+    let store = e.store().name();
+    for (api, verbose, keys) in [
+        ("v1.51", false, &["Images", "LayersSize"][..]),
+        ("v1.52", false, &["ImageUsage", "Images", "LayersSize"]),
+        ("v1.53", false, &["ImageUsage", "Images", "LayersSize"]),
+        ("v1.53", true, &["ImageUsage"]),
+        (API, false, &["ImageUsage", "Images", "LayersSize"]),
+        (API, true, &["ImageUsage"]),
+    ] {
+        let path = format!(
+            "/{api}/system/df?type=image{}",
+            if verbose { "&verbose=1" } else { "" }
+        );
+        let (status, body) = e.get(&path).await;
+        let top: Vec<&str> = body
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        eprintln!("(e) {store}: GET {path}: {status}, keys {top:?}");
+        assert_eq!(top, keys, "{store}: {path}");
+        for list in [&body["Images"], &body["ImageUsage"]["Items"]] {
+            let Some(list) = list.as_array() else {
+                continue;
+            };
+            let sizes: BTreeMap<String, u64> = list
+                .iter()
+                .map(|i| {
+                    assert_eq!(i["SharedSize"], 0, "{store}: {path}: {i}");
+                    (
+                        i["Id"].as_str().unwrap().to_owned(),
+                        i["Size"].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+            assert_eq!(&sizes, listed, "{store}: {path}");
+        }
     }
 }
 

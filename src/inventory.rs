@@ -385,15 +385,32 @@ impl UseSource {
 /// How full the file system holding the image store is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FsUsage {
-    /// The directory measured (Docker's root dir, containerd's root).
+    /// The directory measured (Docker's root dir; on Docker's containerd
+    /// image store and on containerd, the snapshotter's directory).
     pub path: String,
     /// Bytes in use.
     pub used_bytes: u64,
     /// Bytes still free for an unprivileged writer (as `df` counts them).
     pub available_bytes: u64,
+    /// Set when `path` only stands in for where the engine keeps its
+    /// images, which could not be found or measured: what it is, for
+    /// the rules' details (Docker's containerd image store measured at
+    /// `DockerRootDir`). `None` when `path` is that place.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stand_in: Option<String>,
 }
 
 impl FsUsage {
+    /// "the image file system", and what stands in for it when something
+    /// does: how the rules' details name it.
+    #[must_use]
+    pub fn named(&self) -> String {
+        match &self.stand_in {
+            None => "the image file system".to_owned(),
+            Some(what) => format!("the image file system ({what})"),
+        }
+    }
+
     /// Usage as `df` reports it: used over used plus available, in percent.
     #[must_use]
     pub fn percent(&self) -> f64 {

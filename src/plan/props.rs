@@ -323,6 +323,7 @@ proptest! {
             path: "/var/lib/docker".into(),
             used_bytes: used,
             available_bytes: 1000 - used,
+            stand_in: None,
         });
         let mut by_disk = policy.clone();
         by_disk.images.keep_recent = keep_recent;

@@ -549,7 +549,8 @@ fn recency_and_disk(
             },
             |fs| {
                 format!(
-                    "the image file system is {:.0}% full, at or under high_percent {}",
+                    "{} is {:.0}% full, at or under high_percent {}",
+                    fs.named(),
                     fs.percent(),
                     disk.high_percent
                 )
@@ -585,8 +586,9 @@ fn recency_and_disk(
             format!("the {needed} less recently used images")
         };
         let detail = format!(
-            "removing {removing} brings the image file system \
+            "removing {removing} brings {} \
              from {:.0}% to {:.0}%, at or under low_percent {}; last used {}",
+            fs.named(),
             fs.percent(),
             fs.percent_after(freed),
             disk.low_percent,

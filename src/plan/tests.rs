@@ -488,6 +488,7 @@ fn fs(used: u64) -> crate::inventory::FsUsage {
         path: "/var/lib/docker".into(),
         used_bytes: used,
         available_bytes: 1000 - used,
+        stand_in: None,
     }
 }
 
@@ -591,6 +592,45 @@ fn at_or_under_the_high_watermark_or_unmeasured_nothing_goes_by_disk() {
         ..Inventory::default()
     };
     assert_eq!(rule_of(&inv, Kind::Image, "sha256:a"), Rule::Eligible);
+}
+
+#[test]
+fn a_file_system_that_only_stands_in_says_so_in_the_disk_rules_details() {
+    // Docker's containerd image store, its root not found: DockerRootDir
+    // measured in its place.
+    let stand_in = |used| crate::inventory::FsUsage {
+        stand_in: Some(
+            "measured at DockerRootDir: containerd's image store could not be measured".into(),
+        ),
+        ..fs(used)
+    };
+    let images = vec![
+        sized("sha256:a", &["a:1"], 72, 100),
+        sized("sha256:b", &["b:1"], 48, 100),
+    ];
+    let detail = |image_fs, id| {
+        let inv = Inventory {
+            images: images.clone(),
+            image_fs: Some(image_fs),
+            ..Inventory::default()
+        };
+        find(&plan(&inv, &disk_policy(85, 80, 0), now()), Kind::Image, id)
+            .detail
+            .clone()
+    };
+    assert_eq!(
+        detail(stand_in(800), "sha256:a"),
+        "the image file system (measured at DockerRootDir: containerd's image store could not \
+         be measured) is 80% full, at or under high_percent 85"
+    );
+    assert!(
+        detail(stand_in(900), "sha256:b").starts_with(
+            "removing the less recently used image brings the image file system (measured at \
+             DockerRootDir: containerd's image store could not be measured) from 90% to 80%"
+        ),
+        "{}",
+        detail(stand_in(900), "sha256:b")
+    );
 }
 
 #[test]

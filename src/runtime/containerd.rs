@@ -35,6 +35,7 @@ use self::convert::{
     CriView, NamespaceData, containers_of, qualified, sandboxes_of, split_qualified,
 };
 use self::images::{Pins, images_of};
+pub(crate) use self::transport::snapshotter_root;
 use self::watch::{Known, Watch};
 use super::{Engine, Removal, RuntimeError};
 use crate::inventory::Kind;

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use bollard::errors::Error as BollardError;
-use bollard::models::{ContainerSummary, EventMessage};
+use bollard::models::{ContainerSummary, EventMessage, ImageSummary};
 use bollard::query_parameters::{
     EventsOptionsBuilder, InspectContainerOptionsBuilder, ListContainersOptionsBuilder,
     ListImagesOptionsBuilder, ListNetworksOptionsBuilder,
@@ -39,7 +39,7 @@ use self::watch::{Update, Watch};
 use super::{Engine, Removal, RuntimeError};
 use crate::inventory::Kind;
 use crate::inventory::{
-    BuildCacheEntry, Container, ContainerState, Image, Inventory, Network, Volume,
+    BuildCacheEntry, Container, ContainerState, FsUsage, Image, Inventory, Network, Volume,
     sandboxes_from_containers,
 };
 
@@ -67,8 +67,8 @@ pub struct DockerRuntime {
     /// Whether the inventory reads the build cache: on API 1.41 that is a
     /// full `/system/df`, which sizes every container, image and volume.
     read_build_cache: bool,
-    /// Whether the inventory measures the file system of `DockerRootDir`
-    /// (`images.disk`).
+    /// Whether the inventory measures the file system holding the images
+    /// (`images.disk`): see `image_fs`.
     measure_image_fs: bool,
     /// Whether images live in containerd's store (Docker 29's default):
     /// there a parent may be deleted while its child exists, so the parent
@@ -130,24 +130,67 @@ impl DockerRuntime {
     }
 
     /// The same connection, with inventories that measure the file system
-    /// holding the engine's data (`DockerRootDir`).
+    /// holding the engine's images (`DockerRootDir`; on the containerd
+    /// image store, containerd's snapshotter root).
     #[must_use]
     pub fn measuring_image_fs(mut self) -> Self {
         self.measure_image_fs = true;
         self
     }
 
-    /// The file system of `DockerRootDir`, where images live; `None` when
-    /// it cannot be measured from here.
-    async fn image_fs(&self) -> Result<Option<crate::inventory::FsUsage>, RuntimeError> {
+    /// The file system where the engine keeps its images; `None` when it
+    /// cannot be measured from here.
+    ///
+    /// On the graph driver store that is `DockerRootDir`. On the containerd
+    /// image store the images lie in containerd's snapshotter and content
+    /// store, under containerd's root, which `/info` does not name; it
+    /// names containerd's address (`Containerd.Address`) and the
+    /// snapshotter (`Driver`, `overlayfs`), and containerd names that
+    /// snapshotter's root (measured on Docker 29.7.2,
+    /// `tests/integration/docker29.rs`). When that root cannot be found or
+    /// measured, `DockerRootDir` stands in, with a warning and a note in
+    /// the rules' details: never unnoticed.
+    async fn image_fs(&self) -> Result<Option<FsUsage>, RuntimeError> {
         let info = self
             .docker
             .info()
             .await
             .map_err(Self::call_error("read engine info"))?;
-        Ok(info
-            .docker_root_dir
-            .and_then(|root| super::fs_usage(Path::new(&root))))
+        let docker_root = info.docker_root_dir.clone().filter(|r| !r.is_empty());
+        let docker_root_usage = || {
+            docker_root
+                .as_deref()
+                .and_then(|root| super::fs_usage(Path::new(root)))
+        };
+        if !convert::uses_containerd_store(&info) {
+            return Ok(docker_root_usage());
+        }
+        let why = match containerd_store_root(&info).await {
+            Ok(root) => match super::fs_usage(Path::new(&root)) {
+                Some(usage) => {
+                    tracing::debug!(
+                        root,
+                        "docker's containerd image store: measuring its snapshotter's root"
+                    );
+                    return Ok(Some(usage));
+                }
+                None => format!("its snapshotter's root {root} cannot be measured from here"),
+            },
+            Err(why) => why,
+        };
+        tracing::warn!(
+            reason = %why,
+            docker_root = docker_root.as_deref().unwrap_or("(not named)"),
+            "cannot measure the file system of docker's containerd image store: \
+             DockerRootDir stands in for it"
+        );
+        Ok(docker_root_usage().map(|usage| FsUsage {
+            stand_in: Some(
+                "measured at DockerRootDir: containerd's image store could not be measured"
+                    .to_owned(),
+            ),
+            ..usage
+        }))
     }
 
     /// The same connection, with inventories that leave the build cache
@@ -322,7 +365,8 @@ impl DockerRuntime {
             .unwrap_or(Err(BollardError::RequestTimeoutError))
     }
 
-    /// Every top-level image, dangling ones included.
+    /// Every top-level image, dangling ones included, each with its size
+    /// as the list gives it.
     ///
     /// Each image is inspected too: `Metadata.LastTagTime` (when it was
     /// last pulled, tagged or loaded) exists only there, and without it an
@@ -330,15 +374,10 @@ impl DockerRuntime {
     /// holds tens to a few hundred images and an inspect is a metadata read,
     /// so a bounded fan-out is cheap.
     async fn images(&self) -> Result<Vec<Image>, RuntimeError> {
-        let options = ListImagesOptionsBuilder::default().all(false).build();
-        let summaries = self
-            .docker
-            .list_images(Some(options))
-            .await
-            .map_err(Self::call_error("list images"))?;
+        let summaries = self.list_images(false).await?;
         stream::iter(summaries)
             .map(|summary| async move {
-                let image = self.image(&summary.id).await?;
+                let image = self.image(&summary.id, byte_size(summary.size)).await?;
                 Ok(image.map(|i| self.with_parent(i, &summary.parent_id)))
             })
             .buffer_unordered(INSPECT_CONCURRENCY)
@@ -361,10 +400,22 @@ impl DockerRuntime {
         image
     }
 
-    /// One image by id; `None` when it does not exist.
-    async fn image(&self, id: &str) -> Result<Option<Image>, RuntimeError> {
+    /// The image list: the top-level images, or with `all` the hidden
+    /// ones too (the graph driver store's untagged parents).
+    async fn list_images(&self, all: bool) -> Result<Vec<ImageSummary>, RuntimeError> {
+        let options = ListImagesOptionsBuilder::default().all(all).build();
+        self.docker
+            .list_images(Some(options))
+            .await
+            .map_err(Self::call_error("list images"))
+    }
+
+    /// One image by id, inspected, with `size` from its list entry (never
+    /// inspect's own: see `image_from_inspect`); `None` when it does not
+    /// exist.
+    async fn image(&self, id: &str, size: Option<u64>) -> Result<Option<Image>, RuntimeError> {
         match self.docker.inspect_image(id).await {
-            Ok(inspect) => Ok(image_from_inspect(inspect)),
+            Ok(inspect) => Ok(image_from_inspect(inspect, size)),
             Err(e) if status_code(&e) == Some(404) => Ok(None),
             Err(e) => Err(Self::call_error("inspect image")(e)),
         }
@@ -422,21 +473,20 @@ impl DockerRuntime {
     }
 
     /// Gives each image what removing it alone frees, where `/system/df`
-    /// says: the disk rules project with it (`images.disk`). Without it,
-    /// an image's full size stands in.
+    /// says: the disk rules project with it (`images.disk`), and `explain`
+    /// shows it beside the size. Never more than the image's size (the
+    /// list's, read a moment apart).
+    ///
+    /// Without it (the engine does not answer, or its answer gives no
+    /// `SharedSize`: the legacy `Images` list the API announces it drops),
+    /// every unique size is unknown and each image's full size stands in,
+    /// which over-counts what shared layers free: one warning per inventory
+    /// says so.
     async fn with_unique_sizes(&self, images: &mut [Image]) {
         let version = self.docker.client_version().to_string();
         let timeout = Duration::from_secs(REQUEST_TIMEOUT_SECS);
-        match disk_usage::image_unique_sizes(&self.socket, &version, timeout).await {
-            Ok(sizes) => {
-                for image in images {
-                    image.unique_size = sizes.get(&image.id).copied();
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the images' unique sizes: their sizes stand in");
-            }
-        }
+        let sizes = disk_usage::image_unique_sizes(&self.socket, &version, timeout).await;
+        disk_usage::apply_unique_sizes(images, sizes);
     }
 
     /// The build cache records: from `/system/df?type=build-cache` on API
@@ -462,6 +512,26 @@ impl DockerRuntime {
         }
         Ok(records)
     }
+}
+
+/// The root of the snapshotter Docker's containerd image store keeps its
+/// images in: `/info` names containerd's address and the snapshotter
+/// (`Driver`), and containerd that snapshotter's root. Why not, when it
+/// cannot be found.
+async fn containerd_store_root(info: &bollard::models::SystemInfo) -> Result<String, String> {
+    let address = info
+        .containerd
+        .as_ref()
+        .and_then(|c| c.address.as_deref())
+        .filter(|a| !a.is_empty())
+        .ok_or("/info names no containerd address (Containerd.Address)")?;
+    let snapshotter = info
+        .driver
+        .as_deref()
+        .filter(|d| !d.is_empty())
+        .ok_or("/info names no snapshotter (Driver)")?;
+    let socket = super::socket_path("containerd", address).map_err(|e| e.to_string())?;
+    super::containerd::snapshotter_root(&socket, snapshotter).await
 }
 
 /// Whether `/system/df` in API `version` ignores `type=build-cache` and

@@ -434,6 +434,7 @@ fn usage_of(
         path: path.display().to_string(),
         used_bytes: (blocks - free).checked_mul(block_size)?,
         available_bytes: available.checked_mul(block_size)?,
+        stand_in: None,
     })
 }
 

@@ -2,8 +2,9 @@
 //! what `docker system prune -a -f` takes from an image in use and from a
 //! parent (a), parents, ids and `DriverStatus` (b), image sizes (c), build
 //! cache parents (d), and `plan --compare docker-prune` held to the real
-//! command on twin engines, with the divergences known today. Each test
-//! prints what it measured, and holds it.
+//! command on twin engines, with the divergences known today. Issue 23:
+//! safeprune's image sizes and what `run` frees (e), `explain` and the
+//! image file system (f). Each test prints what it measured, and holds it.
 //!
 //! Every engine is a private Docker 29 over a private containerd 2.3.4
 //! (`util::docker29`); without `$SAFEPRUNE_TEST_RUNTIMES` the tests say
@@ -561,10 +562,8 @@ fn containerd_store_bytes(e: &PrivateDockerd29, id: &str) -> (i64, i64) {
     let config = manifest["config"]["size"].as_i64().unwrap();
     let content = i64::try_from(manifest_text.len()).unwrap() + config + layers;
     let snapshots = e
-        .containerd_socket()
-        .parent()
-        .unwrap()
-        .join("containerd/root/io.containerd.snapshotter.v1.overlayfs/snapshots");
+        .containerd_root()
+        .join("io.containerd.snapshotter.v1.overlayfs/snapshots");
     let mut du = std::process::Command::new("du");
     du.args(["-s", "-c", "-B1"]);
     for snapshot in std::fs::read_dir(&snapshots).expect("the snapshots") {
@@ -994,4 +993,327 @@ async fn the_docker_prune_prediction_against_docker_29() {
             assert_eq!(divergence, known_divergence(store, by), "{case}");
         }
     }
+}
+
+/// Each image's `Size` as `/images/json?all=1` gives it: id → bytes.
+async fn list_sizes(e: &PrivateDockerd29) -> BTreeMap<String, u64> {
+    let (_, list) = e.get(&format!("/{API}/images/json?all=1")).await;
+    list.as_array()
+        .expect("an image list")
+        .iter()
+        .map(|i| {
+            (
+                i["Id"].as_str().unwrap().to_owned(),
+                i["Size"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Image `id`'s `Size` as `docker image inspect` gives it.
+async fn inspect_size(e: &PrivateDockerd29, id: &str) -> u64 {
+    let (_, inspect) = e.get(&format!("/{API}/images/{id}/json")).await;
+    inspect["Size"].as_u64().expect("inspect's Size")
+}
+
+/// The bytes of the engine's stores, as `du -sb` counts them: Docker's data
+/// root and its containerd's root (the containerd store's images lie
+/// there). The engine's own mounts are in its mount namespace, so this sees
+/// the directories beneath them.
+fn store_bytes(e: &PrivateDockerd29) -> u64 {
+    let out = std::process::Command::new("du")
+        .args(["-s", "-b", "-c"])
+        .arg(e.data_root())
+        .arg(e.containerd_root())
+        .output()
+        .expect("run du");
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.lines()
+        .last()
+        .and_then(|total| total.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("du printed {text}"))
+}
+
+/// Five distinct unused images (`five0:1` … `five4:1`, no layer shared):
+/// their ids.
+async fn five_images(e: &PrivateDockerd29) -> Vec<String> {
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        let extra = format!("image {n} {}", "x".repeat(n * 1000));
+        ids.push(
+            e.import_busybox_image(&format!("five{n}:1"), Some(&extra))
+                .await,
+        );
+    }
+    ids
+}
+
+/// (e) Issue 23: safeprune's image sizes on each store are the image
+/// list's (`/images/json`, as `/system/df`), never inspect's, which on the
+/// containerd store is the compressed content alone: in the adapter's
+/// inventory, in its re-check after an image event (each image read
+/// again), in the plan's decisions and reclaimable bytes; and `run` frees
+/// about what the plan projected, as `du -sb` of the stores measures it.
+#[tokio::test(flavor = "multi_thread")]
+async fn e_image_sizes_are_the_lists_in_plans_rechecks_and_what_run_frees() {
+    use safeprune::inventory::Kind;
+    use safeprune::runtime::Engine;
+    use safeprune::runtime::docker::DockerRuntime;
+    use util::node::{Cli, Runtime};
+    let Some(engines) = start_each(&Store::ALL).await else {
+        return;
+    };
+    for e in &engines {
+        let store = e.store().name();
+        let ids = five_images(e).await;
+        let listed = list_sizes(e).await;
+        let mut inspected = BTreeMap::new();
+        for id in &ids {
+            inspected.insert(id.clone(), inspect_size(e, id).await);
+        }
+        eprintln!("(e) {store}: list sizes {listed:?}\n(e) {store}: inspect sizes {inspected:?}");
+        assert_eq!(listed.len(), 5, "{store}: {listed:?}");
+        for id in &ids {
+            match e.store() {
+                Store::Overlay2 => assert_eq!(inspected[id], listed[id], "{store}"),
+                // Content alone: about a third of content and snapshots.
+                Store::Containerd => assert!(inspected[id] * 2 < listed[id], "{store}"),
+            }
+        }
+        let projected: u64 = listed.values().sum();
+        df_image_shapes(e, &listed).await;
+
+        // The adapter: the inventory, then a re-check after a tag, an
+        // event after which no image of the snapshot is trusted.
+        let runtime = DockerRuntime::connect(e.endpoint()).await.unwrap();
+        let inventory = runtime.inventory().await.unwrap();
+        let batch: Vec<&str> = ids.iter().map(String::as_str).collect();
+        e.tag_image(&ids[0], "five0:again").await;
+        let fresh = runtime.recheck(Kind::Image, &batch).await.unwrap();
+        cli_ok(e, &["image", "rm", "five0:again"]);
+        for (what, images) in [
+            ("inventory", &inventory.images),
+            ("re-check", &fresh.images),
+        ] {
+            let sizes: BTreeMap<String, Option<u64>> =
+                images.iter().map(|i| (i.id.clone(), i.size)).collect();
+            eprintln!("(e) {store}: {what}: sizes {sizes:?}");
+            assert_eq!(sizes.len(), 5, "{store}: {what}");
+            for (id, size) in sizes {
+                assert_eq!(size, Some(listed[&id]), "{store}: {what}: {id}");
+            }
+        }
+        assert!(fresh.images[0].tags.contains(&"five0:again".to_owned()));
+
+        // The plan: each image's bytes, and the sum.
+        let cli = Cli::new(&Runtime::Docker(e.endpoint()), "images: {min_age: 0s}\n");
+        let (code, plan) = cli.json(&["plan", "--output", "json"]);
+        assert_eq!(code, Some(0), "{store}: {plan}");
+        for id in &ids {
+            let d = util::node::decision(&plan, id);
+            assert_eq!(d["decision"], "delete", "{store}: {d}");
+            assert_eq!(d["bytes"].as_u64(), Some(listed[id]), "{store}: {d}");
+        }
+        assert_eq!(
+            plan["summary"]["reclaimable_bytes"].as_u64(),
+            Some(projected),
+            "{store}"
+        );
+
+        // The run frees about that, on the disk.
+        let before = store_bytes(e);
+        let (code, report) = cli.json(&["run", "--output", "json"]);
+        assert_eq!(code, Some(0), "{store}: {report}");
+        let after = store_bytes(e);
+        assert!(list_sizes(e).await.is_empty(), "{store}");
+        assert_eq!(
+            report["summary"]["reclaimed_bytes"].as_u64(),
+            Some(projected),
+            "{store}: {report}"
+        );
+        let freed = before.saturating_sub(after);
+        eprintln!(
+            "(e) {store}: projected {projected}, du -sb of the stores {before} -> {after}: \
+             freed {freed}; inspect's sizes sum to {}",
+            inspected.values().sum::<u64>()
+        );
+        // Within 10%: the stores' metadata (bolt pages, layer records)
+        // moves a little too.
+        assert!(
+            freed.abs_diff(projected) <= projected / 10,
+            "{store}: projected {projected}, freed {freed}"
+        );
+    }
+}
+
+/// The shapes of `/system/df?type=image` safeprune reads unique sizes
+/// from, at the APIs around the change (1.52) and bollard's (1.53): the
+/// legacy `Images`, `ImageUsage.Items` beside it from 1.52, and with
+/// `verbose=1` `ImageUsage.Items` alone; every list with the list's sizes
+/// and a `SharedSize`.
+async fn df_image_shapes(e: &PrivateDockerd29, listed: &BTreeMap<String, u64>) {
+    let store = e.store().name();
+    for (api, verbose, keys) in [
+        ("v1.51", false, &["Images", "LayersSize"][..]),
+        ("v1.52", false, &["ImageUsage", "Images", "LayersSize"]),
+        ("v1.53", false, &["ImageUsage", "Images", "LayersSize"]),
+        ("v1.53", true, &["ImageUsage"]),
+        (API, false, &["ImageUsage", "Images", "LayersSize"]),
+        (API, true, &["ImageUsage"]),
+    ] {
+        let path = format!(
+            "/{api}/system/df?type=image{}",
+            if verbose { "&verbose=1" } else { "" }
+        );
+        let (status, body) = e.get(&path).await;
+        let top: Vec<&str> = body
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        eprintln!("(e) {store}: GET {path}: {status}, keys {top:?}");
+        assert_eq!(top, keys, "{store}: {path}");
+        for list in [&body["Images"], &body["ImageUsage"]["Items"]] {
+            let Some(list) = list.as_array() else {
+                continue;
+            };
+            let sizes: BTreeMap<String, u64> = list
+                .iter()
+                .map(|i| {
+                    assert_eq!(i["SharedSize"], 0, "{store}: {path}: {i}");
+                    (
+                        i["Id"].as_str().unwrap().to_owned(),
+                        i["Size"].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+            assert_eq!(&sizes, listed, "{store}: {path}");
+        }
+    }
+}
+
+/// The value of `explain`'s row `what` (`size`, `frees`).
+fn explain_row<'a>(text: &'a str, what: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|l| l.trim_start().strip_prefix(&format!("{what}:")))
+        .map(str::trim)
+}
+
+/// (f) Issue 23, with `images.disk`: `explain` of an image says a size and
+/// what removing it frees that agree (the list's size, no layer shared),
+/// not inspect's; the report's `image_fs.path` is where the store keeps
+/// its images: the data root on overlay2, the snapshotter's root under
+/// containerd's root on the containerd store. There, with containerd's
+/// socket out of reach, the data root stands in, and the warning and the
+/// rules' details say so.
+#[tokio::test(flavor = "multi_thread")]
+async fn f_explain_and_the_image_file_system_on_each_store() {
+    use safeprune::report::human_bytes;
+    use util::node::{Cli, Runtime};
+    let Some(engines) = start_each(&Store::ALL).await else {
+        return;
+    };
+    for e in &engines {
+        let store = e.store().name();
+        let id = e.import_busybox_image("shown:1", Some("shown")).await;
+        let listed = list_sizes(e).await[&id];
+        let inspected = inspect_size(e, &id).await;
+        let runtime = Runtime::Docker(e.endpoint());
+        let cli = Cli::new(&runtime, "");
+        cli.rewrite(
+            &runtime,
+            &format!(
+                "images: {{min_age: 0s, disk: {{}}}}\nstate_dir: {}\n",
+                cli.path("state").display()
+            ),
+        );
+
+        let out = cli.run(&["explain", "shown:1"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        eprintln!(
+            "(f) {store}: list Size {listed}, inspect Size {inspected}; explain shown:1:\n{text}"
+        );
+        assert_eq!(out.status.code(), Some(0), "{store}: {text}");
+        let size = explain_row(&text, "size").unwrap_or_else(|| panic!("no size: {text}"));
+        let frees = explain_row(&text, "frees").unwrap_or_else(|| panic!("no frees: {text}"));
+        assert_eq!(size, human_bytes(listed), "{store}");
+        assert_eq!(
+            frees,
+            format!("{size} (shared with no other image)"),
+            "{store}"
+        );
+        if e.store() == Store::Containerd {
+            assert_ne!(human_bytes(inspected), size, "{store}");
+        }
+
+        let (code, plan) = cli.json(&["plan", "--output", "json"]);
+        assert_eq!(code, Some(0), "{store}: {plan}");
+        let image_fs = plan["image_fs"]["path"].as_str().expect("image_fs.path");
+        let data_root = e.data_root().display().to_string();
+        let snapshotter_root = e
+            .containerd_root()
+            .join("io.containerd.snapshotter.v1.overlayfs")
+            .display()
+            .to_string();
+        eprintln!("(f) {store}: image_fs {}", plan["image_fs"]);
+        match e.store() {
+            Store::Overlay2 => assert_eq!(image_fs, data_root, "{store}"),
+            Store::Containerd => assert_eq!(image_fs, snapshotter_root, "{store}"),
+        }
+        // The disk rules name the file system, with no stand-in (the
+        // node's disk may be above high_percent or under it).
+        let detail = util::node::decision(&plan, &id)["detail"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            detail.contains("the image file system is ")
+                || detail.contains("the image file system from "),
+            "{store}: {detail}"
+        );
+        if e.store() == Store::Containerd {
+            data_root_stands_in(e, &cli, &id);
+        }
+    }
+}
+
+/// On the containerd store with containerd's socket out of reach (renamed
+/// for a moment; dockerd keeps its own connection): the data root stands
+/// in, with a warning, and the rules' details say so.
+fn data_root_stands_in(e: &PrivateDockerd29, cli: &util::node::Cli, id: &str) {
+    let socket = e.containerd_socket();
+    let away = socket.with_extension("away");
+    std::fs::rename(socket, &away).unwrap();
+    let out = cli.run(&["plan", "--output", "json"]);
+    std::fs::rename(&away, socket).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let plan: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|err| panic!("{err}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    eprintln!(
+        "(f) containerd, its socket away: image_fs {}; stderr:\n{stderr}",
+        plan["image_fs"]
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        plan["image_fs"]["path"].as_str(),
+        Some(e.data_root().display().to_string().as_str())
+    );
+    assert!(
+        stderr.contains("DockerRootDir stands in")
+            && stderr.contains("cannot connect to containerd"),
+        "{stderr}"
+    );
+    let detail = util::node::decision(&plan, id)["detail"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        detail.contains(
+            "the image file system (measured at DockerRootDir: containerd's image store could \
+             not be measured) "
+        ),
+        "{detail}"
+    );
 }

@@ -234,9 +234,16 @@ pub(super) fn container_from_inspect(inspect: ContainerInspectResponse) -> Optio
     })
 }
 
-/// One sandbox per pod sandbox container.
+/// An image from its inspect answer, with `size` as its list entry gives
+/// it (`/images/json` `Size`, which `/system/df` agrees with). `None` when
+/// the answer has no id.
 ///
-pub(super) fn image_from_inspect(inspect: ImageInspect) -> Option<Image> {
+/// Inspect's own `Size` is not used: on Docker 29's containerd image store
+/// it is the compressed content of the host platform alone, about a third
+/// to a half of what the list says (the list adds the unpacked snapshots;
+/// measured, `tests/integration/docker29.rs`), while on the graph driver
+/// store both say the same.
+pub(super) fn image_from_inspect(inspect: ImageInspect, size: Option<u64>) -> Option<Image> {
     let id = inspect.id.filter(|id| !id.is_empty())?;
     // Sorted: the first tag is the image's display name, and the same image
     // should read the same on every run.
@@ -258,7 +265,7 @@ pub(super) fn image_from_inspect(inspect: ImageInspect) -> Option<Image> {
             .and_then(|m| m.last_tag_time)
             .as_deref()
             .and_then(parse_docker_time),
-        size: inspect.size.and_then(byte_size),
+        size,
         // Docker pins nothing; the policy's `images.keep` covers the pause
         // image.
         pinned: false,

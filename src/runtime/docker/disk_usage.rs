@@ -15,7 +15,7 @@ use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::convert::{byte_size, parse_docker_time};
-use crate::inventory::BuildCacheEntry;
+use crate::inventory::{BuildCacheEntry, Image};
 
 /// Every build cache record of the engine at `socket`, asked in API
 /// `version` (`1.41`).
@@ -36,10 +36,14 @@ pub(super) async fn build_cache(
 
 /// What removing each image alone frees, by image id: its size less what
 /// it shares with other images (`Size - SharedSize` of `/system/df`).
-/// Engines that do not give `SharedSize` give no entry.
+/// An image whose `SharedSize` is not given (-1) has no entry.
 ///
 /// `type=image` spares 1.42+ engines from sizing the rest; 1.41 sizes
 /// everything (slow, and asked only with `images.disk`).
+///
+/// # Errors
+/// When the engine does not answer, or its answer gives no unique size at
+/// all (see `unique_sizes_from_df`): the caller says so.
 pub(super) async fn image_unique_sizes(
     socket: &Path,
     version: &str,
@@ -49,6 +53,36 @@ pub(super) async fn image_unique_sizes(
     let raw = get(socket, &path, timeout).await?;
     let body = http_body(&raw).map_err(|e| format!("GET {path}: {e}"))?;
     unique_sizes_from_df(body).map_err(|e| format!("GET {path}: {e}"))
+}
+
+/// Gives each of `images` its unique size from `sizes` (a reading of
+/// `image_unique_sizes`), never more than its size (the list's, read a
+/// moment apart). When the reading failed, every unique size is unknown
+/// (`None`: each image's full size stands in, which counts the layers it
+/// shares as freed), and one warning says so and why.
+pub(super) fn apply_unique_sizes(
+    images: &mut [Image],
+    sizes: Result<HashMap<String, u64>, String>,
+) {
+    match sizes {
+        Ok(sizes) => {
+            for image in images {
+                image.unique_size = sizes
+                    .get(&image.id)
+                    .map(|&unique| image.size.map_or(unique, |size| unique.min(size)));
+            }
+        }
+        Err(e) => {
+            for image in images {
+                image.unique_size = None;
+            }
+            tracing::warn!(
+                error = %e,
+                "docker's /system/df gives no unique image sizes: each image's full size stands \
+                 in for what removing it frees (layers shared with other images count as freed)"
+            );
+        }
+    }
 }
 
 /// One plain HTTP/1.0 GET of `path` on the engine's socket: the raw answer.
@@ -67,7 +101,8 @@ async fn get(socket: &Path, path: &str, timeout: Duration) -> Result<Vec<u8>, St
         .map_err(|e| format!("GET {path}: {e}"))
 }
 
-/// An image as `/system/df` (API < 1.52) lists it.
+/// An image as `/system/df` lists it: the same fields in the legacy
+/// `Images` array and in `ImageUsage.Items` (API 1.52+).
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct ImageUsage {
@@ -79,14 +114,35 @@ struct ImageUsage {
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct ImagesDiskUsage {
+    /// Every API up to 1.55 (measured on Docker 29.7.2 without `verbose`);
+    /// the API's changelog announces it goes (moby carries a FIXME for it).
     images: Option<Vec<ImageUsage>>,
+    /// API 1.52+: the same images under `Items` (with `verbose=1`, the
+    /// only list; without it, beside `Images`, measured 1.52 to 1.55).
+    image_usage: Option<ItemsUsage>,
 }
 
-fn unique_sizes_from_df(body: &[u8]) -> Result<HashMap<String, u64>, serde_json::Error> {
-    let usage: ImagesDiskUsage = serde_json::from_slice(body)?;
-    Ok(usage
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ItemsUsage {
+    items: Option<Vec<ImageUsage>>,
+}
+
+/// The unique sizes of a `/system/df` answer, from its `Images` list, else
+/// its `ImageUsage.Items`.
+///
+/// An answer with neither list, or with images none of which has a
+/// `SharedSize` (-1: not computed), gives no unique size at all: that is an
+/// error, for the caller to say, rather than an empty map that would pass
+/// for "nothing known" unnoticed. No image at all is no error.
+fn unique_sizes_from_df(body: &[u8]) -> Result<HashMap<String, u64>, String> {
+    let usage: ImagesDiskUsage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    let images = usage
         .images
-        .unwrap_or_default()
+        .or_else(|| usage.image_usage.and_then(|u| u.items))
+        .ok_or("the answer lists no images (neither Images nor ImageUsage.Items)")?;
+    let listed = images.len();
+    let sizes: HashMap<String, u64> = images
         .into_iter()
         .filter_map(|i| {
             let size = i.size.and_then(byte_size)?;
@@ -94,7 +150,13 @@ fn unique_sizes_from_df(body: &[u8]) -> Result<HashMap<String, u64>, serde_json:
             let shared = i.shared_size.and_then(byte_size)?;
             Some((i.id?, size.saturating_sub(shared)))
         })
-        .collect())
+        .collect();
+    if sizes.is_empty() && listed > 0 {
+        return Err(format!(
+            "none of the {listed} images listed has a SharedSize"
+        ));
+    }
+    Ok(sizes)
 }
 
 /// The body of a raw HTTP/1.x response, if its status is 2xx.
@@ -222,7 +284,126 @@ mod tests {
         assert_eq!(sizes.get("sha256:a"), Some(&40));
         assert_eq!(sizes.get("sha256:b"), None);
         assert_eq!(sizes.get("sha256:c"), Some(&50));
-        assert!(unique_sizes_from_df(b"{}").unwrap().is_empty());
+        // No image at all: nothing to know.
+        assert!(
+            unique_sizes_from_df(br#"{"Images":[]}"#)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn unique_sizes_come_from_image_usage_items_without_the_images_list() {
+        // API 1.52+ with `verbose=1`, as measured on Docker 29.7.2: the
+        // images only under ImageUsage.Items.
+        let df = br#"{"ImageUsage":{"ActiveCount":0,"TotalCount":2,"TotalSize":150,
+            "Reclaimable":150,"Items":[
+            {"Id":"sha256:a","Size":100,"SharedSize":60,"Containers":0},
+            {"Id":"sha256:c","Size":50,"SharedSize":0}]}}"#;
+        let sizes = unique_sizes_from_df(df).unwrap();
+        assert_eq!(sizes.get("sha256:a"), Some(&40));
+        assert_eq!(sizes.get("sha256:c"), Some(&50));
+        // Both lists (1.52 to 1.55 without `verbose`): `Images` is read.
+        let both = br#"{"Images":[{"Id":"sha256:a","Size":100,"SharedSize":10}],
+            "ImageUsage":{"Items":[{"Id":"sha256:a","Size":100,"SharedSize":60}]}}"#;
+        assert_eq!(
+            unique_sizes_from_df(both).unwrap().get("sha256:a"),
+            Some(&90)
+        );
+    }
+
+    #[test]
+    fn an_answer_without_shared_sizes_is_an_error_to_report_not_an_empty_map() {
+        // The legacy list gone and nothing in its place (only the totals).
+        let totals = br#"{"LayersSize":9921390,"ImageUsage":{"ActiveCount":0,
+            "TotalCount":5,"TotalSize":9921390,"Reclaimable":9921390}}"#;
+        let e = unique_sizes_from_df(totals).unwrap_err();
+        assert!(e.contains("lists no images"), "{e}");
+        assert!(unique_sizes_from_df(b"{}").is_err());
+        // Images listed, none with a SharedSize: -1 (not computed) or absent.
+        let uncomputed = br#"{"Images":[
+            {"Id":"sha256:a","Size":100,"SharedSize":-1},
+            {"Id":"sha256:b","Size":70}]}"#;
+        let e = unique_sizes_from_df(uncomputed).unwrap_err();
+        assert!(
+            e.contains("none of the 2 images listed has a SharedSize"),
+            "{e}"
+        );
+    }
+
+    /// Every event logged at WARN or above while `f` runs, as text.
+    fn warnings_of(f: impl FnOnce()) -> String {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Buffer(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        let text = buffer.0.lock().unwrap().clone();
+        String::from_utf8(text).unwrap()
+    }
+
+    fn sized(id: &str, size: u64) -> Image {
+        Image {
+            id: id.to_owned(),
+            size: Some(size),
+            ..Image::default()
+        }
+    }
+
+    #[test]
+    fn without_shared_sizes_unique_sizes_are_unknown_and_a_warning_says_so() {
+        // A /system/df answer that has lost its legacy `Images` list and
+        // lists nothing in its place.
+        let df = br#"{"LayersSize":300,"ImageUsage":{"TotalCount":2,"TotalSize":300}}"#;
+        let mut images = vec![sized("sha256:a", 100), sized("sha256:b", 200)];
+        images[1].unique_size = Some(7);
+        let logged = warnings_of(|| apply_unique_sizes(&mut images, unique_sizes_from_df(df)));
+        assert!(images.iter().all(|i| i.unique_size.is_none()), "{images:?}");
+        assert_eq!(logged.lines().count(), 1, "{logged}");
+        assert!(logged.contains("WARN"), "{logged}");
+        assert!(logged.contains("gives no unique image sizes"), "{logged}");
+        assert!(logged.contains("lists no images"), "{logged}");
+        // Every SharedSize -1: the same, with its own reason.
+        let df = br#"{"Images":[{"Id":"sha256:a","Size":100,"SharedSize":-1}]}"#;
+        let logged = warnings_of(|| apply_unique_sizes(&mut images, unique_sizes_from_df(df)));
+        assert!(images.iter().all(|i| i.unique_size.is_none()));
+        assert!(
+            logged.contains("none of the 1 images listed has a SharedSize"),
+            "{logged}"
+        );
+    }
+
+    #[test]
+    fn unique_sizes_are_applied_quietly_and_never_exceed_the_size() {
+        let df = br#"{"Images":[
+            {"Id":"sha256:a","Size":100,"SharedSize":40},
+            {"Id":"sha256:b","Size":300,"SharedSize":0},
+            {"Id":"sha256:c","Size":50,"SharedSize":-1}]}"#;
+        let mut images = vec![
+            sized("sha256:a", 100),
+            // Listed smaller a moment before /system/df was read.
+            sized("sha256:b", 250),
+            sized("sha256:c", 50),
+        ];
+        let logged = warnings_of(|| apply_unique_sizes(&mut images, unique_sizes_from_df(df)));
+        assert_eq!(logged, "");
+        let unique: Vec<Option<u64>> = images.iter().map(|i| i.unique_size).collect();
+        assert_eq!(unique, [Some(60), Some(250), None]);
     }
 
     #[test]

@@ -4,10 +4,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use bollard::query_parameters::ListImagesOptionsBuilder;
+use bollard::models::ImageSummary;
 use futures_util::future::try_join_all;
 
-use super::convert::volume_from_docker;
+use super::convert::{byte_size, volume_from_docker};
 use super::{DockerRuntime, RUNTIME, status_code};
 use crate::inventory::{Image, Inventory, Kind, Volume};
 use crate::runtime::RuntimeError;
@@ -30,10 +30,11 @@ impl DockerRuntime {
             Kind::Container => self.recheck_containers(ids, &mut fresh).await?,
             Kind::Image => {
                 // An image no event has named since the snapshot is as the
-                // snapshot read it; any other is inspected now.
+                // snapshot read it; any other is read now.
                 let watch = self.synced_watch().await?;
-                fresh.images =
-                    known_or_read(ids, |id| watch.unchanged_image(id), |id| self.image(id)).await?;
+                let (mut images, unknown) = split_known(ids, |id| watch.unchanged_image(id));
+                images.extend(self.images_read(&unknown).await?);
+                fresh.images = images;
                 // An image built on one of the batch holds it (the one
                 // definition of use, `inventory::uses`).
                 if watch.has_chains() {
@@ -136,21 +137,45 @@ impl DockerRuntime {
     /// The images built directly on one of `parents`, listed and read now:
     /// after an image event the watch no longer knows every image.
     async fn children_listed(&self, parents: &HashSet<&str>) -> Result<Vec<Image>, RuntimeError> {
-        let options = ListImagesOptionsBuilder::default().all(false).build();
-        let summaries = self
-            .docker
-            .list_images(Some(options))
-            .await
-            .map_err(Self::call_error("list images"))?;
+        let summaries = self.list_images(false).await?;
         let mut children = Vec::new();
         for summary in summaries
             .iter()
             .filter(|s| parents.contains(s.parent_id.as_str()))
         {
-            let child = self.image(&summary.id).await?;
+            let child = self.image(&summary.id, byte_size(summary.size)).await?;
             children.extend(child.map(|i| self.with_parent(i, &summary.parent_id)));
         }
         Ok(children)
+    }
+
+    /// Images `ids` as they are now: each inspected (whether it exists, its
+    /// references, its last tag time), with its size and parent from one
+    /// listing of every image (`all`: an image may have become a hidden
+    /// parent since). Inspect's own size is not the list's on the
+    /// containerd store (`image_from_inspect`); an image the listing
+    /// missed (made between the two calls) has no size rather than that
+    /// one.
+    async fn images_read(&self, ids: &[&str]) -> Result<Vec<Image>, RuntimeError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let listed: HashMap<String, ImageSummary> = self
+            .list_images(true)
+            .await?
+            .into_iter()
+            .map(|s| (s.id.clone(), s))
+            .collect();
+        let listed = &listed;
+        let read = try_join_all(ids.iter().map(|&id| async move {
+            let summary = listed.get(id);
+            let size = summary.and_then(|s| byte_size(s.size));
+            let image = self.image(id, size).await?;
+            let parent = summary.map_or("", |s| s.parent_id.as_str());
+            Ok::<_, RuntimeError>(image.map(|i| self.with_parent(i, parent)))
+        }))
+        .await?;
+        Ok(read.into_iter().flatten().collect())
     }
 
     /// One volume by name; `None` when it does not exist.
@@ -174,6 +199,17 @@ where
     F: Fn(&'id str) -> Fut,
     Fut: std::future::Future<Output = Result<Option<T>, RuntimeError>>,
 {
+    let (mut found, unknown) = split_known(ids, known);
+    let read = try_join_all(unknown.into_iter().map(read)).await?;
+    found.extend(read.into_iter().flatten());
+    Ok(found)
+}
+
+/// `ids` parted into the objects `known` has, and the ids it does not.
+fn split_known<'a, 'id, T: Clone + 'a>(
+    ids: &[&'id str],
+    known: impl Fn(&str) -> Option<&'a T>,
+) -> (Vec<T>, Vec<&'id str>) {
     let mut found = Vec::with_capacity(ids.len());
     let mut unknown = Vec::new();
     for id in ids {
@@ -182,7 +218,5 @@ where
             None => unknown.push(*id),
         }
     }
-    let read = try_join_all(unknown.into_iter().map(read)).await?;
-    found.extend(read.into_iter().flatten());
-    Ok(found)
+    (found, unknown)
 }

@@ -185,6 +185,19 @@ impl PrivateDockerd29 {
         &self.containerd_socket
     }
 
+    /// The root of its containerd, `/tmp/sp29-XXXXXX/containerd/root`:
+    /// where the containerd store keeps images (content, snapshots).
+    pub fn containerd_root(&self) -> PathBuf {
+        self.process_dir().join("containerd/root")
+    }
+
+    /// The engine's directory, `/tmp/sp29-XXXXXX`.
+    fn process_dir(&self) -> &Path {
+        self.containerd_socket
+            .parent()
+            .expect("the socket lies in the engine's directory")
+    }
+
     /// containerd 2.3.4's `ctr`, pointed at this engine's containerd and
     /// dockerd's namespace `moby` (the containerd store's images and
     /// content, and every container's task, lie there).

@@ -1317,3 +1317,55 @@ fn data_root_stands_in(e: &PrivateDockerd29, cli: &util::node::Cli, id: &str) {
         "{detail}"
     );
 }
+
+/// Issue 23: `docker load` of an image built in 2024 (air-gapped nodes
+/// preload theirs so). On the overlay2 store Docker leaves its
+/// `LastTagTime` zero, so by its dates alone it was two years old and
+/// `eligible` under `min_age: 1h`; it is dated by safeprune's first
+/// sighting instead. The containerd store sets `LastTagTime` at load.
+#[tokio::test(flavor = "multi_thread")]
+async fn g_a_just_loaded_image_is_new_on_each_store() {
+    use util::node::{Cli, Runtime, decision};
+    let Some(engines) = start_each(&Store::ALL).await else {
+        return;
+    };
+    const LOADED: &str = "docker.io/library/loaded:1";
+    let (archive, _) = util::crio::oci_archive_of(
+        &util::busybox_rootfs(Some("loaded")),
+        &["sh"],
+        "2024-01-01T00:00:00Z",
+        Some(LOADED),
+    );
+    for e in &engines {
+        let store = e.store().name();
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), &archive).unwrap();
+        util::run_ok(e.cli().arg("load").arg("-i").arg(file.path()));
+        let inspected = e.docker().inspect_image(LOADED).await.unwrap();
+        let id = inspected.id.clone().expect("an id");
+        let tagged = inspected
+            .metadata
+            .and_then(|m| m.last_tag_time)
+            .unwrap_or_default();
+        eprintln!(
+            "(g) {store}: loaded {LOADED}, created {:?}, LastTagTime {tagged:?}",
+            inspected.created
+        );
+        let runtime = Runtime::Docker(e.endpoint());
+        let cli = Cli::new(&runtime, "images: { min_age: 1h }\n");
+        let (code, plan) = cli.json(&["plan", "--output", "json"]);
+        assert_eq!(code, Some(0), "{store}: {plan}");
+        let d = decision(&plan, &id);
+        assert_eq!(d["rule"], "too_young", "{store}: {d}");
+        match e.store() {
+            Store::Overlay2 => {
+                assert!(
+                    tagged.starts_with("0001-01-01") || tagged.is_empty(),
+                    "{tagged}"
+                );
+                assert_eq!(d["last_used_source"], "first_seen", "{store}: {d}");
+            }
+            Store::Containerd => assert_eq!(d["last_used_source"], "pull_or_tag", "{store}: {d}"),
+        }
+    }
+}

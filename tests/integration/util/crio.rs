@@ -876,12 +876,26 @@ fn oci_arch() -> &'static str {
 /// `oci-archive:` reads it: one uncompressed `layer`, a config with
 /// `entrypoint`; and that config's digest, the image id.
 fn oci_archive(layer: &[u8], entrypoint: &[&str]) -> (Vec<u8>, String) {
+    oci_archive_of(layer, entrypoint, CREATED, None)
+}
+
+/// [`oci_archive`] with the config's `created`, and the image's `name`
+/// when given (`io.containerd.image.name`, as `ctr import` and Docker's
+/// containerd store read it, and `manifest.json`, as `docker load` on a
+/// graph driver store reads it): for an image built long before it is
+/// loaded.
+pub fn oci_archive_of(
+    layer: &[u8],
+    entrypoint: &[&str],
+    created: &str,
+    name: Option<&str>,
+) -> (Vec<u8>, String) {
     let digest = |data: &[u8]| digest_of(&mut &data[..]);
     let layer_digest = digest(layer);
     let config = json!({
         "architecture": oci_arch(),
         "os": "linux",
-        "created": CREATED,
+        "created": created,
         "config": { "Entrypoint": entrypoint, "Env": ["PATH=/bin"] },
         "rootfs": { "type": "layers", "diff_ids": [layer_digest] },
     })
@@ -904,13 +918,17 @@ fn oci_archive(layer: &[u8], entrypoint: &[&str]) -> (Vec<u8>, String) {
     })
     .to_string()
     .into_bytes();
+    let mut descriptor = json!({
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "digest": digest(&manifest),
+        "size": manifest.len(),
+    });
+    if let Some(name) = name {
+        descriptor["annotations"] = json!({ "io.containerd.image.name": name });
+    }
     let index = json!({
         "schemaVersion": 2,
-        "manifests": [{
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "digest": digest(&manifest),
-            "size": manifest.len(),
-        }],
+        "manifests": [descriptor],
     })
     .to_string()
     .into_bytes();
@@ -924,6 +942,17 @@ fn oci_archive(layer: &[u8], entrypoint: &[&str]) -> (Vec<u8>, String) {
     };
     append("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#);
     append("index.json", &index);
+    if let Some(name) = name {
+        // What `docker save` writes beside the layout since Docker 25, and
+        // what `docker load` on a graph driver store reads.
+        let blob = |digest: &str| format!("blobs/sha256/{}", digest.trim_start_matches("sha256:"));
+        let legacy = json!([{
+            "Config": blob(&config_digest),
+            "RepoTags": [name],
+            "Layers": [blob(&layer_digest)],
+        }]);
+        append("manifest.json", legacy.to_string().as_bytes());
+    }
     for blob in [config.as_slice(), manifest.as_slice(), layer] {
         let hex = digest(blob);
         append(

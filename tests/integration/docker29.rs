@@ -1326,10 +1326,10 @@ fn data_root_stands_in(e: &PrivateDockerd29, cli: &util::node::Cli, id: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn g_a_just_loaded_image_is_new_on_each_store() {
     use util::node::{Cli, Runtime, decision};
+    const LOADED: &str = "docker.io/library/loaded:1";
     let Some(engines) = start_each(&Store::ALL).await else {
         return;
     };
-    const LOADED: &str = "docker.io/library/loaded:1";
     let (archive, _) = util::crio::oci_archive_of(
         &util::busybox_rootfs(Some("loaded")),
         &["sh"],

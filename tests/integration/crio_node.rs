@@ -367,3 +367,61 @@ async fn the_crictl_prediction_matches_crictl_rmi_prune_on_crio() {
         "its exited container holds it"
     );
 }
+
+/// `images.disk` on CRI-O: the file system measured is the one CRI's
+/// `ImageFsInfo` names (`<root>/overlay-images`); under the high
+/// watermark nothing goes, over it the unused images go.
+#[tokio::test]
+async fn disk_watermarks_measure_the_directory_cri_names() {
+    let Some(crio) = PrivateCrio::start().await.or_skip() else {
+        return;
+    };
+    let old = crio.import_image(OLD, "old");
+    let store = crio.root().join("overlay-images");
+    let runtime = Runtime::Cri(&crio.endpoint());
+    let cli = Cli::new(
+        &runtime,
+        "images: { min_age: \"0\", disk: { high_percent: 100, low_percent: 99 } }\n",
+    );
+    let (code, calm) = cli.json(&["run", "--output", "json"]);
+    assert_eq!(code, Some(0), "{calm}");
+    assert_eq!(calm["image_fs"]["path"], store.to_str().unwrap(), "{calm}");
+    assert_eq!(decision(&calm, &old)["rule"], "disk_below_threshold");
+    assert!(image_ids(&crio).contains(&old));
+
+    cli.rewrite(
+        &runtime,
+        "images: { min_age: \"0\", disk: { high_percent: 1, low_percent: 0 } }\n",
+    );
+    let (code, pressed) = cli.json(&["run", "--output", "json"]);
+    assert_eq!(code, Some(0), "{pressed}");
+    assert_eq!(decision(&pressed, &old)["decision"], "delete", "{pressed}");
+    assert!(
+        pressed["image_fs"]["after_percent"].is_number(),
+        "{pressed}"
+    );
+    assert!(!image_ids(&crio).contains(&old));
+}
+
+/// A reviewed plan on CRI-O: `plan --save`, then `run --plan` removes
+/// what was reviewed and nothing the node gained since.
+#[tokio::test]
+async fn a_reviewed_plan_runs_on_crio() {
+    let Some(crio) = PrivateCrio::start().await.or_skip() else {
+        return;
+    };
+    let old = crio.import_image(OLD, "old");
+    let cli = Cli::new(&Runtime::Cri(&crio.endpoint()), AT_ONCE);
+    let file = cli.path("reviewed.plan.json");
+    let file = file.to_str().unwrap();
+    let (code, planned) = cli.json(&["plan", "--save", file, "--output", "json"]);
+    assert_eq!(code, Some(0), "{planned}");
+    assert_eq!(decision(&planned, &old)["decision"], "delete");
+    // Came after the review: not in it, so not removed.
+    let later = crio.import_image(JOB, "job");
+    let (code, report) = cli.json(&["run", "--plan", file, "--output", "json"]);
+    assert_eq!(code, Some(0), "{report}");
+    let ids = image_ids(&crio);
+    assert!(!ids.contains(&old), "{report}");
+    assert!(ids.contains(&later), "{report}");
+}

@@ -413,27 +413,41 @@ impl Engine for CriRuntime {
         &self,
         uses: &tokio::sync::mpsc::Sender<(String, Use)>,
     ) -> Result<(), RuntimeError> {
-        let opened = std::time::Instant::now();
-        let mut events = match api::container_events(&self.stream_channel).await {
-            Ok(events) => events,
-            Err(e) if e.code() == Code::Unimplemented => return not_served(&self.name).await,
-            Err(e) => return Err(Self::call_error("follow container events")(e)),
+        let broke = Self::call_error("follow container events");
+        // CRI-O sends the stream's headers with its first event: opening
+        // it waits for one. A stream that is not served ends at once; one
+        // that is stays open (or brings an event) past the first 2 s.
+        let opening = async {
+            let mut events = api::container_events(&self.stream_channel).await?;
+            let first = events.message().await?;
+            Ok::<_, Status>((events, first))
         };
-        let mut any = false;
+        tokio::pin!(opening);
+        let mut said = false;
+        let opened = if let Ok(opened) =
+            tokio::time::timeout(std::time::Duration::from_secs(2), &mut opening).await
+        {
+            opened
+        } else {
+            following(&self.name, &mut said);
+            opening.await
+        };
+        let (mut events, mut pending) = match opened {
+            Ok((_, None)) => return not_served(&self.name).await,
+            Err(e) if e.code() == Code::Unimplemented => return not_served(&self.name).await,
+            Err(e) => return Err(broke(e)),
+            Ok((events, Some(first))) => (events, Some(first)),
+        };
+        following(&self.name, &mut said);
         loop {
-            let event = match events.message().await {
-                Ok(Some(event)) => event,
-                Ok(None) if !any && opened.elapsed() < std::time::Duration::from_secs(2) => {
-                    return not_served(&self.name).await;
-                }
-                Ok(None) => {
-                    return Err(Self::call_error("follow container events")(
-                        Status::unavailable("the event stream ended"),
-                    ));
-                }
-                Err(e) => return Err(Self::call_error("follow container events")(e)),
+            let event = match pending.take() {
+                Some(event) => event,
+                None => match events.message().await {
+                    Ok(Some(event)) => event,
+                    Ok(None) => return Err(broke(Status::unavailable("the event stream ended"))),
+                    Err(e) => return Err(broke(e)),
+                },
             };
-            any = true;
             let source = match ContainerEventType::try_from(event.container_event_type) {
                 Ok(ContainerEventType::ContainerCreatedEvent) => UseSource::ContainerCreate,
                 Ok(ContainerEventType::ContainerStartedEvent) => UseSource::ContainerStart,
@@ -441,6 +455,8 @@ impl Engine for CriRuntime {
                 Ok(ContainerEventType::ContainerDeletedEvent) | Err(_) => continue,
             };
             let at = convert::from_unix_nanos(event.created_at).unwrap_or_else(chrono::Utc::now);
+            // The container's own status: a sandbox's event (CRI-O sends
+            // one at `RunPodSandbox`) names no container of the list.
             let images: Vec<String> = event
                 .containers_statuses
                 .iter()
@@ -470,6 +486,16 @@ impl Engine for CriRuntime {
                 }
             }
         }
+    }
+}
+
+/// Says, once per stream (`said`), that the runtime's events are followed.
+fn following(name: &str, said: &mut bool) {
+    if !std::mem::replace(said, true) {
+        tracing::info!(
+            runtime = name,
+            "following the CRI runtime's container events: image uses are recorded as they come"
+        );
     }
 }
 

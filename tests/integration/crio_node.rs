@@ -425,3 +425,59 @@ async fn a_reviewed_plan_runs_on_crio() {
     assert!(!ids.contains(&old), "{report}");
     assert!(ids.contains(&later), "{report}");
 }
+
+/// The daemon follows CRI-O's `GetContainerEvents` when it serves them
+/// (`enable_pod_events = true`), recording each container's use of its
+/// image as it comes; without them it says so once and records uses at
+/// each cycle.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_daemon_follows_crio_events_where_it_serves_them() {
+    use util::crio::CrioOptions;
+    use util::daemon::Daemon;
+    const POLICY: &str = "schedule: \"0 0 1 1 *\"\nimages: { keep_recent: 2 }\n";
+    let options = CrioOptions {
+        pod_events: true,
+        ..CrioOptions::default()
+    };
+    let (with, without) = tokio::join!(PrivateCrio::start_with(options), PrivateCrio::start());
+    let (Some(with), Some(without)) = (with.or_skip(), without.or_skip()) else {
+        return;
+    };
+
+    let quiet = Cli::new(&Runtime::Cri(&without.endpoint()), POLICY);
+    let daemon = Daemon::start(&quiet);
+    daemon
+        .wait_for("the CRI runtime serves no container events", 1)
+        .await;
+    let (code, _) = daemon.terminate();
+    assert_eq!(code, Some(0));
+
+    let app = with.import_image(APP, "app");
+    let cli = Cli::new(&Runtime::Cri(&with.endpoint()), POLICY);
+    let daemon = Daemon::start(&cli);
+    daemon
+        .wait_for("following the CRI runtime's container events", 1)
+        .await;
+    let pod = with.run_pod(&Pod::new("web", "default"));
+    let task = pod.container("task", APP, EXIT_0);
+    pod.wait_exited(&task);
+    let history = cli.path("state/image-usage.json");
+    let begun = std::time::Instant::now();
+    let source = loop {
+        let source = std::fs::read(&history)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .and_then(|v| v["images"][&app]["source"].as_str().map(str::to_owned));
+        if source.as_deref() == Some("container_exit") {
+            break source;
+        }
+        assert!(
+            begun.elapsed() < std::time::Duration::from_secs(30),
+            "no exit recorded for {app}: {source:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(source.as_deref(), Some("container_exit"));
+    let (code, _) = daemon.terminate();
+    assert_eq!(code, Some(0));
+}

@@ -12,7 +12,7 @@
 //! docs/engines.md, "CRI".
 
 pub(crate) mod api;
-mod convert;
+pub(crate) mod convert;
 
 use std::sync::Mutex;
 
@@ -178,6 +178,32 @@ impl CriRuntime {
         })
     }
 
+    /// Every container with its status, and every pod sandbox: what
+    /// decides who uses an image and which pods are live.
+    async fn pods(
+        &self,
+        index: &ImageIndex,
+    ) -> Result<
+        (
+            Vec<crate::inventory::Container>,
+            Vec<crate::inventory::PodSandbox>,
+        ),
+        RuntimeError,
+    > {
+        tokio::try_join!(
+            async {
+                self.containers(index)
+                    .await
+                    .map_err(Self::call_error("list containers"))
+            },
+            async {
+                self.sandboxes()
+                    .await
+                    .map_err(Self::call_error("list pod sandboxes"))
+            },
+        )
+    }
+
     async fn sandboxes(&self) -> Result<Vec<crate::inventory::PodSandbox>, Status> {
         let mut sandboxes: Vec<_> = api::sandboxes(&self.channel)
             .await?
@@ -284,18 +310,7 @@ impl Engine for CriRuntime {
             .await
             .map_err(Self::call_error("list images"))?;
         let index = ImageIndex::new(&images);
-        let (containers, sandboxes) = tokio::try_join!(
-            async {
-                self.containers(&index)
-                    .await
-                    .map_err(Self::call_error("list containers"))
-            },
-            async {
-                self.sandboxes()
-                    .await
-                    .map_err(Self::call_error("list pod sandboxes"))
-            },
-        )?;
+        let (containers, sandboxes) = self.pods(&index).await?;
         let mut images: Vec<_> = images
             .into_iter()
             .filter(|i| !i.id.is_empty())
@@ -363,18 +378,7 @@ impl Engine for CriRuntime {
                     .filter(|i| ids.contains(&i.id.as_str()))
                     .collect();
                 let index = ImageIndex::new(&images);
-                let (containers, sandboxes) = tokio::try_join!(
-                    async {
-                        self.containers(&index)
-                            .await
-                            .map_err(Self::call_error("list containers"))
-                    },
-                    async {
-                        self.sandboxes()
-                            .await
-                            .map_err(Self::call_error("list pod sandboxes"))
-                    },
-                )?;
+                let (containers, sandboxes) = self.pods(&index).await?;
                 inventory.images = images.into_iter().map(convert::image).collect();
                 inventory.containers = containers;
                 inventory.sandboxes = sandboxes;

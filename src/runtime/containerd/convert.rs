@@ -8,12 +8,11 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use containerd_client::services::v1::{Container as NativeContainer, Image as ImageRecord, Info};
 use containerd_client::types::v1::{Process, Status as TaskStatus};
 use k8s_cri::v1::{
-    Container as CriContainer, ContainerState as CriState, ContainerStatus, PodSandbox as CriPod,
-    PodSandboxState,
+    Container as CriContainer, ContainerStatus, PodSandbox as CriPod, PodSandboxState,
 };
 use prost_types::Any;
 use serde::Deserialize;
@@ -77,10 +76,7 @@ pub(super) fn split_qualified(id: &str) -> Option<(&str, &str)> {
 
 pub(super) use crate::runtime::protobuf_time as timestamp;
 
-/// CRI's nanoseconds since the epoch; 0 means "never".
-pub(super) fn from_unix_nanos(nanos: i64) -> Option<DateTime<Utc>> {
-    (nanos > 0).then(|| DateTime::from_timestamp_nanos(nanos))
-}
+pub(super) use crate::runtime::cri::convert::from_unix_nanos;
 
 pub(super) fn label<'a>(labels: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
     labels
@@ -106,14 +102,7 @@ fn task_state(task: Option<&Process>) -> ContainerState {
     }
 }
 
-fn cri_state(state: i32) -> ContainerState {
-    match CriState::try_from(state) {
-        Ok(CriState::ContainerCreated) => ContainerState::Created,
-        Ok(CriState::ContainerRunning) => ContainerState::Running,
-        Ok(CriState::ContainerExited) => ContainerState::Exited,
-        Ok(CriState::ContainerUnknown) | Err(_) => ContainerState::Unknown,
-    }
-}
+use crate::runtime::cri::convert::state as cri_state;
 
 /// The part of CRI's extension record we read.
 #[derive(Debug, Default, Deserialize)]
@@ -453,18 +442,9 @@ pub(super) fn sandboxes_of(
             .sandboxes
             .iter()
             .filter(|s| !s.id.is_empty())
-            .map(|s| {
-                let meta = s.metadata.as_ref();
-                let field = |f: fn(&k8s_cri::v1::PodSandboxMetadata) -> &String| {
-                    meta.map(f).filter(|v| !v.is_empty()).cloned()
-                };
-                PodSandbox {
-                    id: qualified(namespace, &s.id),
-                    pod_uid: field(|m| &m.uid),
-                    pod_name: field(|m| &m.name),
-                    pod_namespace: field(|m| &m.namespace),
-                    ready: s.state == PodSandboxState::SandboxReady as i32,
-                }
+            .map(|s| PodSandbox {
+                id: qualified(namespace, &s.id),
+                ..crate::runtime::cri::convert::sandbox(s)
             })
             .collect(),
         None => sandboxes_from_containers(containers),

@@ -22,11 +22,12 @@ const LABEL_POD_NAME: &str = "io.kubernetes.pod.name";
 const LABEL_POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
 
 /// CRI's nanoseconds since the epoch; 0 means "never".
-pub(super) fn from_unix_nanos(nanos: i64) -> Option<DateTime<Utc>> {
+pub(crate) fn from_unix_nanos(nanos: i64) -> Option<DateTime<Utc>> {
     (nanos > 0).then(|| DateTime::from_timestamp_nanos(nanos))
 }
 
-fn state(state: i32) -> ContainerState {
+/// A CRI container state as the inventory's.
+pub(crate) fn state(state: i32) -> ContainerState {
     match CriState::try_from(state) {
         Ok(CriState::ContainerCreated) => ContainerState::Created,
         Ok(CriState::ContainerRunning) => ContainerState::Running,
@@ -190,8 +191,8 @@ pub(super) fn container(
     }
 }
 
-/// One pod sandbox, READY as CRI says.
-pub(super) fn sandbox(s: &CriPod) -> PodSandbox {
+/// One pod sandbox, READY as CRI says, by CRI's id.
+pub(crate) fn sandbox(s: &CriPod) -> PodSandbox {
     let meta = s.metadata.as_ref();
     let field = |f: fn(&k8s_cri::v1::PodSandboxMetadata) -> &String| {
         meta.map(f).filter(|v| !v.is_empty()).cloned()
@@ -209,30 +210,26 @@ pub(super) fn sandbox(s: &CriPod) -> PodSandbox {
 /// and each exit, by image id. What the usage history keeps once the
 /// containers are gone.
 pub(super) fn uses_of(containers: &[Container]) -> Vec<(String, Use)> {
-    containers
-        .iter()
-        .flat_map(|c| {
-            let images = std::iter::once(c.image_id.clone())
-                .chain(c.image_mounts.iter().cloned())
-                .filter(|id| !id.is_empty());
-            let uses: Vec<Use> = [
-                Some(Use {
-                    at: c.created,
-                    source: UseSource::ContainerCreate,
-                }),
-                c.finished.map(|at| Use {
-                    at,
-                    source: UseSource::ContainerExit,
-                }),
-            ]
-            .into_iter()
-            .flatten()
-            .collect();
-            images
-                .flat_map(move |image| uses.clone().into_iter().map(move |u| (image.clone(), u)))
-                .collect::<Vec<_>>()
-        })
-        .collect()
+    let mut uses = Vec::new();
+    for c in containers {
+        let created = Use {
+            at: c.created,
+            source: UseSource::ContainerCreate,
+        };
+        let exited = c.finished.map(|at| Use {
+            at,
+            source: UseSource::ContainerExit,
+        });
+        let images = std::iter::once(&c.image_id)
+            .chain(&c.image_mounts)
+            .filter(|id| !id.is_empty());
+        for image in images {
+            for used in std::iter::once(created).chain(exited) {
+                uses.push((image.clone(), used));
+            }
+        }
+    }
+    uses
 }
 
 #[cfg(test)]

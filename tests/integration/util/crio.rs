@@ -65,7 +65,7 @@ use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use serde_json::{Value, json};
 
 use super::engine::EngineProcess;
-use super::image::digest_of;
+use super::oci;
 use super::pod::Pod;
 use super::{Skipped, busybox_rootfs, scoped_labels, test_runtime};
 
@@ -862,16 +862,6 @@ enable_nri = false
     }
 }
 
-/// The OCI image architecture of this machine, whose busybox the images
-/// hold.
-fn oci_arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        other => other,
-    }
-}
-
 /// An OCI archive (`oci-layout`, `index.json`, blobs) of one image, as
 /// `oci-archive:` reads it: one uncompressed `layer`, a config with
 /// `entrypoint`; and that config's digest, the image id.
@@ -890,75 +880,30 @@ pub fn oci_archive_of(
     created: &str,
     name: Option<&str>,
 ) -> (Vec<u8>, String) {
-    let digest = |data: &[u8]| digest_of(&mut &data[..]);
-    let layer_digest = digest(layer);
-    let config = json!({
-        "architecture": oci_arch(),
-        "os": "linux",
-        "created": created,
-        "config": { "Entrypoint": entrypoint, "Env": ["PATH=/bin"] },
-        "rootfs": { "type": "layers", "diff_ids": [layer_digest] },
-    })
-    .to_string()
-    .into_bytes();
-    let config_digest = digest(&config);
-    let manifest = json!({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {
-            "mediaType": "application/vnd.oci.image.config.v1+json",
-            "digest": config_digest,
-            "size": config.len(),
-        },
-        "layers": [{
-            "mediaType": "application/vnd.oci.image.layer.v1.tar",
-            "digest": layer_digest,
-            "size": layer.len(),
-        }],
-    })
-    .to_string()
-    .into_bytes();
-    let mut descriptor = json!({
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "digest": digest(&manifest),
-        "size": manifest.len(),
-    });
-    if let Some(name) = name {
-        descriptor["annotations"] = json!({ "io.containerd.image.name": name });
-    }
-    let index = json!({
-        "schemaVersion": 2,
-        "manifests": [descriptor],
-    })
-    .to_string()
-    .into_bytes();
-    let mut tar = tar::Builder::new(Vec::new());
-    let mut append = |path: &str, data: &[u8]| {
-        let mut header = tar::Header::new_gnu();
-        header.set_mode(0o644);
-        header.set_size(data.len() as u64);
-        tar.append_data(&mut header, path, data)
-            .expect("tar an archive entry");
-    };
-    append("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#);
-    append("index.json", &index);
-    if let Some(name) = name {
-        // What `docker save` writes beside the layout since Docker 25, and
-        // what `docker load` on a graph driver store reads.
+    let image = oci::Image::new(layer, entrypoint, created, &Value::Null);
+    // What `docker save` writes beside the layout since Docker 25, and what
+    // `docker load` on a graph driver store reads.
+    let legacy = name.map(|name| {
         let blob = |digest: &str| format!("blobs/sha256/{}", digest.trim_start_matches("sha256:"));
-        let legacy = json!([{
-            "Config": blob(&config_digest),
+        json!([{
+            "Config": blob(&image.config_digest),
             "RepoTags": [name],
-            "Layers": [blob(&layer_digest)],
-        }]);
-        append("manifest.json", legacy.to_string().as_bytes());
-    }
-    for blob in [config.as_slice(), manifest.as_slice(), layer] {
-        let hex = digest(blob);
-        append(
-            &format!("blobs/sha256/{}", hex.trim_start_matches("sha256:")),
-            blob,
-        );
-    }
-    (tar.into_inner().expect("finish the archive"), config_digest)
+            "Layers": [blob(&image.layer_digest)],
+        }])
+        .to_string()
+    });
+    let files: Vec<(&str, &[u8])> = legacy
+        .iter()
+        .map(|text| ("manifest.json", text.as_bytes()))
+        .collect();
+    let archive = oci::layout_tar(
+        &[image.descriptor(name)],
+        &[
+            (&image.config_digest, &image.config),
+            (&image.manifest_digest, &image.manifest),
+            (&image.layer_digest, layer),
+        ],
+        &files,
+    );
+    (archive, image.config_digest)
 }

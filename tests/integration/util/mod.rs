@@ -44,6 +44,7 @@ mod engine;
 pub mod image;
 pub mod kube;
 pub mod node;
+pub mod oci;
 pub mod pod;
 
 use std::collections::HashMap;

@@ -1,5 +1,6 @@
+use chrono::DateTime;
 use containerd_client::types::Descriptor;
-use k8s_cri::v1::{ContainerMetadata, PodSandboxMetadata};
+use k8s_cri::v1::{ContainerMetadata, ContainerState as CriState, PodSandboxMetadata};
 use prost_types::Timestamp;
 
 use super::*;

@@ -452,30 +452,9 @@ impl Engine for CriRuntime {
                     Err(e) => return Err(broke(e)),
                 },
             };
-            let source = match ContainerEventType::try_from(event.container_event_type) {
-                Ok(ContainerEventType::ContainerCreatedEvent) => UseSource::ContainerCreate,
-                Ok(ContainerEventType::ContainerStartedEvent) => UseSource::ContainerStart,
-                Ok(ContainerEventType::ContainerStoppedEvent) => UseSource::ContainerExit,
-                Ok(ContainerEventType::ContainerDeletedEvent) | Err(_) => continue,
+            let Some((images, this_use)) = use_of_event(&event) else {
+                continue;
             };
-            let at = convert::from_unix_nanos(event.created_at).unwrap_or_else(chrono::Utc::now);
-            // The container's own status: a sandbox's event (CRI-O sends
-            // one at `RunPodSandbox`) names no container of the list.
-            let images: Vec<String> = event
-                .containers_statuses
-                .iter()
-                .filter(|s| s.id == event.container_id)
-                .flat_map(|s| {
-                    std::iter::once(s.image_id.clone())
-                        .chain(s.image.as_ref().map(|i| i.image.clone()))
-                        .chain(
-                            s.mounts
-                                .iter()
-                                .filter_map(|m| m.image.as_ref().map(|i| i.image.clone())),
-                        )
-                })
-                .filter(|name| !name.is_empty())
-                .collect();
             let mut ids: Vec<String> = Vec::new();
             for name in images {
                 if let Some(id) = self.image_id(&name).await
@@ -485,12 +464,57 @@ impl Engine for CriRuntime {
                 }
             }
             for id in ids {
-                if uses.send((id, Use { at, source })).await.is_err() {
+                if uses.send((id, this_use)).await.is_err() {
                     return Ok(());
                 }
             }
         }
     }
+}
+
+/// The image names a container event uses, and when and how: `None` for
+/// a sandbox's event (CRI-O sends one at `RunPodSandbox`, naming no
+/// container of its list) and for a deletion.
+///
+/// The time is the container's own, from the status the event carries:
+/// its creation, start or exit. The event's `created_at` is when CRI-O
+/// sent it, and CRI-O sends a fast container's start after its exit (its
+/// exit monitor races `StartContainer`): timed by the events, that start
+/// would be the image's last use. A status that shows the container
+/// exited makes any of its events its exit.
+fn use_of_event(event: &k8s_cri::v1::ContainerEventResponse) -> Option<(Vec<String>, Use)> {
+    let mut source = match ContainerEventType::try_from(event.container_event_type) {
+        Ok(ContainerEventType::ContainerCreatedEvent) => UseSource::ContainerCreate,
+        Ok(ContainerEventType::ContainerStartedEvent) => UseSource::ContainerStart,
+        Ok(ContainerEventType::ContainerStoppedEvent) => UseSource::ContainerExit,
+        Ok(ContainerEventType::ContainerDeletedEvent) | Err(_) => return None,
+    };
+    let status = event
+        .containers_statuses
+        .iter()
+        .find(|s| s.id == event.container_id)?;
+    if status.state == CriState::ContainerExited as i32 && status.finished_at > 0 {
+        source = UseSource::ContainerExit;
+    }
+    let own = match source {
+        UseSource::ContainerCreate => status.created_at,
+        UseSource::ContainerStart => status.started_at,
+        _ => status.finished_at,
+    };
+    let at = convert::from_unix_nanos(own)
+        .or_else(|| convert::from_unix_nanos(event.created_at))
+        .unwrap_or_else(chrono::Utc::now);
+    let images = std::iter::once(status.image_id.clone())
+        .chain(status.image.as_ref().map(|i| i.image.clone()))
+        .chain(
+            status
+                .mounts
+                .iter()
+                .filter_map(|m| m.image.as_ref().map(|i| i.image.clone())),
+        )
+        .filter(|name| !name.is_empty())
+        .collect();
+    Some((images, Use { at, source }))
 }
 
 /// Says, once per stream (`said`), that the runtime's events are followed.
@@ -533,5 +557,109 @@ mod tests {
             removal_from_status(&Status::internal("disk on fire")),
             Removal::Failed(m) if m.contains("disk on fire")
         ));
+    }
+
+    fn event(
+        kind: ContainerEventType,
+        sent: i64,
+        state: CriState,
+        times: [i64; 3],
+    ) -> k8s_cri::v1::ContainerEventResponse {
+        k8s_cri::v1::ContainerEventResponse {
+            container_id: "c1".to_owned(),
+            container_event_type: kind as i32,
+            created_at: sent,
+            containers_statuses: vec![k8s_cri::v1::ContainerStatus {
+                id: "c1".to_owned(),
+                state: state as i32,
+                created_at: times[0],
+                started_at: times[1],
+                finished_at: times[2],
+                image_id: "sha256:app".to_owned(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    const SECOND: i64 = 1_000_000_000;
+
+    #[test]
+    fn an_event_is_timed_by_its_containers_own_times() {
+        let (images, created) = use_of_event(&event(
+            ContainerEventType::ContainerCreatedEvent,
+            9 * SECOND,
+            CriState::ContainerCreated,
+            [SECOND, 0, 0],
+        ))
+        .unwrap();
+        assert_eq!(images, ["sha256:app"]);
+        assert_eq!(created.source, UseSource::ContainerCreate);
+        assert_eq!(created.at, convert::from_unix_nanos(SECOND).unwrap());
+        let (_, started) = use_of_event(&event(
+            ContainerEventType::ContainerStartedEvent,
+            9 * SECOND,
+            CriState::ContainerRunning,
+            [SECOND, 2 * SECOND, 0],
+        ))
+        .unwrap();
+        assert_eq!(started.source, UseSource::ContainerStart);
+        assert_eq!(started.at, convert::from_unix_nanos(2 * SECOND).unwrap());
+    }
+
+    /// CRI-O sends a fast container's start after its exit: that start,
+    /// whose status shows the exit, is the exit again, never a later use.
+    #[test]
+    fn a_start_sent_after_the_exit_is_the_exit() {
+        let (_, stopped) = use_of_event(&event(
+            ContainerEventType::ContainerStoppedEvent,
+            4 * SECOND,
+            CriState::ContainerExited,
+            [SECOND, 2 * SECOND, 3 * SECOND],
+        ))
+        .unwrap();
+        let (_, late_start) = use_of_event(&event(
+            ContainerEventType::ContainerStartedEvent,
+            5 * SECOND,
+            CriState::ContainerExited,
+            [SECOND, 2 * SECOND, 3 * SECOND],
+        ))
+        .unwrap();
+        assert_eq!(stopped.source, UseSource::ContainerExit);
+        assert_eq!(stopped.at, convert::from_unix_nanos(3 * SECOND).unwrap());
+        assert_eq!(late_start, stopped);
+    }
+
+    #[test]
+    fn a_sandboxs_event_or_a_deletion_is_no_use() {
+        let mut sandbox = event(
+            ContainerEventType::ContainerStartedEvent,
+            SECOND,
+            CriState::ContainerRunning,
+            [SECOND, SECOND, 0],
+        );
+        sandbox.container_id = "sandbox".to_owned();
+        assert_eq!(use_of_event(&sandbox), None);
+        let deleted = event(
+            ContainerEventType::ContainerDeletedEvent,
+            SECOND,
+            CriState::ContainerExited,
+            [SECOND, SECOND, SECOND],
+        );
+        assert_eq!(use_of_event(&deleted), None);
+    }
+
+    /// A status without times (never seen from CRI-O) falls back to when
+    /// the event was sent.
+    #[test]
+    fn without_its_own_time_an_event_is_timed_when_sent() {
+        let (_, started) = use_of_event(&event(
+            ContainerEventType::ContainerStartedEvent,
+            7 * SECOND,
+            CriState::ContainerRunning,
+            [0, 0, 0],
+        ))
+        .unwrap();
+        assert_eq!(started.at, convert::from_unix_nanos(7 * SECOND).unwrap());
     }
 }

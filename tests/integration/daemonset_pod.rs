@@ -383,9 +383,8 @@ fn the_configmaps_policies_pass_check_as_they_are() {
     // Each overlay replaces the policy whole, in a JSON patch.
     let overlay = |file: &str| {
         let path = format!("{}/deploy/kubernetes/{file}", env!("CARGO_MANIFEST_DIR"));
-        let patch: Vec<Value> = serde_yaml::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
-        patch
-            .iter()
+        let ops: Vec<Value> = serde_yaml::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        ops.iter()
             .find(|op| op["op"] == "replace" && op["path"] == "/data/policy.yaml")
             .and_then(|op| op["value"].as_str())
             .unwrap_or_else(|| panic!("{path} replaces the policy"))

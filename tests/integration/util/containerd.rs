@@ -179,12 +179,19 @@ fn debian() -> Binaries {
 }
 
 impl PrivateContainerd {
-    /// [`Self::start`], with its root (image store and snapshots) on a
-    /// fresh ext4 file system of `megabytes`: a disk the test can fill.
-    pub async fn start_on_small_fs(megabytes: u64) -> Self {
+    /// [`Self::start_version`], with its root (image store and snapshots)
+    /// on a fresh ext4 file system of `megabytes`: a disk the test can fill.
+    ///
+    /// # Errors
+    /// As [`Self::start_version`], before anything is mounted.
+    pub async fn start_on_small_fs(
+        version: ContainerdVersion,
+        megabytes: u64,
+    ) -> Result<Self, Skipped> {
+        let binaries = Binaries::find(version)?;
         let mut process = EngineProcess::new("containerd", "spc-");
         process.mount_small_fs("root", megabytes);
-        Self::start_in(process, debian()).await
+        Ok(Self::start_in(process, binaries).await)
     }
 
     /// Where the CRI plugin stores unpacked images: its image file system.

@@ -815,6 +815,30 @@ async fn after_an_inventory_rechecks_follow_events_and_list_again_once_they_brea
     assert!(fresh.containers.iter().any(|c| c.id == cri_id("late-user")));
 }
 
+/// Changes a task of the layout's plain containers, as its test needs, and
+/// gives the states of "quick" and "runner" after it. On 1.6.20 the stopped
+/// task of "quick" is deleted (it now looks never run). 2.3.4 does not
+/// always publish `/tasks/delete` for a plain container's task (measured:
+/// 28 to 36 of 40 `ctr tasks delete`, where 1.6.20 published 40 of 40;
+/// docs/engines.md, "containerd 2.x"), so no watch can be held to see that
+/// there: "runner" is stopped instead, whose `/tasks/exit` 2.3.4 published
+/// every time (40 of 40), a moment after `ctr` returns.
+fn change_a_task(
+    containerd: &PrivateContainerd,
+    version: ContainerdVersion,
+) -> (ContainerState, ContainerState) {
+    match version {
+        ContainerdVersion::V1_6 => {
+            containerd.ctr_ok(OTHER, &["tasks", "delete", "quick"]);
+            (ContainerState::Created, ContainerState::Running)
+        }
+        ContainerdVersion::V2_3 => {
+            containerd.ctr_ok(OTHER, &["tasks", "kill", "runner"]);
+            (ContainerState::Exited, ContainerState::Exited)
+        }
+    }
+}
+
 /// After an inventory, a container that no event has named since is
 /// re-checked as the inventory read it, without a call of its own; one
 /// whose task or record an event named is read again, and only that.
@@ -847,11 +871,11 @@ async fn rechecks_read_again_only_the_containers_an_event_named(version: Contain
             .collect();
         (fresh, states)
     };
-    let expected = |never, quick| {
+    let expected = |never, quick, runner| {
         [
             (other_id("never"), never),
             (other_id("quick"), quick),
-            (other_id("runner"), ContainerState::Running),
+            (other_id("runner"), runner),
         ]
     };
 
@@ -859,7 +883,11 @@ async fn rechecks_read_again_only_the_containers_an_event_named(version: Contain
     let (fresh, states) = recheck().await;
     assert_eq!(
         states,
-        expected(ContainerState::Created, ContainerState::Exited)
+        expected(
+            ContainerState::Created,
+            ContainerState::Exited,
+            ContainerState::Running
+        )
     );
     assert!(
         container(&fresh, &other_id("quick")).finished.is_some(),
@@ -867,17 +895,27 @@ async fn rechecks_read_again_only_the_containers_an_event_named(version: Contain
     );
     assert_eq!(reads(), before, "nothing read again that no event named");
 
-    // After the inventory: the stopped task of "quick" is deleted (it
-    // now looks never run), and "never" gets a label.
-    containerd.ctr_ok(OTHER, &["tasks", "delete", "quick"]);
+    // After the inventory: a task changes, and "never" gets a label.
+    let (quick, runner) = change_a_task(&containerd, version);
+    let now = expected(ContainerState::Created, quick, runner);
     containerd.ctr_ok(OTHER, &["containers", "label", "never", "team=late"]);
     // (`ctr` reads what it changes: count from here.)
     let before = reads();
-    let (fresh, states) = recheck().await;
-    assert_eq!(
-        states,
-        expected(ContainerState::Created, ContainerState::Created)
-    );
+    // On 1.6.20 the first re-check has the change; on 2.3.4 it may come
+    // a moment later. An event is read once, however many re-checks come
+    // before it.
+    let begun = std::time::Instant::now();
+    let fresh = loop {
+        let (fresh, states) = recheck().await;
+        if states == now {
+            break fresh;
+        }
+        assert!(
+            version == ContainerdVersion::V2_3 && begun.elapsed().as_secs() < 10,
+            "{states:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     assert_eq!(
         container(&fresh, &other_id("never"))
             .labels
@@ -898,7 +936,7 @@ async fn rechecks_read_again_only_the_containers_an_event_named(version: Contain
     assert_eq!(
         (read_again("Tasks/Get"), read_again("Containers/Get")),
         (1, 1),
-        "the deleted task and the relabelled container, each once"
+        "the changed task and the relabelled container, each once"
     );
 }
 

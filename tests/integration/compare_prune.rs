@@ -416,15 +416,26 @@ fn command_removes(comparison: &Value) -> BTreeSet<String> {
         .collect()
 }
 
+util::containerd::containerd_tests! {
+    #[tokio::test(flavor = "multi_thread")]
+    on_containerd_the_crictl_and_nerdctl_models_read_the_cri_node,
+    #[tokio::test(flavor = "multi_thread")]
+    the_crictl_prediction_matches_crictl_rmi_prune,
+}
+
 /// On containerd through CRI: what `crictl rmi --prune` and `nerdctl -n
 /// k8s.io system prune -a -f` would remove from a node with a live pod
 /// (its app running, its init container exited) and an unused image, by
 /// the models; `docker-prune` is refused there.
-#[tokio::test(flavor = "multi_thread")]
-async fn on_containerd_the_crictl_and_nerdctl_models_read_the_cri_node() {
+async fn on_containerd_the_crictl_and_nerdctl_models_read_the_cri_node(
+    version: util::containerd::ContainerdVersion,
+) {
+    use util::OrSkip;
     use util::containerd::{CRI_NAMESPACE, PrivateContainerd};
     use util::pod::Pod;
-    let engine = PrivateContainerd::start().await;
+    let Some(engine) = PrivateContainerd::start_version(version).await.or_skip() else {
+        return;
+    };
     let images = engine.import_images(
         CRI_NAMESPACE,
         &[
@@ -451,29 +462,14 @@ async fn on_containerd_the_crictl_and_nerdctl_models_read_the_cri_node() {
         comparison
     };
 
-    // crictl: the images no CRI container was made from; the exited init
-    // container holds its image. containerd 1.6.20's CRI reports nothing
-    // pinned, so the sandbox image goes too (issue 22; held to the real
-    // crictl below).
+    // crictl: the images no CRI container was made from and CRI does not
+    // report pinned; the exited init container holds its image (held to
+    // the real crictl below).
     let crictl = compare("crictl-prune");
     assert_eq!(crictl["command"], "crictl rmi --prune");
     let removes = command_removes(&crictl);
-    assert_eq!(removes.len(), 2, "{crictl}");
     assert!(removes.contains(&image(2)), "{crictl}");
-    let pause = crictl["only_command"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["name"] == util::containerd::SANDBOX_IMAGE)
-        .expect("the sandbox image, removed by crictl, kept by safeprune");
-    assert_eq!(pause["rule"], "in_use", "{pause}");
-    assert!(
-        pause["detail"]
-            .as_str()
-            .unwrap()
-            .starts_with("the sandbox image of pod default/web: "),
-        "{pause}"
-    );
+    assert_crictl_and_the_sandbox_image(version, &crictl);
 
     // nerdctl: the exited init container, then the images no container
     // left names; safeprune keeps the init container of a live pod.
@@ -522,6 +518,43 @@ async fn on_containerd_the_crictl_and_nerdctl_models_read_the_cri_node() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// What `--compare crictl-prune` says of the sandbox image of pod
+/// `default/web`, beside the one unused image crictl removes.
+fn assert_crictl_and_the_sandbox_image(
+    version: util::containerd::ContainerdVersion,
+    crictl: &Value,
+) {
+    use util::containerd::{ContainerdVersion, SANDBOX_IMAGE};
+    let removes = command_removes(crictl);
+    let pause = crictl["only_command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == SANDBOX_IMAGE);
+    match version {
+        // 1.6.20's CRI reports nothing pinned, so the sandbox image goes
+        // too (issue 22), though safeprune keeps it in use.
+        ContainerdVersion::V1_6 => {
+            assert_eq!(removes.len(), 2, "{crictl}");
+            let pause = pause.expect("the sandbox image, removed by crictl, kept by safeprune");
+            assert_eq!(pause["rule"], "in_use", "{pause}");
+            assert!(
+                pause["detail"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("the sandbox image of pod default/web: "),
+                "{pause}"
+            );
+        }
+        // 2.3.4's CRI reports the sandbox image pinned (`pinned_images`;
+        // docs/engines.md, "containerd 2.x"): crictl keeps it.
+        ContainerdVersion::V2_3 => {
+            assert_eq!(removes.len(), 1, "{crictl}");
+            assert!(pause.is_none(), "{crictl}");
+        }
+    }
 }
 
 /// One CRI node for the crictl comparison: pod `default/web` with `app`
@@ -592,72 +625,70 @@ async fn cri_image_names(engine: &util::containerd::PrivateContainerd) -> BTreeS
 /// hand-labelled one go, though safeprune keeps both) and on 2.3.4 (which
 /// pins the sandbox image; an image mounted as a volume goes, though
 /// safeprune keeps it in use).
-#[tokio::test(flavor = "multi_thread")]
-async fn the_crictl_prediction_matches_crictl_rmi_prune_on_containerd_1_6_and_2_3() {
+async fn the_crictl_prediction_matches_crictl_rmi_prune(
+    version: util::containerd::ContainerdVersion,
+) {
     use util::OrSkip;
     use util::containerd::{CRI_NAMESPACE, ContainerdVersion, PrivateContainerd, SANDBOX_IMAGE};
     let Some(tools) = util::test_runtime("cri-tools-1.36", "crictl").or_skip() else {
         return;
     };
-    for version in [ContainerdVersion::V1_6, ContainerdVersion::V2_3] {
-        let (predicted_on, pruned) = tokio::join!(
-            PrivateContainerd::start_version(version),
-            PrivateContainerd::start_version(version)
-        );
-        let (Some(predicted_on), Some(pruned)) = (predicted_on.or_skip(), pruned.or_skip()) else {
-            return;
-        };
-        tokio::join!(lay_out_cri(&predicted_on), lay_out_cri(&pruned));
-        let endpoint = predicted_on.endpoint();
-        let cli = Cli::new(&Runtime::Containerd(&endpoint, &[CRI_NAMESPACE]), "");
-        let (code, comparison) =
-            cli.json(&["plan", "--compare", "crictl-prune", "--output", "json"]);
-        assert_eq!(code, Some(0), "{comparison}");
-        let predicted: BTreeSet<String> = ["only_command", "both"]
-            .iter()
-            .flat_map(|list| comparison[*list].as_array().unwrap().clone())
-            .filter(|d| d["kind"] == "image")
-            .map(|d| d["name"].as_str().unwrap().to_owned())
-            .collect();
+    let (predicted_on, pruned) = tokio::join!(
+        PrivateContainerd::start_version(version),
+        PrivateContainerd::start_version(version)
+    );
+    let (Some(predicted_on), Some(pruned)) = (predicted_on.or_skip(), pruned.or_skip()) else {
+        return;
+    };
+    tokio::join!(lay_out_cri(&predicted_on), lay_out_cri(&pruned));
+    let endpoint = predicted_on.endpoint();
+    let cli = Cli::new(&Runtime::Containerd(&endpoint, &[CRI_NAMESPACE]), "");
+    let (code, comparison) = cli.json(&["plan", "--compare", "crictl-prune", "--output", "json"]);
+    assert_eq!(code, Some(0), "{comparison}");
+    let predicted: BTreeSet<String> = ["only_command", "both"]
+        .iter()
+        .flat_map(|list| comparison[*list].as_array().unwrap().clone())
+        .filter(|d| d["kind"] == "image")
+        .map(|d| d["name"].as_str().unwrap().to_owned())
+        .collect();
 
-        let before = cri_image_names(&pruned).await;
-        let socket = format!("unix://{}", pruned.socket().display());
-        util::run_ok(
-            std::process::Command::new(tools.join("crictl"))
-                .args(["--runtime-endpoint", &socket, "--image-endpoint", &socket])
-                .args(["--timeout", "30s", "rmi", "--prune"]),
-        );
-        let after = cri_image_names(&pruned).await;
-        let removed: BTreeSet<String> = before.difference(&after).cloned().collect();
-        eprintln!("{version:?}: crictl rmi --prune removed {removed:?}");
-        assert_eq!(
-            predicted, removed,
-            "{version:?}: the model and crictl differ"
-        );
-        let pause_removed = removed.contains(SANDBOX_IMAGE);
-        match version {
-            ContainerdVersion::V1_6 => {
-                assert!(pause_removed, "{removed:?}");
-                assert!(removed.contains("docker.io/library/labelled:1"));
-            }
-            ContainerdVersion::V2_3 => {
-                assert!(!pause_removed, "{removed:?}");
-                assert!(removed.contains("docker.io/library/data:1"));
-            }
+    let before = cri_image_names(&pruned).await;
+    let socket = format!("unix://{}", pruned.socket().display());
+    util::run_ok(
+        std::process::Command::new(tools.join("crictl"))
+            .args(["--runtime-endpoint", &socket, "--image-endpoint", &socket])
+            .args(["--timeout", "30s", "rmi", "--prune"]),
+    );
+    let after = cri_image_names(&pruned).await;
+    let removed: BTreeSet<String> = before.difference(&after).cloned().collect();
+    eprintln!("{version:?}: crictl rmi --prune removed {removed:?}");
+    assert_eq!(
+        predicted, removed,
+        "{version:?}: the model and crictl differ"
+    );
+    let pause_removed = removed.contains(SANDBOX_IMAGE);
+    match version {
+        ContainerdVersion::V1_6 => {
+            assert!(pause_removed, "{removed:?}");
+            assert!(removed.contains("docker.io/library/labelled:1"));
         }
-        // safeprune itself keeps the sandbox image, the labelled one, and
-        // the one mounted as a volume.
-        let (_, plan) = cli.json(&["plan", "--output", "json"]);
-        for d in plan["decisions"].as_array().unwrap() {
-            if [
-                SANDBOX_IMAGE,
-                "docker.io/library/labelled:1",
-                "docker.io/library/data:1",
-            ]
-            .contains(&d["name"].as_str().unwrap_or_default())
-            {
-                assert_eq!(d["decision"], "keep", "{version:?}: {d}");
-            }
+        ContainerdVersion::V2_3 => {
+            assert!(!pause_removed, "{removed:?}");
+            assert!(removed.contains("docker.io/library/data:1"));
+        }
+    }
+    // safeprune itself keeps the sandbox image, the labelled one, and
+    // the one mounted as a volume.
+    let (_, plan) = cli.json(&["plan", "--output", "json"]);
+    for d in plan["decisions"].as_array().unwrap() {
+        if [
+            SANDBOX_IMAGE,
+            "docker.io/library/labelled:1",
+            "docker.io/library/data:1",
+        ]
+        .contains(&d["name"].as_str().unwrap_or_default())
+        {
+            assert_eq!(d["decision"], "keep", "{version:?}: {d}");
         }
     }
 }

@@ -4,16 +4,17 @@
 //! remove exactly what they should, kubelet's view (CRI) keeps the live
 //! pod's init containers and loses the removed ones, a second run removes
 //! nothing, and a pod that comes back or an image newly used between plan
-//! and removal is skipped.
+//! and removal is skipped. Each test runs on containerd 1.6.20 and on 2.3.4
+//! (`containerd_tests!`).
 
 use crate::util;
 
 use safeprune::execute::{Reason, RemovalResult};
 use safeprune::runtime::containerd::ContainerdRuntime;
-use util::RUN_FOREVER;
-use util::containerd::{CRI_NAMESPACE, PrivateContainerd};
+use util::containerd::{CRI_NAMESPACE, ContainerdVersion, PrivateContainerd, containerd_tests};
 use util::node::{Cli, Layout, Runtime, decision, execute_plan, plan_now};
 use util::pod::Pod;
+use util::{OrSkip, RUN_FOREVER};
 
 const OTHER: &str = "other";
 const BASE: &str = "docker.io/library/base:1";
@@ -21,6 +22,15 @@ const UNUSED: &str = "docker.io/library/unused:1";
 const KEEP_ME: &str = "docker.io/library/keepme:1";
 const TOOL: &str = "docker.io/library/tool:1";
 const OTHER_UNUSED: &str = "docker.io/library/other-unused:1";
+
+containerd_tests! {
+    #[tokio::test(flavor = "multi_thread")]
+    plan_then_run_removes_exactly_the_expected_objects_through_cri,
+    #[tokio::test(flavor = "multi_thread")]
+    a_pod_back_or_an_image_newly_used_after_planning_is_skipped,
+    #[tokio::test(flavor = "multi_thread")]
+    auto_falls_back_to_containerd_and_says_why,
+}
 
 /// Roles safeprune must delete; every other role must stay.
 const DELETED: &[&str] = &[
@@ -115,9 +125,12 @@ fn native_ids(containerd: &PrivateContainerd) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn plan_then_run_removes_exactly_the_expected_objects_through_cri() {
-    let containerd = PrivateContainerd::start().await;
+async fn plan_then_run_removes_exactly_the_expected_objects_through_cri(
+    version: ContainerdVersion,
+) {
+    let Some(containerd) = PrivateContainerd::start_version(version).await.or_skip() else {
+        return;
+    };
     let layout = lay_out(&containerd).await;
     let safeprune = safeprune_on(&containerd);
     let events = |calls: &std::collections::BTreeMap<String, u64>| {
@@ -222,9 +235,10 @@ async fn plan_then_run_removes_exactly_the_expected_objects_through_cri() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_pod_back_or_an_image_newly_used_after_planning_is_skipped() {
-    let containerd = PrivateContainerd::start().await;
+async fn a_pod_back_or_an_image_newly_used_after_planning_is_skipped(version: ContainerdVersion) {
+    let Some(containerd) = PrivateContainerd::start_version(version).await.or_skip() else {
+        return;
+    };
     let layout = lay_out(&containerd).await;
     let safeprune = safeprune_on(&containerd);
     let policy = safeprune.policy();
@@ -272,9 +286,10 @@ async fn a_pod_back_or_an_image_newly_used_after_planning_is_skipped() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn auto_falls_back_to_containerd_and_says_why() {
-    let containerd = PrivateContainerd::start().await;
+async fn auto_falls_back_to_containerd_and_says_why(version: ContainerdVersion) {
+    let Some(containerd) = PrivateContainerd::start_version(version).await.or_skip() else {
+        return;
+    };
     let layout = lay_out(&containerd).await;
     let safeprune = Cli::with_yaml("");
     let no_docker = format!("unix://{}", safeprune.path("docker.sock").display());

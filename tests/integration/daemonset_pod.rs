@@ -8,6 +8,8 @@
 //! answers its liveness probe and serves its metrics on the pod's address,
 //! and exits 0 when kubelet stops the pod.
 //!
+//! It runs on containerd 1.6.20 and on 2.3.4 (`containerd_tests!`).
+//!
 //! The test changes one thing of the manifest: the `ConfigMap`'s policy gets
 //! a schedule every two seconds, no jitter and no minimum ages, so that the
 //! layout, made seconds ago, is pruned now.
@@ -25,7 +27,10 @@ use k8s_cri::v1::{
     StartContainerRequest, StopContainerRequest,
 };
 use serde_json::Value;
-use util::containerd::{CRI_NAMESPACE, PrivateContainerd, SANDBOX_IMAGE};
+use util::OrSkip;
+use util::containerd::{
+    CRI_NAMESPACE, ContainerdVersion, PrivateContainerd, SANDBOX_IMAGE, containerd_tests,
+};
 use util::image::BuiltImage;
 use util::kube::{Manifests, Node};
 use util::node::{decision, http_get};
@@ -283,10 +288,18 @@ async fn assert_kubelet_sees_the_removals(
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly() {
+containerd_tests! {
+    #[tokio::test(flavor = "multi_thread")]
+    the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly,
+}
+
+async fn the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly(
+    version: ContainerdVersion,
+) {
     let manifests = Manifests::load();
-    let containerd = PrivateContainerd::start().await;
+    let Some(containerd) = PrivateContainerd::start_version(version).await.or_skip() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     import_safeprune_image(&containerd);
     let layout = lay_out(&containerd).await;

@@ -12,7 +12,8 @@ use crate::util;
 use std::collections::HashMap;
 use std::path::Path;
 
-use util::containerd::{CRI_NAMESPACE, PrivateContainerd};
+use util::OrSkip;
+use util::containerd::{CRI_NAMESPACE, ContainerdVersion, PrivateContainerd, containerd_tests};
 use util::daemon::Daemon;
 use util::df;
 use util::docker::PrivateDockerd;
@@ -324,14 +325,26 @@ async fn the_usage_history_remembers_uses_whose_containers_are_gone() {
     assert_eq!(again["images"][&older]["source"], "container_exit");
 }
 
+containerd_tests! {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    on_containerd_the_daemon_records_cri_uses_and_run_frees_by_them,
+}
+
 /// The same on a private containerd whose root is a small ext4, its
 /// images used by pods through CRI while the daemon watches: the pods are
 /// gone before the run, so only the usage history the daemon wrote knows
 /// the order they ran in. The disk is measured where CRI's `ImageFsInfo`
-/// says, and each image's content is freed before the next measure.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_containerd_the_daemon_records_cri_uses_and_run_frees_by_them() {
-    let engine = PrivateContainerd::start_on_small_fs(256).await;
+/// says, and each image's content is freed before the next measure. On
+/// containerd 1.6.20 and on 2.3.4.
+async fn on_containerd_the_daemon_records_cri_uses_and_run_frees_by_them(
+    version: ContainerdVersion,
+) {
+    let Some(engine) = PrivateContainerd::start_on_small_fs(version, 256)
+        .await
+        .or_skip()
+    else {
+        return;
+    };
     let image_fs = engine.image_fs();
     let endpoint = engine.endpoint();
     let runtime = Runtime::Containerd(&endpoint, &[CRI_NAMESPACE]);

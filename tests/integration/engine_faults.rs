@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
-use util::containerd::PrivateContainerd;
+use util::OrSkip;
+use util::containerd::{ContainerdVersion, PrivateContainerd, containerd_tests};
 use util::daemon::Daemon;
 use util::docker::PrivateDockerd;
 use util::node::{Cli, Runtime};
@@ -239,6 +240,13 @@ fn assert_next_run_completes(cli: &Cli) {
 
 const CONTAINERS: usize = 150;
 
+containerd_tests! {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    containerd_killed_mid_run_leaves_valid_reports_and_the_next_run_completes,
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    issue_22_sigterm_while_containerd_hangs_mid_run_exits_within_5s_with_every_file_written,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_killed_mid_run_leaves_valid_reports_and_the_next_run_completes() {
     let mut engine = PrivateDockerd::start().await;
@@ -270,9 +278,12 @@ async fn docker_killed_mid_run_leaves_valid_reports_and_the_next_run_completes()
     assert_eq!(left.len(), 0, "containers left: {left:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn containerd_killed_mid_run_leaves_valid_reports_and_the_next_run_completes() {
-    let mut engine = PrivateContainerd::start().await;
+async fn containerd_killed_mid_run_leaves_valid_reports_and_the_next_run_completes(
+    version: ContainerdVersion,
+) {
+    let Some(mut engine) = PrivateContainerd::start_version(version).await.or_skip() else {
+        return;
+    };
     let namespace = "faults";
     let image = "docker.io/library/base:1";
     engine.import_busybox_image(namespace, image);
@@ -472,9 +483,12 @@ async fn issue_22_sigterm_while_docker_hangs_mid_run_exits_within_5s_with_every_
     });
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_22_sigterm_while_containerd_hangs_mid_run_exits_within_5s_with_every_file_written() {
-    let engine = PrivateContainerd::start().await;
+async fn issue_22_sigterm_while_containerd_hangs_mid_run_exits_within_5s_with_every_file_written(
+    version: ContainerdVersion,
+) {
+    let Some(engine) = PrivateContainerd::start_version(version).await.or_skip() else {
+        return;
+    };
     let namespace = "faults";
     let image = "docker.io/library/base:1";
     engine.import_busybox_image(namespace, image);

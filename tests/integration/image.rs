@@ -14,7 +14,8 @@ use std::process::Output;
 use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::{ImageSpec, ImageStatusRequest};
 use serde_json::{Value, json};
-use util::containerd::{CRI_NAMESPACE, PrivateContainerd};
+use util::OrSkip;
+use util::containerd::{CRI_NAMESPACE, ContainerdVersion, PrivateContainerd, containerd_tests};
 use util::docker::PrivateDockerd;
 use util::image::{
     BINARY, BuiltImage, Entry, Node, OciArchive, entries, file_digest, file_mode, image_name, ldd,
@@ -266,10 +267,15 @@ async fn docker_imports_the_rootfs_and_runs_it_read_only_with_no_capability() {
     );
 }
 
-#[tokio::test]
-async fn containerd_imports_the_oci_archive_under_its_name_for_cri() {
+containerd_tests! {
+    containerd_imports_the_oci_archive_under_its_name_for_cri,
+}
+
+async fn containerd_imports_the_oci_archive_under_its_name_for_cri(version: ContainerdVersion) {
+    let Some(containerd) = PrivateContainerd::start_version(version).await.or_skip() else {
+        return;
+    };
     let image = BuiltImage::build();
-    let containerd = PrivateContainerd::start().await;
     let archive = image.oci_tar().to_string_lossy().into_owned();
     // README.md's command.
     containerd.ctr_ok(CRI_NAMESPACE, &["images", "import", &archive]);

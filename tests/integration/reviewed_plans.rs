@@ -10,7 +10,8 @@ use crate::util;
 use std::path::Path;
 
 use serde_json::Value;
-use util::containerd::PrivateContainerd;
+use util::OrSkip;
+use util::containerd::{ContainerdVersion, PrivateContainerd, containerd_tests};
 use util::docker::PrivateDockerd;
 use util::node::{Cli, Runtime, decision, outcome};
 
@@ -184,10 +185,16 @@ async fn on_docker_a_run_applies_the_reviewed_plan_and_only_it() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn on_containerd_a_run_applies_the_reviewed_plan_and_only_it() {
+containerd_tests! {
+    #[tokio::test(flavor = "multi_thread")]
+    on_containerd_a_run_applies_the_reviewed_plan_and_only_it,
+}
+
+async fn on_containerd_a_run_applies_the_reviewed_plan_and_only_it(version: ContainerdVersion) {
     const NS: &str = "sp-reviewed";
-    let engine = PrivateContainerd::start().await;
+    let Some(engine) = PrivateContainerd::start_version(version).await.or_skip() else {
+        return;
+    };
     let one = engine.import_busybox_image(NS, "docker.io/library/one:1");
     let two = engine.import_busybox_image(NS, "docker.io/library/two:1");
     let endpoint = engine.endpoint();

@@ -26,6 +26,10 @@
 //! sources ([`ContainerdVersion::V2_3`], [`PrivateContainerd::start_v2`]),
 //! found under `$SAFEPRUNE_TEST_RUNTIMES`; where that is unset the test is
 //! skipped, and says so. Each runs with its own `ctr` and shim.
+//! [`containerd_tests!`] makes of one test body a test on each release
+//! (`<name>::on_1_6`, `<name>::on_2_3`): every test that starts a private
+//! containerd runs on both, except those about what differs between the
+//! releases (`containerd_v2.rs`).
 //!
 //! Everything the fixtures create carries the label `safeprune.test=<scope>`
 //! with the engine's own scope.
@@ -97,6 +101,60 @@ pub enum ContainerdVersion {
     V2_3,
 }
 
+/// One test per containerd release from one test body. For each `name`,
+/// an `async fn name(version: ContainerdVersion)` of the calling module,
+/// it makes a module `name` of two tests: `on_1_6` runs the body on
+/// Debian's 1.6.20, `on_2_3` on 2.3.4. A test's full name is thus
+/// `<subject>::<name>::on_1_6`: `cargo nextest run --test integration
+/// containerd_adapter::` runs both releases, adding `on_2_3` only the
+/// newer. The body starts its engine with
+/// [`PrivateContainerd::start_version`]`(version)` and `.or_skip()`, so
+/// that without `$SAFEPRUNE_TEST_RUNTIMES` the 2.3.4 test prints why and
+/// passes without running; where the releases truly differ, the body
+/// branches on `version` and says which measured fact it follows.
+///
+/// A name may carry the test attribute its body needs; the default is
+/// `#[tokio::test]`:
+///
+/// ```ignore
+/// containerd_tests! {
+///     inventory_reads_pods,
+///     #[tokio::test(flavor = "multi_thread")]
+///     plan_then_run,
+/// }
+/// ```
+#[allow(
+    unused_macros,
+    reason = "benches/containerd.rs includes this harness and runs one release"
+)]
+macro_rules! containerd_tests {
+    () => {};
+    (#[$test:meta] $name:ident $(, $($rest:tt)*)?) => {
+        mod $name {
+            use $crate::util::containerd::ContainerdVersion;
+
+            #[$test]
+            async fn on_1_6() {
+                super::$name(ContainerdVersion::V1_6).await;
+            }
+
+            #[$test]
+            async fn on_2_3() {
+                super::$name(ContainerdVersion::V2_3).await;
+            }
+        }
+        $($crate::util::containerd::containerd_tests! { $($rest)* })?
+    };
+    ($name:ident $(, $($rest:tt)*)?) => {
+        $crate::util::containerd::containerd_tests! { #[tokio::test] $name $(, $($rest)*)? }
+    };
+}
+#[allow(
+    unused_imports,
+    reason = "benches/containerd.rs includes this harness and runs one release"
+)]
+pub(crate) use containerd_tests;
+
 /// A lease and what it holds, as containerd's leases API lists them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseResources {
@@ -121,12 +179,19 @@ fn debian() -> Binaries {
 }
 
 impl PrivateContainerd {
-    /// [`Self::start`], with its root (image store and snapshots) on a
-    /// fresh ext4 file system of `megabytes`: a disk the test can fill.
-    pub async fn start_on_small_fs(megabytes: u64) -> Self {
+    /// [`Self::start_version`], with its root (image store and snapshots)
+    /// on a fresh ext4 file system of `megabytes`: a disk the test can fill.
+    ///
+    /// # Errors
+    /// As [`Self::start_version`], before anything is mounted.
+    pub async fn start_on_small_fs(
+        version: ContainerdVersion,
+        megabytes: u64,
+    ) -> Result<Self, Skipped> {
+        let binaries = Binaries::find(version)?;
         let mut process = EngineProcess::new("containerd", "spc-");
         process.mount_small_fs("root", megabytes);
-        Self::start_in(process, debian()).await
+        Ok(Self::start_in(process, binaries).await)
     }
 
     /// Where the CRI plugin stores unpacked images: its image file system.

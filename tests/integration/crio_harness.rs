@@ -224,6 +224,7 @@ async fn options_turn_pod_events_on_and_pin_more_images() {
     let options = CrioOptions {
         pod_events: true,
         pinned_images: vec!["docker.io/library/pinned*".to_owned()],
+        ..CrioOptions::default()
     };
     let Some(crio) = PrivateCrio::start_with(options).await.or_skip() else {
         return;

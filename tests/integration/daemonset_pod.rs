@@ -8,7 +8,8 @@
 //! answers its liveness probe and serves its metrics on the pod's address,
 //! and exits 0 when kubelet stops the pod.
 //!
-//! It runs on containerd 1.6.20 and on 2.3.4 (`containerd_tests!`).
+//! It runs on containerd 1.6.20 and on 2.3.4 (`containerd_tests!`), and
+//! `deploy/kubernetes/crio`'s pod on CRI-O 1.36.3 through CRI alone.
 //!
 //! The test changes one thing of the manifest: the `ConfigMap`'s policy gets
 //! a schedule every two seconds, no jitter and no minimum ages, so that the
@@ -22,6 +23,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use containerd_client::tonic::transport::Channel;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::{
     ContainerStatsRequest, CreateContainerRequest, PodSandboxStatusRequest, RunPodSandboxRequest,
     StartContainerRequest, StopContainerRequest,
@@ -158,6 +161,37 @@ async fn lay_out(containerd: &PrivateContainerd) -> Layout {
     }
 }
 
+/// `lay_out`'s node on CRI-O, its pods made as kubelet makes them (on the
+/// host network: `util::crio`), `PINNED` pinned by CRI-O's
+/// `pinned_images`.
+fn lay_out_on_crio(crio: &util::crio::PrivateCrio) -> Layout {
+    use util::{EXIT_0, RUN_FOREVER};
+    let base = crio.import_image(BASE, "base");
+    let unused = crio.import_image(UNUSED, "unused");
+    let pinned = crio.import_image(PINNED, "pinned");
+    let web = crio.run_pod(&Pod::new("web", "default"));
+    let istio = web.container("istio-init", BASE, EXIT_0);
+    web.wait_exited(&istio);
+    let setup = web.container("setup", BASE, EXIT_0);
+    web.wait_exited(&setup);
+    let app = web.container("app", BASE, RUN_FOREVER);
+    let gone = crio.run_pod(&Pod::new("gone", "jobs"));
+    let job = gone.container("job", BASE, EXIT_0);
+    gone.wait_exited(&job);
+    gone.stop();
+    Layout {
+        istio,
+        setup,
+        app,
+        web_sandbox: web.sandbox_id.clone(),
+        gone_sandbox: gone.sandbox_id.clone(),
+        job,
+        base,
+        unused,
+        pinned,
+    }
+}
+
 /// The `DaemonSet`'s pod, running on `node`.
 struct SafeprunePod {
     sandbox: String,
@@ -166,9 +200,10 @@ struct SafeprunePod {
     log: PathBuf,
 }
 
-/// Kubelet's part: runs the pod as the manifest says, on `node`.
+/// Kubelet's part: runs the pod as the manifest says, on `node`, through
+/// the runtime's CRI.
 async fn run_pod(
-    containerd: &PrivateContainerd,
+    mut cri: RuntimeServiceClient<Channel>,
     manifests: &Manifests,
     node: &Node<'_>,
 ) -> SafeprunePod {
@@ -176,7 +211,6 @@ async fn run_pod(
     fs::create_dir_all(&logs).unwrap();
     let mut sandbox_config = manifests.sandbox_config(node);
     sandbox_config.log_directory = logs.display().to_string();
-    let mut cri = containerd.cri();
     let sandbox = cri
         .run_pod_sandbox(RunPodSandboxRequest {
             config: Some(sandbox_config.clone()),
@@ -211,22 +245,43 @@ async fn run_pod(
 }
 
 /// The pod's address on the pod network.
-async fn pod_ip(containerd: &PrivateContainerd, sandbox: &str) -> std::net::IpAddr {
-    containerd
-        .cri()
-        .pod_sandbox_status(PodSandboxStatusRequest {
-            pod_sandbox_id: sandbox.to_owned(),
-            verbose: false,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .status
-        .and_then(|s| s.network)
-        .map(|n| n.ip)
-        .expect("the pod has an address")
-        .parse()
-        .expect("an IP")
+async fn pod_ip(mut cri: RuntimeServiceClient<Channel>, sandbox: &str) -> std::net::IpAddr {
+    cri.pod_sandbox_status(PodSandboxStatusRequest {
+        pod_sandbox_id: sandbox.to_owned(),
+        verbose: false,
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .status
+    .and_then(|s| s.network)
+    .map(|n| n.ip)
+    .expect("the pod has an address")
+    .parse()
+    .expect("an IP")
+}
+
+/// kubelet's liveness probe and a scrape, on the pod's address `ip`, from
+/// the node's network namespace (that of the engine whose pid is
+/// `node_pid`): both answer 200, and the metrics show the last run's
+/// success and the protected init container kept.
+fn assert_probe_and_metrics(node_pid: u32, manifests: &Manifests, ip: std::net::IpAddr) {
+    let (probe_path, port) = manifests.liveness();
+    let pod_addr = SocketAddr::new(ip, port);
+    let (status, body) = get_from_node(node_pid, pod_addr, &probe_path)
+        .unwrap_or_else(|| panic!("no answer at {pod_addr}{probe_path}"));
+    assert_eq!(status, 200, "{body}");
+    let (status, metrics) = get_from_node(node_pid, pod_addr, "/metrics").expect("/metrics");
+    assert_eq!(status, 200);
+    for series in [
+        "safeprune_last_run_success 1",
+        r#"safeprune_last_run_kept_objects{kind="container",rule="protected_label"} 1"#,
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == series),
+            "{series} in:\n{metrics}"
+        );
+    }
 }
 
 /// The most memory the container's cgroup has held, in KiB: cgroup v1's
@@ -317,7 +372,7 @@ async fn the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly(
         cgroup_parent: format!("/{}", containerd.scope()),
         labels: HashMap::from([("safeprune.test".to_owned(), containerd.scope().to_owned())]),
     };
-    let pod = Box::pin(run_pod(&containerd, &manifests, &node)).await;
+    let pod = Box::pin(run_pod(containerd.cri(), &manifests, &node)).await;
 
     // Its first cycle's report, in the state directory on the node.
     let report = wait_for_json(&state.join("last-run.json"), &pod.log).await;
@@ -346,23 +401,8 @@ async fn the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly(
     );
 
     // The liveness probe and a scrape, on the pod's own address.
-    let (probe_path, port) = manifests.liveness();
-    let pod_addr = SocketAddr::new(pod_ip(&containerd, &pod.sandbox).await, port);
-    let (status, body) = get_from_node(containerd.pid(), pod_addr, &probe_path)
-        .unwrap_or_else(|| panic!("no answer at {pod_addr}{probe_path}"));
-    assert_eq!(status, 200, "{body}");
-    let (status, metrics) =
-        get_from_node(containerd.pid(), pod_addr, "/metrics").expect("/metrics");
-    assert_eq!(status, 200);
-    for series in [
-        "safeprune_last_run_success 1",
-        r#"safeprune_last_run_kept_objects{kind="container",rule="protected_label"} 1"#,
-    ] {
-        assert!(
-            metrics.lines().any(|l| l == series),
-            "{series} in:\n{metrics}"
-        );
-    }
+    let ip = pod_ip(containerd.cri(), &pod.sandbox).await;
+    assert_probe_and_metrics(containerd.pid(), &manifests, ip);
     eprintln!(
         "safeprune's pod: memory working set {} KiB after its cycles, peak {:?} KiB",
         working_set_kib(&containerd, &pod.container).await,
@@ -391,24 +431,16 @@ async fn the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly(
 
 #[test]
 fn the_configmaps_policies_pass_check_as_they_are() {
-    let manifests = Manifests::load();
-    let base = manifests.config_file("/etc/safeprune", "policy.yaml");
-    // Each overlay replaces the policy whole, in a JSON patch.
-    let overlay = |file: &str| {
-        let path = format!("{}/deploy/kubernetes/{file}", env!("CARGO_MANIFEST_DIR"));
-        let ops: Vec<Value> = serde_yaml::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
-        ops.iter()
-            .find(|op| op["op"] == "replace" && op["path"] == "/data/policy.yaml")
-            .and_then(|op| op["value"].as_str())
-            .unwrap_or_else(|| panic!("{path} replaces the policy"))
-            .to_owned()
-    };
-    let docker = overlay("docker/configmap-docker-policy.yaml");
-    let crio = overlay("crio/configmap-crio-policy.yaml");
+    // Each overlay's policy, as its JSON patches leave the ConfigMap.
+    let policy = |manifests: Manifests| manifests.config_file("/etc/safeprune", "policy.yaml");
     for (variant, policy, kind) in [
-        ("base", base, "containerd"),
-        ("docker", docker, "docker"),
-        ("crio", crio, "cri"),
+        ("base", policy(Manifests::load()), "containerd"),
+        (
+            "docker",
+            policy(Manifests::load_overlay("docker")),
+            "docker",
+        ),
+        ("crio", policy(Manifests::load_overlay("crio")), "cri"),
     ] {
         let safeprune = util::node::Cli::with_yaml(&policy);
         let out = safeprune.run(&["check"]);
@@ -426,4 +458,126 @@ fn the_configmaps_policies_pass_check_as_they_are() {
             "{variant}"
         );
     }
+}
+
+/// The `DaemonSet` of `deploy/kubernetes/crio` on a CRI-O node, through CRI
+/// alone: its image imported into CRI-O's storage as an operator would
+/// offline, its pod run on the pod network (a CNI bridge inside the
+/// private CRI-O's network namespace) as kubelet runs it from the
+/// overlay's manifest, beside `crio_node.rs`'s node. The safeprune inside
+/// keeps what must be kept, removes what is eligible, answers its liveness
+/// probe and serves its metrics on the pod's address, and exits 0 when
+/// kubelet stops the pod.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_crio_the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly() {
+    use util::crio::{CrioOptions, PAUSE_IMAGE, PrivateCrio};
+
+    let manifests = Manifests::load_overlay("crio");
+    let options = CrioOptions {
+        pinned_images: vec![PINNED.to_owned()],
+        pod_network: true,
+        ..CrioOptions::default()
+    };
+    let Some(crio) = PrivateCrio::start_with(options).await.or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let own_image = manifests.container()["image"].as_str().unwrap().to_owned();
+    let built = BuiltImage::build();
+    crio.import_archive(&built.oci_tar(), &own_image);
+
+    let layout = lay_out_on_crio(&crio);
+    let state = dir.path().join("var-lib-safeprune");
+    let node = Node {
+        name: NODE_NAME,
+        host_paths: HashMap::from([
+            ("/var/run/crio/crio.sock", crio.socket().to_owned()),
+            ("/var/lib/safeprune", state.clone()),
+        ]),
+        volumes_dir: dir.path().join("volumes"),
+        cgroup_parent: format!("/{}", crio.scope()),
+        labels: HashMap::from([("safeprune.test".to_owned(), crio.scope().to_owned())]),
+    };
+
+    // kubelet's part, from the overlay's manifest.
+    let pod = Box::pin(run_pod(crio.cri().await, &manifests, &node)).await;
+    let (sandbox, container, log) = (pod.sandbox, pod.container, pod.log);
+
+    let report = wait_for_json(&state.join("last-run.json"), &log).await;
+    assert_eq!(report["node"], NODE_NAME, "named from spec.nodeName");
+    assert_eq!(report["runtime"], "cri");
+    let pause = crio.image_id(PAUSE_IMAGE);
+    let own = crio.image_id(&own_image);
+    // Sandboxes are not containers to CRI: never decided.
+    for (id, expected) in [
+        (&layout.istio, ("keep", "protected_label")),
+        (&layout.setup, ("keep", "live_pod_sandbox")),
+        (&layout.app, ("keep", "running")),
+        (&container, ("keep", "running")),
+        (&layout.job, ("delete", "eligible")),
+        (&layout.base, ("keep", "in_use")),
+        (&own, ("keep", "in_use")),
+        (&layout.pinned, ("keep", "pinned")),
+        // The default policy keeps pause images by name, before CRI's pin.
+        (&pause, ("keep", "keep_pattern")),
+        (&layout.unused, ("delete", "eligible")),
+    ] {
+        let decision = decision(&report, id);
+        assert_eq!(
+            (
+                decision["decision"].as_str().unwrap(),
+                decision["rule"].as_str().unwrap()
+            ),
+            expected,
+            "{id}: {decision}"
+        );
+    }
+
+    // kubelet's view: the job and the unused image are gone, the rest not.
+    let listed = crio.crictl_ok(&["ps", "-a", "-q"]);
+    let listed: Vec<&str> = listed.lines().collect();
+    assert!(
+        !listed.contains(&layout.job.as_str()),
+        "the finished pod's job is still there"
+    );
+    for kept in [&layout.istio, &layout.setup, &layout.app, &container] {
+        assert!(listed.contains(&kept.as_str()), "{kept} was removed");
+    }
+    let images: Vec<String> = crio
+        .images()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!images.contains(&layout.unused), "{images:?}");
+    for kept in [&layout.base, &own, &layout.pinned, &pause] {
+        assert!(images.contains(kept), "{kept} removed: {images:?}");
+    }
+    // CRI-O answers kubelet for every pod.
+    crio.crictl_ok(&["pods"]);
+    for pod in [&layout.web_sandbox, &layout.gone_sandbox, &sandbox] {
+        crio.crictl_ok(&["inspectp", pod]);
+    }
+
+    let ip = pod_ip(crio.cri().await, &sandbox).await;
+    assert_probe_and_metrics(crio.pid(), &manifests, ip);
+
+    // kubelet stops the pod: SIGTERM, then the grace period.
+    let begun = Instant::now();
+    crio.cri()
+        .await
+        .stop_container(StopContainerRequest {
+            container_id: container.clone(),
+            timeout: manifests.grace_seconds(),
+        })
+        .await
+        .expect("stop safeprune's container");
+    let status = crio.container_status(&container);
+    assert_eq!(status["state"], "CONTAINER_EXITED", "{status}");
+    assert_eq!(
+        status["exitCode"],
+        0,
+        "the daemon's exit on the pod's stop; log:\n{}",
+        fs::read_to_string(&log).unwrap_or_default()
+    );
+    eprintln!("safeprune's pod on CRI-O stopped in {:?}", begun.elapsed());
 }

@@ -122,6 +122,10 @@ pub struct CrioOptions {
     /// `pinned_images`, besides [`PAUSE_IMAGE`], which CRI-O pins anyway:
     /// exact names, `prefix*` globs or `*keyword*`.
     pub pinned_images: Vec<String>,
+    /// A pod network: the CNI bridge the private containerd has (Debian's
+    /// containernetworking-plugins), inside the engine's own network
+    /// namespace. Without it CRI-O runs host-network pods only.
+    pub pod_network: bool,
 }
 
 /// The binaries a private CRI-O runs with.
@@ -461,6 +465,20 @@ impl PrivateCrio {
             .tempfile_in(self.process.path("tmp"))
             .expect("create the image archive");
         fs::write(file.path(), archive).expect("write the image archive");
+        self.import_archive(file.path(), name);
+        let id = config_digest.trim_start_matches("sha256:").to_owned();
+        if self.process.pid().is_some() {
+            assert_eq!(self.image_id(name), id, "CRI-O's id of {name}");
+        }
+        id
+    }
+
+    /// Puts the image of the OCI archive at `archive` into CRI-O's storage
+    /// under `name`, as [`Self::import_image`] does.
+    ///
+    /// # Panics
+    /// When `copyimg` fails.
+    pub fn import_archive(&self, archive: &Path, name: &str) {
         let out = Command::new("unshare")
             .args(["--mount", "--propagation", "private", "sh", "-c", COPYIMG])
             .arg("copyimg")
@@ -477,7 +495,7 @@ impl PrivateCrio {
             .arg(self.process.path("policy.json"))
             .args(["--image-name", name])
             .arg("--import-from")
-            .arg(format!("oci-archive:{}", file.path().display()))
+            .arg(format!("oci-archive:{}", archive.display()))
             .stdin(Stdio::null())
             .output()
             .expect("run copyimg");
@@ -487,11 +505,6 @@ impl PrivateCrio {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let id = config_digest.trim_start_matches("sha256:").to_owned();
-        if self.process.pid().is_some() {
-            assert_eq!(self.image_id(name), id, "CRI-O's id of {name}");
-        }
-        id
     }
 
     /// Runs a pod sandbox (`RunPodSandbox`, `crictl runp`) as kubelet does
@@ -757,6 +770,20 @@ fn image_spec(crio: &PrivateCrio, reference: &str) -> Value {
     json!({ "image": crio.image_id(reference), "user_specified_image": reference })
 }
 
+/// Where CRI-O finds CNI plugins: Debian's with a pod network, whose
+/// config it writes in the directory's `cni/`; else an empty directory.
+fn cni_plugins(dir: &Path, options: &CrioOptions) -> PathBuf {
+    if !options.pod_network {
+        return dir.join("cni-bin");
+    }
+    fs::write(
+        dir.join("cni/10-safeprune-test.conflist"),
+        super::engine::cni_conflist(dir),
+    )
+    .expect("write the pod network's CNI config");
+    PathBuf::from(super::engine::CNI_BIN_DIR)
+}
+
 /// Writes the engine's config files into `dir`.
 fn write_configs(dir: &Path, tools: &Tools, options: &CrioOptions) {
     let d = dir.display();
@@ -821,9 +848,10 @@ short_name_mode = "disabled"
 big_files_temporary_dir = "{d}/tmp"
 
 [crio.network]
-# Empty: pods use the host network, no plugin runs.
+# Empty unless the test asks for a pod network: pods use the host network,
+# no plugin runs.
 network_dir = "{d}/cni"
-plugin_dirs = ["{d}/cni-bin"]
+plugin_dirs = ["{cni_bin}"]
 
 [crio.nri]
 enable_nri = false
@@ -832,6 +860,7 @@ enable_nri = false
         pinns = tools.pinns.display(),
         runc = tools.runc.display(),
         conmon = tools.conmon.display(),
+        cni_bin = cni_plugins(dir, options).display(),
     );
     let files = [
         ("crio.conf", crio_conf),

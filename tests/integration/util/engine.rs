@@ -28,6 +28,36 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// paid by every test, short.
 const POLL: Duration = Duration::from_millis(20);
 
+/// Where Debian's containernetworking-plugins puts the CNI plugins.
+pub const CNI_BIN_DIR: &str = "/usr/lib/cni";
+
+/// The pod network: a bridge with its own addresses, in the engine's
+/// private network namespace, so nothing of it is seen outside. No
+/// masquerading (no iptables), and the address book under the directory.
+pub fn cni_conflist(dir: &Path) -> String {
+    format!(
+        r#"{{
+  "cniVersion": "0.4.0",
+  "name": "safeprune-test",
+  "plugins": [
+    {{
+      "type": "bridge",
+      "bridge": "sptbr0",
+      "isGateway": true,
+      "ipMasq": false,
+      "ipam": {{
+        "type": "host-local",
+        "ranges": [[{{"subnet": "10.88.0.0/24"}}]],
+        "dataDir": "{}/cni-ipam"
+      }}
+    }}
+  ]
+}}
+"#,
+        dir.display()
+    )
+}
+
 /// A private engine's directory and process, torn down on drop (also when
 /// start-up fails half-way).
 pub struct EngineProcess {

@@ -67,6 +67,14 @@ impl Manifests {
         Self { objects }
     }
 
+    /// The objects `kubectl apply -k deploy/kubernetes/<overlay>` would
+    /// create: its resources, with its JSON patches applied.
+    pub fn load_overlay(overlay: &str) -> Self {
+        let mut objects = Vec::new();
+        kustomization_objects(&Path::new(DEPLOY_DIR).join(overlay), &mut objects);
+        Self { objects }
+    }
+
     /// The one object of `kind`.
     pub fn one(&self, kind: &str) -> &Value {
         let mut found = self.objects.iter().filter(|o| o["kind"] == kind);
@@ -195,37 +203,38 @@ impl Manifests {
         labels
     }
 
-    /// The pod's namespaces: the node's where `hostNetwork`, `hostPID` or
-    /// `hostIPC` asks, else the pod's own.
+    /// The pod's namespaces, as kubelet's `namespacesForPod` sets them:
+    /// the node's where `hostNetwork`, `hostPID` or `hostIPC` asks, else
+    /// the pod's own; and a process namespace per container unless
+    /// `shareProcessNamespace` (CRI-O runs an infra container only then).
     fn namespace_options(&self) -> NamespaceOption {
         let spec = self.pod_spec();
+        let set = |field: &str| spec[field].as_bool().unwrap_or(false);
         let mode = |field: &str| {
-            if spec[field].as_bool().unwrap_or(false) {
+            if set(field) {
                 NamespaceMode::Node as i32
             } else {
                 NamespaceMode::Pod as i32
             }
         };
+        let pid = if set("hostPID") {
+            NamespaceMode::Node
+        } else if set("shareProcessNamespace") {
+            NamespaceMode::Pod
+        } else {
+            NamespaceMode::Container
+        };
         NamespaceOption {
             network: mode("hostNetwork"),
-            pid: mode("hostPID"),
+            pid: pid as i32,
             ipc: mode("hostIPC"),
             ..NamespaceOption::default()
         }
     }
 
-    /// A container's namespaces: the pod's, but without a shared process
-    /// namespace each container has a pid namespace of its own.
+    /// A container's namespaces: the pod's.
     fn container_namespace_options(&self) -> NamespaceOption {
-        let pod = self.namespace_options();
-        NamespaceOption {
-            pid: if pod.pid == NamespaceMode::Pod as i32 {
-                NamespaceMode::Container as i32
-            } else {
-                pod.pid
-            },
-            ..pod
-        }
+        self.namespace_options()
     }
 
     /// The sandbox config kubelet sends for the pod, on the pod network
@@ -285,8 +294,13 @@ impl Manifests {
                 name: str_of(&container["name"]).to_owned(),
                 attempt: 0,
             }),
+            // kubelet sends the id it resolved in `image`; the name, which
+            // both runtimes resolve alike, stands for it. The pod spec's
+            // name goes in `user_specified_image` (CRI-O refuses a
+            // container without it).
             image: Some(ImageSpec {
                 image: str_of(&container["image"]).to_owned(),
+                user_specified_image: str_of(&container["image"]).to_owned(),
                 ..ImageSpec::default()
             }),
             command: strings(&container["command"]),
@@ -434,8 +448,8 @@ fn kustomization_objects(dir: &Path, objects: &mut Vec<Value>) {
     let kustomization = read_yaml(&dir.join("kustomization.yaml"));
     for key in kustomization.as_object().expect("a kustomization").keys() {
         assert!(
-            ["apiVersion", "kind", "resources"].contains(&key.as_str()),
-            "{}: the stand-in reads plain resources only, not {key}",
+            ["apiVersion", "kind", "resources", "patches"].contains(&key.as_str()),
+            "{}: the stand-in reads plain resources and JSON patches only, not {key}",
             dir.display()
         );
     }
@@ -449,6 +463,46 @@ fn kustomization_objects(dir: &Path, objects: &mut Vec<Value>) {
         } else {
             objects.push(read_yaml(&path));
         }
+    }
+    for patch in kustomization["patches"].as_array().into_iter().flatten() {
+        let path = dir.join(str_of(&patch["path"]));
+        let target = &patch["target"];
+        let group_version = match target["group"].as_str() {
+            Some(group) => format!("{group}/{}", str_of(&target["version"])),
+            None => str_of(&target["version"]).to_owned(),
+        };
+        let object = objects
+            .iter_mut()
+            .find(|o| {
+                o["apiVersion"] == group_version.as_str()
+                    && o["kind"] == target["kind"]
+                    && o["metadata"]["name"] == target["name"]
+            })
+            .unwrap_or_else(|| panic!("{}: no object {target}", path.display()));
+        let operations = read_yaml(&path);
+        for operation in operations.as_array().expect("a JSON patch is a list") {
+            apply_operation(object, operation, &path);
+        }
+    }
+}
+
+/// One JSON patch (RFC 6902) operation of `file`: `test` or `replace`,
+/// the only ones the overlays use; kustomize fails the rendering when a
+/// `test` fails, and so does this.
+fn apply_operation(object: &mut Value, operation: &Value, file: &Path) {
+    let pointer = str_of(&operation["path"]);
+    let at = object
+        .pointer_mut(pointer)
+        .unwrap_or_else(|| panic!("{}: nothing at {pointer}", file.display()));
+    match str_of(&operation["op"]) {
+        "test" => assert_eq!(
+            *at,
+            operation["value"],
+            "{}: the test at {pointer} fails",
+            file.display()
+        ),
+        "replace" => *at = operation["value"].clone(),
+        other => panic!("{}: the stand-in applies no {other}", file.display()),
     }
 }
 

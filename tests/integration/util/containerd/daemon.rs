@@ -14,7 +14,7 @@ use k8s_cri::v1::StatusRequest;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 
 use super::{ContainerdVersion, SANDBOX_IMAGE};
-use crate::util::engine::EngineProcess;
+use crate::util::engine::{CNI_BIN_DIR, EngineProcess, cni_conflist};
 use crate::util::{Skipped, test_runtime};
 
 /// Brings up loopback (the CRI plugin's stream server listens on
@@ -179,36 +179,6 @@ disabled_plugins = [
   bin_dir = "{d}/image-verifier"
 "#,
         socket = socket.display(),
-    )
-}
-
-/// Where Debian's containernetworking-plugins puts the CNI plugins.
-const CNI_BIN_DIR: &str = "/usr/lib/cni";
-
-/// The pod network: a bridge with its own addresses, in the engine's
-/// private network namespace, so nothing of it is seen outside. No
-/// masquerading (no iptables), and the address book under the directory.
-fn cni_conflist(dir: &Path) -> String {
-    format!(
-        r#"{{
-  "cniVersion": "0.4.0",
-  "name": "safeprune-test",
-  "plugins": [
-    {{
-      "type": "bridge",
-      "bridge": "sptbr0",
-      "isGateway": true,
-      "ipMasq": false,
-      "ipam": {{
-        "type": "host-local",
-        "ranges": [[{{"subnet": "10.88.0.0/24"}}]],
-        "dataDir": "{}/cni-ipam"
-      }}
-    }}
-  ]
-}}
-"#,
-        dir.display()
     )
 }
 

@@ -334,7 +334,9 @@ async fn the_adapter_never_trusts_cri_to_refuse() {
 
 /// `plan --compare crictl-prune` predicts what the real `crictl rmi
 /// --prune` (cri-tools 1.36) removes from the same CRI-O node: every image
-/// no container (of any state) was made from, but the pinned pause image.
+/// no container (of any state) was made from, but the pinned pause image
+/// and an image a running container mounts as a volume, which crictl tries
+/// to remove and CRI-O refuses.
 #[tokio::test]
 async fn the_crictl_prediction_matches_crictl_rmi_prune_on_crio() {
     let Some(crio) = PrivateCrio::start().await.or_skip() else {
@@ -343,10 +345,20 @@ async fn the_crictl_prediction_matches_crictl_rmi_prune_on_crio() {
     let app = crio.import_image(APP, "app");
     let job = crio.import_image(JOB, "job");
     let old = crio.import_image(OLD, "old");
+    let data = crio.import_image(DATA, "data");
     let pod = crio.run_pod(&Pod::new("job", "batch"));
     let task = pod.container("task", JOB, EXIT_0);
     pod.wait_exited(&task);
     pod.stop();
+    let web = crio.run_pod(&Pod::new("web", "default"));
+    let reader = web.create(&CrioContainer {
+        name: "reader",
+        image: JOB,
+        cmd: RUN_FOREVER,
+        image_volumes: &[("/data", DATA)],
+        ..CrioContainer::default()
+    });
+    web.start(&reader);
     let cli = Cli::new(&Runtime::Cri(&crio.endpoint()), AT_ONCE);
     let (code, comparison) = cli.json(&["plan", "--compare", "crictl-prune", "--output", "json"]);
     assert_eq!(code, Some(0), "{comparison}");
@@ -359,12 +371,17 @@ async fn the_crictl_prediction_matches_crictl_rmi_prune_on_crio() {
     assert_eq!(predicted, [app, old].into(), "{comparison}");
 
     let before = image_ids(&crio);
+    // crictl ignores CRI-O's refusal of the mounted image, and exits 0.
     crio.crictl_ok(&["rmi", "--prune"]);
     let removed: BTreeSet<String> = before.difference(&image_ids(&crio)).cloned().collect();
     assert_eq!(predicted, removed, "the model and crictl differ");
     assert!(
         image_ids(&crio).contains(&job),
         "its exited container holds it"
+    );
+    assert!(
+        image_ids(&crio).contains(&data),
+        "CRI-O refuses it: a running container mounts it"
     );
 }
 

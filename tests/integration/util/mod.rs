@@ -13,6 +13,9 @@
 //!   (from `$SAFEPRUNE_TEST_RUNTIMES`), an [`engine::EngineProcess`] too,
 //!   filled through CRI (`crictl`) as kubelet fills it, its images put in
 //!   with `copyimg`.
+//! - [`crictl::Crictl`] (`crictl.rs`): kubelet's side of a CRI runtime,
+//!   pods and containers made through `crictl` with kubelet's labels and
+//!   annotations; shared by the CRI runtimes' harnesses.
 //! - [`pod::Pod`] (`pod.rs`): a pod as kubelet names it, on either engine.
 //! - [`kube`] (`kube.rs`): kubelet's part for the `DaemonSet`'s pod, the
 //!   manifests of `deploy/kubernetes/` turned into CRI configs.
@@ -36,6 +39,7 @@
 )]
 
 pub mod containerd;
+pub mod crictl;
 pub mod crio;
 pub mod daemon;
 pub mod docker;

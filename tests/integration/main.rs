@@ -13,6 +13,7 @@ mod compare_prune;
 mod containerd_adapter;
 mod containerd_node;
 mod containerd_v2;
+mod cri_dockerd_node;
 mod crio_harness;
 mod crio_node;
 mod daemon;

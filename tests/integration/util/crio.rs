@@ -1,5 +1,6 @@
 //! A private CRI-O 1.36.3 for a test, and fixtures that fill it the way
-//! kubelet would, through CRI.
+//! kubelet would, through CRI (kubelet's side, shared with cri-dockerd, is
+//! `crictl.rs`).
 //!
 //! [`PrivateCrio::start`] runs `crio` from `$SAFEPRUNE_TEST_RUNTIMES`
 //! (`crio-1.36.3/`, with its `pinns` and `copyimg`; `crictl` from
@@ -53,21 +54,21 @@
 //! Everything the fixtures create carries the label `safeprune.test=<scope>`
 //! with the engine's own scope.
 
-use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use containerd_client::tonic::transport::Channel;
 use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use serde_json::{Value, json};
 
+use super::crictl::{CriContainer, CriPod, Crictl};
 use super::engine::EngineProcess;
 use super::oci;
 use super::pod::Pod;
-use super::{Skipped, busybox_rootfs, scoped_labels, test_runtime};
+use super::{Skipped, busybox_rootfs, test_runtime};
 
 /// The runtime set of `$SAFEPRUNE_TEST_RUNTIMES` that holds crio, pinns
 /// and copyimg.
@@ -86,13 +87,6 @@ const PAUSE_ENTRYPOINT: &[&str] = &["sh", "-c", "trap 'exit 0' TERM; sleep 21474
 /// The `created` of every imported image's config: fixed, so that one
 /// variant is one image id however often it is imported.
 const CREATED: &str = "2026-01-01T00:00:00Z";
-
-/// How long `crictl` waits for each answer: its default, 2 s, leaves a
-/// loaded 2-core machine no room.
-const CRICTL_TIMEOUT: &str = "30s";
-
-/// How long a fixture waits for a container to reach a state.
-const STATE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Brings up loopback (the stream server listens on 127.0.0.1), then runs
 /// the command after the script (`env … crio …`) and waits for it. The
@@ -173,6 +167,9 @@ fn on_path(program: &str) -> PathBuf {
 /// A CRI-O of the test's own.
 pub struct PrivateCrio {
     tools: Tools,
+    /// kubelet's side: crictl at the socket, in CRI-O's network namespace
+    /// once it runs.
+    ctl: Crictl,
     socket: PathBuf,
     root: PathBuf,
     runroot: PathBuf,
@@ -222,14 +219,20 @@ impl PrivateCrio {
             "keys",
             "tmp",
             "var-lib",
-            "cri",
-            "pods",
         ] {
             fs::create_dir_all(dir.join(sub)).expect("create the private CRI-O's directories");
         }
         write_configs(&dir, &tools, &options);
+        let socket = dir.join("crio.sock");
+        let ctl = Crictl::new(
+            tools.crictl.clone(),
+            &dir,
+            format!("unix://{}", socket.display()),
+            process.scope(),
+        );
         let crio = Self {
-            socket: dir.join("crio.sock"),
+            ctl,
+            socket,
             root: dir.join("root"),
             runroot: dir.join("runroot"),
             tools,
@@ -275,27 +278,11 @@ impl PrivateCrio {
             "cgroupfs".to_owned(),
         ];
         self.process.launch(EXEC, args);
-        let (crictl, config, socket) = (
-            self.tools.crictl.clone(),
-            self.process.path("crictl.yaml"),
-            self.socket.clone(),
-        );
-        let endpoint = self.endpoint();
+        let (ctl, socket) = (self.ctl.clone(), self.socket.clone());
         self.process
-            .await_answer(async || {
-                let answered = socket.exists()
-                    && Command::new(&crictl)
-                        .arg("--config")
-                        .arg(&config)
-                        .args(["--runtime-endpoint", &endpoint, "--timeout", "2s"])
-                        .arg("version")
-                        .stdout(Stdio::null())
-                        .stderr(Stdio::null())
-                        .status()
-                        .is_ok_and(|s| s.success());
-                answered.then_some(())
-            })
+            .await_answer(async || (socket.exists() && ctl.answers()).then_some(()))
             .await;
+        self.ctl = self.ctl.clone().in_net_of(self.pid());
         self
     }
 
@@ -361,21 +348,16 @@ impl PrivateCrio {
         ImageServiceClient::new(self.channel().await)
     }
 
+    /// kubelet's side of this CRI-O: `crictl` in its network namespace.
+    pub fn ctl(&self) -> &Crictl {
+        &self.ctl
+    }
+
     /// The set's `crictl`, in CRI-O's network namespace, with `args`;
     /// runtime and image endpoint are this CRI-O's, and its config file is
     /// the engine's own (not `/etc/crictl.yaml`).
     pub fn crictl(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new("nsenter");
-        cmd.arg(format!("--net=/proc/{}/ns/net", self.pid()))
-            .arg(&self.tools.crictl)
-            .arg("--config")
-            .arg(self.process.path("crictl.yaml"))
-            .args(["--runtime-endpoint", &self.endpoint()])
-            .args(["--image-endpoint", &self.endpoint()])
-            .args(["--timeout", CRICTL_TIMEOUT])
-            .args(args)
-            .stdin(Stdio::null());
-        cmd
+        self.ctl.command(args)
     }
 
     /// Runs `crictl` with `args`; its stdout, or its stderr as the error
@@ -384,58 +366,38 @@ impl PrivateCrio {
     /// # Errors
     /// crictl's stderr when it exits non-zero.
     pub fn try_crictl(&self, args: &[&str]) -> Result<String, String> {
-        let out = self.crictl(args).output().expect("run crictl");
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).into_owned())
-        }
+        self.ctl.try_run(args)
     }
 
     /// Runs `crictl` with `args`; its stdout. Panics with its output when
     /// it fails.
     pub fn crictl_ok(&self, args: &[&str]) -> String {
-        self.try_crictl(args)
-            .unwrap_or_else(|stderr| panic!("crictl {} failed: {stderr}", args.join(" ")))
+        self.ctl.ok(args)
     }
 
     /// Runs `crictl` with `args`, a command and what it takes, and `-o
     /// json`; its answer.
     pub fn crictl_json(&self, args: &[&str]) -> Value {
-        // Right after the command: crictl takes no option after the first
-        // argument.
-        let (command, rest) = args.split_first().expect("a crictl command");
-        let args: Vec<&str> = [*command, "-o", "json"]
-            .into_iter()
-            .chain(rest.iter().copied())
-            .collect();
-        let out = self.crictl_ok(&args);
-        serde_json::from_str(&out)
-            .unwrap_or_else(|e| panic!("crictl {} printed no JSON ({e}): {out}", args.join(" ")))
+        self.ctl.json(args)
     }
 
     /// Every image CRI lists (`ListImages`, `crictl images -o json`): `id`
     /// (bare hex), `repoTags`, `repoDigests`, `size`, `pinned`.
     pub fn images(&self) -> Vec<Value> {
-        let list = self.crictl_json(&["images"]);
-        list["images"].as_array().cloned().unwrap_or_default()
+        self.ctl.images()
     }
 
     /// The CRI image id (bare hex, as `ImageStatus` gives it) of image
     /// `reference`; what kubelet passes to `CreateContainer` once its pull
     /// has resolved the pod spec's image.
     pub fn image_id(&self, reference: &str) -> String {
-        let status = self.crictl_json(&["inspecti", reference]);
-        status["status"]["id"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no image {reference} in CRI: {status}"))
-            .to_owned()
+        self.ctl.image_id(reference)
     }
 
     /// The status of container `id` (`ContainerStatus`, `crictl inspect`):
     /// `state`, `exitCode`, `finishedAt`, `imageId`, `mounts`...
     pub fn container_status(&self, id: &str) -> Value {
-        self.crictl_json(&["inspect", id])["status"].clone()
+        self.ctl.container_status(id)
     }
 
     /// Imports a busybox image (`/bin/sh`, `/bin/sleep`, entrypoint `sh`)
@@ -508,12 +470,13 @@ impl PrivateCrio {
     }
 
     /// Runs a pod sandbox (`RunPodSandbox`, `crictl runp`) as kubelet does
-    /// for a pod on the host network that shares no PID namespace: the
-    /// `io.kubernetes.pod.*` labels, its log directory (which kubelet
-    /// makes, and conmon needs), its cgroups under `/<scope>`.
+    /// for a pod on the host network that shares no PID namespace
+    /// (`crictl.rs`): the `io.kubernetes.pod.*` labels, its log directory
+    /// (which kubelet makes, and conmon needs), its cgroups under
+    /// `/<scope>`. With `drop_infra_ctr` such a pod runs no infra
+    /// container.
     pub fn run_pod(&self, pod: &Pod) -> CrioPod<'_> {
-        self.try_run_pod(pod)
-            .unwrap_or_else(|e| panic!("run pod {}/{}: {e}", pod.namespace, pod.name))
+        self.ctl.run_pod(pod)
     }
 
     /// [`Self::run_pod`], CRI-O's refusal as the error.
@@ -521,254 +484,16 @@ impl PrivateCrio {
     /// # Errors
     /// crictl's stderr when `RunPodSandbox` fails.
     pub fn try_run_pod(&self, pod: &Pod) -> Result<CrioPod<'_>, String> {
-        let log_dir = self
-            .process
-            .path("pods")
-            .join(format!("{}_{}_{}", pod.namespace, pod.name, pod.uid));
-        fs::create_dir_all(&log_dir).expect("create the pod's log directory");
-        let config = json!({
-            "metadata": {
-                "name": pod.name,
-                "namespace": pod.namespace,
-                "uid": pod.uid,
-                "attempt": pod.attempt,
-            },
-            "log_directory": log_dir,
-            "labels": scoped_labels(self.scope(), pod.labels()),
-            "annotations": {
-                "kubernetes.io/config.source": "api",
-                "kubernetes.io/config.seen": chrono::Utc::now().to_rfc3339(),
-            },
-            "linux": {
-                // Under this engine's scope, which the teardown removes.
-                "cgroup_parent": format!("/{}", self.scope()),
-                "security_context": { "namespace_options": namespace_options() },
-            },
-        });
-        let path = self.process.path("cri").join(format!(
-            "pod-{}_{}_{}_{}.json",
-            pod.namespace, pod.name, pod.uid, pod.attempt
-        ));
-        fs::write(&path, config.to_string()).expect("write the pod's sandbox config");
-        let sandbox_id = self
-            .try_crictl(&["runp", &path.to_string_lossy()])?
-            .trim()
-            .to_owned();
-        Ok(CrioPod {
-            crio: self,
-            pod: pod.clone(),
-            sandbox_id,
-            config: path,
-            log_dir,
-        })
+        self.ctl.try_run_pod(pod)
     }
 }
 
-/// The namespaces kubelet asks for a pod on the host network whose
-/// containers share no PID namespace (`NODE` = 2, `CONTAINER` = 1, `POD` =
-/// 0): no infra container with `drop_infra_ctr`.
-fn namespace_options() -> Value {
-    json!({ "network": 2, "pid": 1, "ipc": 0 })
-}
+/// A pod sandbox run on a [`PrivateCrio`] (`crictl.rs`).
+pub type CrioPod<'a> = CriPod<'a>;
 
-/// One of a pod's containers, as kubelet asks CRI to make it.
-#[derive(Debug, Clone, Default)]
-pub struct CrioContainer<'a> {
-    /// Its name in the pod (`io.kubernetes.container.name`).
-    pub name: &'a str,
-    /// Its restart count: kubelet makes a new container of the same name
-    /// with the next attempt, and its log `<name>/<attempt>.log`.
-    pub attempt: u32,
-    /// Its image as the pod spec names it. It is sent as kubelet sends it:
-    /// the image id its pull resolved, with the name as
-    /// `user_specified_image` (CRI-O refuses an id without it, measured).
-    pub image: &'a str,
-    /// Its command (the image's entrypoint is `sh`).
-    pub cmd: &'a [&'a str],
-    /// Labels besides kubelet's.
-    pub labels: &'a [(&'a str, &'a str)],
-    /// Image volumes (KEP-4639, CRI `Mount.image`): `(container path,
-    /// image reference)`, read only, each sent by id with its name, as
-    /// for [`Self::image`]. CRI-O 1.36 mounts them (measured).
-    pub image_volumes: &'a [(&'a str, &'a str)],
-}
-
-/// A pod sandbox run on a [`PrivateCrio`]; its containers are made through
-/// CRI as kubelet makes them. Nothing happens on drop: CRI-O's teardown
-/// takes it.
-pub struct CrioPod<'a> {
-    crio: &'a PrivateCrio,
-    /// The pod, as kubelet names it.
-    pub pod: Pod,
-    /// Its sandbox id (`RunPodSandbox`'s answer).
-    pub sandbox_id: String,
-    /// The sandbox config it was run with, which `crictl create` sends
-    /// again with each container, as kubelet does.
-    config: PathBuf,
-    log_dir: PathBuf,
-}
-
-impl CrioPod<'_> {
-    /// The pod's log directory, `/tmp/spo-XXXXXX/pods/<ns>_<name>_<uid>`.
-    pub fn log_dir(&self) -> &Path {
-        &self.log_dir
-    }
-
-    /// Creates and starts container `name` of `image` running `cmd`.
-    /// Returns its id.
-    pub fn container(&self, name: &str, image: &str, cmd: &[&str]) -> String {
-        let id = self.create(&CrioContainer {
-            name,
-            image,
-            cmd,
-            ..CrioContainer::default()
-        });
-        self.start(&id);
-        id
-    }
-
-    /// Creates (does not start) `container`; returns its id.
-    pub fn create(&self, container: &CrioContainer) -> String {
-        self.try_create(container).unwrap_or_else(|e| {
-            panic!(
-                "create container {} in {}: {e}",
-                container.name, self.pod.name
-            )
-        })
-    }
-
-    /// [`Self::create`], CRI-O's refusal as the error.
-    ///
-    /// # Errors
-    /// crictl's stderr when `CreateContainer` fails.
-    pub fn try_create(&self, container: &CrioContainer) -> Result<String, String> {
-        let crio = self.crio;
-        let CrioContainer {
-            name,
-            attempt,
-            image,
-            cmd,
-            labels,
-            image_volumes,
-        } = container;
-        fs::create_dir_all(self.log_dir.join(name)).expect("create the container's log dir");
-        let mut all_labels = scoped_labels(crio.scope(), self.pod.labels());
-        all_labels.insert(
-            "io.kubernetes.container.name".to_owned(),
-            (*name).to_owned(),
-        );
-        all_labels.extend(
-            labels
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-        );
-        let mounts: Vec<Value> = image_volumes
-            .iter()
-            .map(|(path, reference)| {
-                json!({
-                    "container_path": path,
-                    "readonly": true,
-                    "image": image_spec(crio, reference),
-                })
-            })
-            .collect();
-        let annotations = HashMap::from([
-            ("io.kubernetes.container.restartCount", attempt.to_string()),
-            (
-                "io.kubernetes.container.terminationMessagePath",
-                "/dev/termination-log".to_owned(),
-            ),
-            (
-                "io.kubernetes.container.terminationMessagePolicy",
-                "File".to_owned(),
-            ),
-            ("io.kubernetes.pod.terminationGracePeriod", "30".to_owned()),
-        ]);
-        let config = json!({
-            "metadata": { "name": name, "attempt": attempt },
-            "image": image_spec(crio, image),
-            "command": cmd,
-            "log_path": format!("{name}/{attempt}.log"),
-            "mounts": mounts,
-            "labels": all_labels,
-            "annotations": annotations,
-            "linux": {
-                // Not below CRI-O's own score: docs/engines.md, "Test engines".
-                "resources": { "oom_score_adj": 0 },
-                "security_context": { "namespace_options": namespace_options() },
-            },
-        });
-        let path = crio.process.path("cri").join(format!(
-            "container-{}-{name}-{attempt}.json",
-            &self.sandbox_id[..12]
-        ));
-        fs::write(&path, config.to_string()).expect("write the container config");
-        let out = crio.try_crictl(&[
-            "create",
-            &self.sandbox_id,
-            &path.to_string_lossy(),
-            &self.config.to_string_lossy(),
-        ])?;
-        Ok(out.trim().to_owned())
-    }
-
-    /// Starts container `id` (`StartContainer`).
-    pub fn start(&self, id: &str) {
-        self.crio.crictl_ok(&["start", id]);
-    }
-
-    /// Stops container `id` (`StopContainer`: TERM, then KILL after 1 s).
-    pub fn stop_container(&self, id: &str) {
-        self.crio.crictl_ok(&["stop", "--timeout", "1", id]);
-    }
-
-    /// Removes container `id` (`RemoveContainer`), as kubelet's GC does.
-    pub fn remove_container(&self, id: &str) {
-        self.crio.crictl_ok(&["rm", id]);
-    }
-
-    /// Waits until container `id` has exited; returns its exit code.
-    ///
-    /// # Panics
-    /// When it has not exited within 20 s.
-    pub fn wait_exited(&self, id: &str) -> i64 {
-        let begun = Instant::now();
-        loop {
-            let status = self.crio.container_status(id);
-            if status["state"] == "CONTAINER_EXITED" {
-                return status["exitCode"]
-                    .as_i64()
-                    .unwrap_or_else(|| panic!("no exit code for {id}: {status}"));
-            }
-            assert!(
-                begun.elapsed() < STATE_TIMEOUT,
-                "container {id} did not exit: {}",
-                status["state"]
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Stops the sandbox (`StopPodSandbox`): its containers stop, and it
-    /// is `NotReady`, as when kubelet ends the pod.
-    pub fn stop(&self) {
-        self.crio.crictl_ok(&["stopp", &self.sandbox_id]);
-    }
-
-    /// Stops and removes the sandbox with its containers
-    /// (`StopPodSandbox`, `RemovePodSandbox`), as kubelet does once the
-    /// pod is deleted.
-    pub fn remove(self) {
-        self.stop();
-        self.crio.crictl_ok(&["rmp", &self.sandbox_id]);
-    }
-}
-
-/// The CRI image spec kubelet sends for `reference`: the image id its pull
-/// resolved, and the name the pod spec gave.
-fn image_spec(crio: &PrivateCrio, reference: &str) -> Value {
-    json!({ "image": crio.image_id(reference), "user_specified_image": reference })
-}
+/// One of a pod's containers, as kubelet asks CRI-O to make it
+/// (`crictl.rs`).
+pub type CrioContainer<'a> = CriContainer<'a>;
 
 /// Where CRI-O finds CNI plugins: Debian's with a pod network, whose
 /// config it writes in the directory's `cni/`; else an empty directory.
@@ -879,12 +604,6 @@ enable_nri = false
             ),
         ),
         ("mounts.conf", String::new()),
-        (
-            "crictl.yaml",
-            format!(
-                "runtime-endpoint: unix://{d}/crio.sock\nimage-endpoint: unix://{d}/crio.sock\ntimeout: 30\npull-image-on-create: false\n"
-            ),
-        ),
     ];
     for (name, text) in files {
         fs::write(dir.join(name), text).unwrap_or_else(|e| panic!("write {name}: {e}"));

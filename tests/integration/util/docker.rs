@@ -50,6 +50,23 @@ impl PrivateDockerd {
         Self::start_in(EngineProcess::new("dockerd", "sp-")).await
     }
 
+    /// [`Self::start`] for cri-dockerd: the engine's default runtime is a
+    /// runc wrapper that raises a negative `oom_score_adj` to 0 (cri-dockerd
+    /// gives sandboxes -998, which root here may not set; see
+    /// `daemon::oom_floor_runtime`).
+    pub async fn start_with_oom_floor() -> Self {
+        let mut process = EngineProcess::new("dockerd", "sp-");
+        let runtime = daemon::oom_floor_runtime(&process);
+        daemon::write_config_with(&process, runtime);
+        let endpoint = daemon::endpoint(&process);
+        let docker = daemon::launch(&mut process).await;
+        Self {
+            docker,
+            endpoint,
+            process,
+        }
+    }
+
     /// The fixtures on an engine launched elsewhere that answers at
     /// `endpoint` (`docker29.rs`: Docker 29 over a containerd of its own).
     /// Not for [`Self::restart`], which launches Debian's dockerd.

@@ -36,7 +36,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::docker::PrivateDockerd;
-use super::docker::daemon::{await_dockerd, isolation_flags};
+use super::docker::daemon::{await_dockerd, isolation_flags, oom_floor_runtime};
 use super::engine::EngineProcess;
 use super::{Skipped, test_runtime};
 
@@ -136,6 +136,24 @@ impl PrivateDockerd29 {
     /// 30 s, or it answers on another store; the message holds the tail of
     /// dockerd's log (containerd's is `containerd.log` beside it).
     pub async fn start(store: Store) -> Result<Self, Skipped> {
+        Self::start_in(store, false).await
+    }
+
+    /// [`Self::start`] for cri-dockerd: dockerd's default runtime is a runc
+    /// wrapper that raises a negative `oom_score_adj` to 0 (cri-dockerd
+    /// gives sandboxes -998, which root here may not set; see
+    /// `docker/daemon.rs`, `oom_floor_runtime`).
+    ///
+    /// # Errors
+    /// As [`Self::start`].
+    ///
+    /// # Panics
+    /// As [`Self::start`].
+    pub async fn start_with_oom_floor(store: Store) -> Result<Self, Skipped> {
+        Self::start_in(store, true).await
+    }
+
+    async fn start_in(store: Store, oom_floor: bool) -> Result<Self, Skipped> {
         let docker_dir = test_runtime(DOCKER_SET, "Docker 29.7.2")?;
         let containerd_dir = test_runtime(CONTAINERD_SET, "Docker 29.7.2 (its containerd 2.3.4)")?;
         let mut process = EngineProcess::new("dockerd", "sp29-");
@@ -145,12 +163,18 @@ impl PrivateDockerd29 {
             containerd_toml(process.dir(), &containerd_socket),
         )
         .expect("write containerd.toml");
-        let config = serde_json::json!({
+        let mut config = serde_json::json!({
             "features": {
                 "time-namespaces": false,
                 "containerd-snapshotter": store.containerd_snapshotter(),
             }
         });
+        if oom_floor
+            && let (Some(config), Value::Object(runtime)) =
+                (config.as_object_mut(), oom_floor_runtime(&process))
+        {
+            config.extend(runtime);
+        }
         fs::write(process.path("daemon.json"), config.to_string()).expect("write daemon.json");
         let endpoint = format!("unix://{}", process.path("docker.sock").display());
         let docker = launch(&mut process, &containerd_dir, &docker_dir, &endpoint).await;

@@ -13,6 +13,13 @@
 //!   (from `$SAFEPRUNE_TEST_RUNTIMES`), an [`engine::EngineProcess`] too,
 //!   filled through CRI (`crictl`) as kubelet fills it, its images put in
 //!   with `copyimg`.
+//! - [`cri_dockerd::PrivateCriDockerd`] (`cri_dockerd.rs`): a real
+//!   cri-dockerd (0.3.25 over Debian's Docker 20.10, 0.4.3 over Docker 29
+//!   on either store) of the test's own, filled through CRI as kubelet
+//!   fills it.
+//! - [`crictl::Crictl`] (`crictl.rs`): kubelet's side of a CRI runtime,
+//!   pods and containers made through `crictl` with kubelet's labels and
+//!   annotations; shared by CRI-O and cri-dockerd.
 //! - [`pod::Pod`] (`pod.rs`): a pod as kubelet names it, on either engine.
 //! - [`kube`] (`kube.rs`): kubelet's part for the `DaemonSet`'s pod, the
 //!   manifests of `deploy/kubernetes/` turned into CRI configs.
@@ -36,6 +43,8 @@
 )]
 
 pub mod containerd;
+pub mod cri_dockerd;
+pub mod crictl;
 pub mod crio;
 pub mod daemon;
 pub mod docker;

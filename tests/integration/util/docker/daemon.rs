@@ -97,3 +97,54 @@ pub(in crate::util) async fn await_dockerd(process: &mut EngineProcess) -> Docke
         })
         .await
 }
+
+/// The runc wrapper [`oom_floor_runtime`] writes, in the engine's directory.
+const OOM_FLOOR_RUNC: &str = "runc-oom-floor";
+
+/// Writes a runc wrapper that raises a negative `oomScoreAdj` in the
+/// bundle's `config.json` to 0 before runc creates the container, and
+/// returns the dockerd config that makes it the default runtime.
+///
+/// cri-dockerd gives every sandbox `OomScoreAdj -998` (its
+/// `defaultSandboxOOMAdj`), and root on these machines lacks
+/// `CAP_SYS_RESOURCE`, so runc fails to lower the score (`can't get final
+/// child's PID from pipe`): docs/engines.md, "Test engines". The shim
+/// passes the bundle as `--bundle DIR` to `create` (and `run`); the
+/// config's JSON is compact (`"oomScoreAdj":-998`).
+pub(in crate::util) fn oom_floor_runtime(process: &EngineProcess) -> serde_json::Value {
+    use std::os::unix::fs::PermissionsExt as _;
+    let runc = ["/usr/sbin/runc", "/usr/bin/runc"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("runc (Debian package runc) for the private dockerd");
+    let wrapper = process.path(OOM_FLOOR_RUNC);
+    let script = format!(
+        r#"#!/bin/sh
+# Raises a negative oom_score_adj to 0: root here may not lower it.
+previous=
+for arg in "$@"; do
+  if [ "$previous" = --bundle ] || [ "$previous" = -b ]; then
+    sed -i 's/"oomScoreAdj":-[0-9]*/"oomScoreAdj":0/' "$arg/config.json" || exit 1
+  fi
+  previous=$arg
+done
+exec {runc} "$@"
+"#
+    );
+    fs::write(&wrapper, script).expect("write the runc wrapper");
+    fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755))
+        .expect("make the runc wrapper executable");
+    serde_json::json!({
+        "runtimes": { "oom-floor": { "path": wrapper } },
+        "default-runtime": "oom-floor",
+    })
+}
+
+/// [`write_config`] with the keys of `extra` added.
+pub(in crate::util) fn write_config_with(process: &EngineProcess, extra: serde_json::Value) {
+    let mut config = serde_json::json!({ "deprecated-key-path": process.path("key.json") });
+    if let (Some(config), serde_json::Value::Object(extra)) = (config.as_object_mut(), extra) {
+        config.extend(extra);
+    }
+    fs::write(process.path("daemon.json"), config.to_string()).expect("write daemon.json");
+}

@@ -4,7 +4,8 @@
 //! cache parents (d), and `plan --compare docker-prune` held to the real
 //! command on twin engines, with the divergences known today. Issue 23:
 //! safeprune's image sizes and what `run` frees (e), `explain` and the
-//! image file system (f). Each test prints what it measured, and holds it.
+//! image file system (f), a just-loaded image (g), a multi-platform image
+//! (h). Each test prints what it measured, and holds it.
 //!
 //! Every engine is a private Docker 29 over a private containerd 2.3.4
 //! (`util::docker29`); without `$SAFEPRUNE_TEST_RUNTIMES` the tests say
@@ -1366,6 +1367,142 @@ async fn g_a_just_loaded_image_is_new_on_each_store() {
                 assert_eq!(d["last_used_source"], "first_seen", "{store}: {d}");
             }
             Store::Containerd => assert_eq!(d["last_used_source"], "pull_or_tag", "{store}: {d}"),
+        }
+    }
+}
+
+/// An OCI archive of `name`, an index of this machine's platform and
+/// another (each a busybox of its own), with the `manifest.json` of this
+/// platform's image that `docker load` on a graph driver reads; the
+/// index's digest, and the two images.
+fn multi_platform_archive(name: &str) -> (Vec<u8>, String, [util::oci::Image; 2]) {
+    use util::oci;
+    let created = "2024-01-01T00:00:00Z";
+    let host_layer = util::busybox_rootfs(Some("multi-host"));
+    let host = oci::Image::new(&host_layer, &[], created, &Value::Null);
+    let other_arch = if oci::arch() == "arm64" {
+        "amd64"
+    } else {
+        "arm64"
+    };
+    let other_layer = util::busybox_rootfs(Some("multi-other"));
+    let other = oci::Image::for_arch(&other_layer, &[], created, &Value::Null, other_arch);
+    let index = json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [host.descriptor(None), other.descriptor(None)],
+    })
+    .to_string()
+    .into_bytes();
+    let index_digest = oci::digest(&index);
+    // What `docker save` writes beside the layout, and `docker load` on a
+    // graph driver store reads: this platform's image.
+    let blob = |digest: &str| format!("blobs/sha256/{}", digest.trim_start_matches("sha256:"));
+    let legacy = json!([{
+        "Config": blob(&host.config_digest),
+        "RepoTags": [name],
+        "Layers": [blob(&host.layer_digest)],
+    }])
+    .to_string();
+    let archive = oci::layout_tar(
+        &[json!({
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "digest": index_digest,
+            "size": index.len(),
+            "annotations": { "io.containerd.image.name": name },
+        })],
+        &[
+            (&index_digest, &index),
+            (&host.manifest_digest, &host.manifest),
+            (&host.config_digest, &host.config),
+            (&host.layer_digest, &host_layer),
+            (&other.manifest_digest, &other.manifest),
+            (&other.config_digest, &other.config),
+            (&other.layer_digest, &other_layer),
+        ],
+        &[("manifest.json", legacy.as_bytes())],
+    );
+    (archive, index_digest, [host, other])
+}
+
+/// A multi-platform image (an OCI index of this machine's platform and
+/// another), loaded with `docker load` as air-gapped nodes preload them:
+/// its id on each store, what safeprune reads of it, keeps while a
+/// container uses it, and frees when it goes.
+#[tokio::test(flavor = "multi_thread")]
+async fn h_a_multi_platform_image_on_each_store() {
+    use util::node::{Cli, Runtime, decision};
+    const MULTI: &str = "docker.io/library/multi:1";
+    let Some(engines) = start_each(&Store::ALL).await else {
+        return;
+    };
+    let (archive, index_digest, [host, other]) = multi_platform_archive(MULTI);
+    let platforms = [&host, &other];
+    for e in &engines {
+        let store = e.store().name();
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), &archive).unwrap();
+        util::run_ok(e.cli().arg("load").arg("-i").arg(file.path()));
+        let inspected = e.docker().inspect_image(MULTI).await.unwrap();
+        let id = inspected.id.clone().expect("an id");
+        // The overlay2 store loads this platform's image alone; the
+        // containerd store keeps the index, named by its digest.
+        let expected = match e.store() {
+            Store::Overlay2 => &host.config_digest,
+            Store::Containerd => &index_digest,
+        };
+        assert_eq!(&id, expected, "{store}");
+        let (_, listed) = e.get("/images/json").await;
+        let listed_size = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["Id"] == id.as_str())
+            .and_then(|i| i["Size"].as_i64())
+            .expect("the image is listed with a size");
+        eprintln!("(h) {store}: id {id}, listed size {listed_size}");
+
+        let runtime = Runtime::Docker(e.endpoint());
+        let cli = Cli::new(&runtime, "images: { min_age: \"0\" }\n");
+        let user = e.run_forever("multi-user", MULTI, &[]).await;
+        let (code, plan) = cli.json(&["plan", "--output", "json"]);
+        assert_eq!(code, Some(0), "{store}: {plan}");
+        let while_used = decision(&plan, &id);
+        assert_eq!(while_used["rule"], "in_use", "{store}: {while_used}");
+        e.stop_container(&user).await;
+        e.docker()
+            .remove_container(
+                &user,
+                None::<bollard::query_parameters::RemoveContainerOptions>,
+            )
+            .await
+            .unwrap();
+
+        // What goes is every platform's content: the list's size is what
+        // the image holds (on the containerd store: both platforms'
+        // content and this platform's unpacked snapshot).
+        let (code, run) = cli.json(&["run", "--output", "json"]);
+        assert_eq!(code, Some(0), "{store}: {run}");
+        let went = decision(&run, &id);
+        assert_eq!(went["decision"], "delete", "{store}: {went}");
+        assert_eq!(went["bytes"], listed_size, "{store}: {went}");
+        let (_, after) = e.get("/images/json?all=1").await;
+        assert_eq!(after, json!([]), "{store}");
+        if e.store() == Store::Containerd {
+            let content = e.ctr_ok(&["content", "ls", "-q"]);
+            for image in platforms {
+                for digest in [
+                    &image.manifest_digest,
+                    &image.config_digest,
+                    &image.layer_digest,
+                ] {
+                    assert!(
+                        !content.contains(digest.as_str()),
+                        "{digest} stays: {content}"
+                    );
+                }
+            }
+            assert!(!content.contains(&index_digest), "{content}");
         }
     }
 }

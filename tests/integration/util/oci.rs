@@ -29,19 +29,32 @@ pub struct Image {
     pub manifest: Vec<u8>,
     pub manifest_digest: String,
     pub layer_digest: String,
+    /// The platform's architecture, `amd64` or another.
+    pub architecture: String,
 }
 
 impl Image {
     /// The image of `layer`, with `entrypoint`, built at `created`, with
     /// these config `labels` (a JSON object, or `null` for none).
     pub fn new(layer: &[u8], entrypoint: &[&str], created: &str, labels: &Value) -> Self {
+        Self::for_arch(layer, entrypoint, created, labels, arch())
+    }
+
+    /// [`Self::new`] for the platform `linux/<architecture>`.
+    pub fn for_arch(
+        layer: &[u8],
+        entrypoint: &[&str],
+        created: &str,
+        labels: &Value,
+        architecture: &str,
+    ) -> Self {
         let layer_digest = digest(layer);
         let mut runtime_config = json!({ "Entrypoint": entrypoint, "Env": ["PATH=/bin"] });
         if !labels.is_null() {
             runtime_config["Labels"] = labels.clone();
         }
         let config = json!({
-            "architecture": arch(),
+            "architecture": architecture,
             "os": "linux",
             "created": created,
             "config": runtime_config,
@@ -73,6 +86,7 @@ impl Image {
             manifest,
             manifest_digest,
             layer_digest,
+            architecture: architecture.to_owned(),
         }
     }
 
@@ -83,7 +97,7 @@ impl Image {
             "mediaType": "application/vnd.oci.image.manifest.v1+json",
             "digest": self.manifest_digest,
             "size": self.manifest.len(),
-            "platform": { "architecture": arch(), "os": "linux" },
+            "platform": { "architecture": self.architecture, "os": "linux" },
         });
         if let Some(name) = name {
             descriptor["annotations"] = json!({ "io.containerd.image.name": name });

@@ -16,6 +16,7 @@
 //! fact it follows.
 
 use std::ops::Deref;
+use std::path::PathBuf;
 
 use super::Skipped;
 use super::docker::PrivateDockerd;
@@ -78,6 +79,53 @@ impl VersionedDockerd {
             DockerVersion::V20_10 => Self::V20_10(PrivateDockerd::start().await),
             DockerVersion::V29(store) => Self::V29(PrivateDockerd29::start(store).await?),
         })
+    }
+
+    /// [`Self::start`], with the images on a fresh ext4 file system of
+    /// `megabytes` (see [`Self::image_root`]): a disk the test can fill.
+    ///
+    /// # Errors
+    /// As [`Self::start`].
+    pub async fn start_on_small_fs(
+        version: DockerVersion,
+        megabytes: u64,
+    ) -> Result<Self, Skipped> {
+        Ok(match version {
+            DockerVersion::V20_10 => {
+                Self::V20_10(PrivateDockerd::start_on_small_fs(megabytes).await)
+            }
+            DockerVersion::V29(store) => {
+                Self::V29(PrivateDockerd29::start_on_small_fs(store, megabytes).await?)
+            }
+        })
+    }
+
+    /// Where the engine keeps its images, as safeprune measures it with
+    /// `images.disk`: the data root, but on Docker 29's containerd store
+    /// containerd's snapshotter root. Under [`Self::start_on_small_fs`] it
+    /// lies on the small file system.
+    pub fn image_root(&self) -> PathBuf {
+        match self {
+            Self::V20_10(e) => e.data_root(),
+            Self::V29(e) => e.image_root(),
+        }
+    }
+
+    /// Kills the engine (on 29, its containerd too), as a crash or
+    /// `systemctl stop docker` would; its data stays for [`Self::restart`].
+    pub fn stop(&mut self) {
+        match self {
+            Self::V20_10(e) => e.stop(),
+            Self::V29(e) => e.stop(),
+        }
+    }
+
+    /// Starts the engine again on the same data, socket and scope.
+    pub async fn restart(&mut self) {
+        match self {
+            Self::V20_10(e) => e.restart().await,
+            Self::V29(e) => e.restart().await,
+        }
     }
 
     /// The version and store it runs.

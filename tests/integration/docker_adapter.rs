@@ -46,6 +46,7 @@ docker_tests! {
     a_volume_made_again_or_an_image_tagged_since_the_snapshot_is_read_again,
     build_cache_records_are_listed_and_removed_one_at_a_time,
     a_bare_socket_path_connects,
+    the_image_file_system_is_measured_where_docker_keeps_its_data,
     with_the_disk_measured_images_have_their_unique_sizes,
 }
 
@@ -811,11 +812,16 @@ fn system_df_build_cache(endpoint: &str) -> Vec<(String, bool, Option<u64>)> {
     records
 }
 
-#[tokio::test]
-async fn the_image_file_system_is_measured_where_docker_keeps_its_data() {
-    let dockerd = PrivateDockerd::start_on_small_fs(256).await;
+async fn the_image_file_system_is_measured_where_docker_keeps_its_data(version: DockerVersion) {
+    let Some(dockerd) = VersionedDockerd::start_on_small_fs(version, 256)
+        .await
+        .or_skip()
+    else {
+        return;
+    };
     dockerd.import_busybox_image("base:1", None).await;
-    let root = dockerd.data_root();
+    // The data root; on the containerd store, containerd's snapshotter root.
+    let root = dockerd.image_root();
     let runtime = DockerRuntime::connect(dockerd.endpoint())
         .await
         .expect("connect to the private dockerd");

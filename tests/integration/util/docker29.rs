@@ -151,6 +151,7 @@ impl PrivateDockerd29 {
     /// As [`Self::start`], before anything is mounted.
     pub async fn start_on_small_fs(store: Store, megabytes: u64) -> Result<Self, Skipped> {
         test_runtime(DOCKER_SET, "Docker 29.7.2")?;
+        test_runtime(CONTAINERD_SET, "Docker 29.7.2 (its containerd 2.3.4)")?;
         let mut process = EngineProcess::new("dockerd", "sp29-");
         match store {
             Store::Overlay2 => process.mount_small_fs("data", megabytes),

@@ -33,23 +33,11 @@ pub enum DockerVersion {
 }
 
 impl DockerVersion {
-    /// Docker 20.10, then 29 on each store.
-    pub const ALL: [Self; 3] = [
-        Self::V20_10,
-        Self::V29(Store::Overlay2),
-        Self::V29(Store::Containerd),
-    ];
-
     /// Whether images live in containerd's image store: ids are manifest
     /// or index digests, a parent image holds nothing, inspect's `Size`
     /// is the compressed content (docs/engines.md, "Docker 29").
     pub fn containerd_store(self) -> bool {
         self == Self::V29(Store::Containerd)
-    }
-
-    /// Whether this is Docker 29, on either store.
-    pub fn is_29(self) -> bool {
-        matches!(self, Self::V29(_))
     }
 }
 

@@ -1,7 +1,8 @@
 //! `safeprune daemon` against a real, private Docker Engine: cycles on a
 //! seconds-level schedule, SIGTERM, SIGHUP with a good and a bad policy, an
 //! engine that goes away and comes back, the `/metrics` and `/healthz`
-//! listener; and two `run`s at once.
+//! listener; and two `run`s at once. Each test with an engine runs on
+//! Docker 20.10 and on Docker 29 with each image store (`docker_tests!`).
 
 use crate::util;
 
@@ -12,14 +13,35 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bollard::query_parameters::InspectContainerOptions;
+use util::OrSkip;
 use util::daemon::Daemon;
 use util::docker::PrivateDockerd;
+use util::docker_matrix::{DockerVersion, VersionedDockerd, docker_tests};
 use util::node::{Cli, Runtime};
 
 fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     util::node::http_get(addr, path).unwrap()
 }
 use util::pod::Pod;
+
+docker_tests! {
+    #[tokio::test(flavor = "multi_thread")]
+    cycles_remove_what_exits_between_them_and_spare_istio_init,
+    #[tokio::test(flavor = "multi_thread")]
+    sighup_keeps_the_old_policy_when_the_new_one_is_broken,
+    #[tokio::test(flavor = "multi_thread")]
+    every_run_writes_the_metrics_textfile_unless_another_holds_the_lock,
+    #[tokio::test(flavor = "multi_thread")]
+    json_logs_are_one_object_per_line,
+    #[tokio::test(flavor = "multi_thread")]
+    two_runs_at_once_one_works_and_the_other_exits_4,
+    #[tokio::test(flavor = "multi_thread")]
+    the_listener_serves_each_cycles_metrics_and_its_health,
+    #[tokio::test(flavor = "multi_thread")]
+    an_engine_that_stops_and_comes_back_is_survived,
+    #[tokio::test(flavor = "multi_thread")]
+    image_uses_are_followed_while_the_policy_asks_and_after_an_engine_restart,
+}
 
 /// The containers section that removes what exited, at once.
 const PRUNE_EXITED: &str = "containers: { min_age: \"0\" }\n";
@@ -65,9 +87,10 @@ async fn until_removed(engine: &PrivateDockerd, id: &str) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn cycles_remove_what_exits_between_them_and_spare_istio_init() {
-    let engine = PrivateDockerd::start().await;
+async fn cycles_remove_what_exits_between_them_and_spare_istio_init(version: DockerVersion) {
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let base = engine.import_busybox_image("base:1", None).await;
     let web = Pod::new("web", "default");
     let sandbox = engine.create_sandbox(&web, &base, true).await;
@@ -107,9 +130,10 @@ async fn cycles_remove_what_exits_between_them_and_spare_istio_init() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn sighup_keeps_the_old_policy_when_the_new_one_is_broken() {
-    let engine = PrivateDockerd::start().await;
+async fn sighup_keeps_the_old_policy_when_the_new_one_is_broken(version: DockerVersion) {
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let base = engine.import_busybox_image("base:1", None).await;
     let safeprune = safeprune_on(&engine, "");
     let daemon = Daemon::start(&safeprune);
@@ -140,9 +164,10 @@ async fn sighup_keeps_the_old_policy_when_the_new_one_is_broken() {
     assert_eq!(code, Some(0));
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_engine_that_stops_and_comes_back_is_survived() {
-    let mut engine = PrivateDockerd::start().await;
+async fn an_engine_that_stops_and_comes_back_is_survived(version: DockerVersion) {
+    let Some(mut engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let base = engine.import_busybox_image("base:1", None).await;
     let safeprune = safeprune_on(&engine, "");
     let daemon = Daemon::start(&safeprune);
@@ -167,9 +192,12 @@ fn sample(text: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn every_run_writes_the_metrics_textfile_unless_another_holds_the_lock() {
-    let engine = PrivateDockerd::start().await;
+async fn every_run_writes_the_metrics_textfile_unless_another_holds_the_lock(
+    version: DockerVersion,
+) {
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let base = engine.import_busybox_image("base:1", None).await;
     let web = Pod::new("web", "default");
     let sandbox = engine.create_sandbox(&web, &base, true).await;
@@ -243,9 +271,10 @@ async fn every_run_writes_the_metrics_textfile_unless_another_holds_the_lock() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn json_logs_are_one_object_per_line() {
-    let engine = PrivateDockerd::start().await;
+async fn json_logs_are_one_object_per_line(version: DockerVersion) {
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let base = engine.import_busybox_image("base:1", None).await;
     engine.run_to_exit("exited", &base, &[]).await;
     let safeprune = safeprune_on(&engine, "");
@@ -271,9 +300,10 @@ async fn json_logs_are_one_object_per_line() {
     let _: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn two_runs_at_once_one_works_and_the_other_exits_4() {
-    let engine = PrivateDockerd::start().await;
+async fn two_runs_at_once_one_works_and_the_other_exits_4(version: DockerVersion) {
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let base = engine.import_busybox_image("base:1", None).await;
     for i in 0..40 {
         engine
@@ -335,9 +365,10 @@ fn series(text: &str) -> Vec<&str> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_listener_serves_each_cycles_metrics_and_its_health() {
-    let engine = PrivateDockerd::start().await;
+async fn the_listener_serves_each_cycles_metrics_and_its_health(version: DockerVersion) {
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let base = engine.import_busybox_image("base:1", None).await;
     engine.run_to_exit("exited", &base, &[]).await;
     let listen = "metrics: { listen: \"127.0.0.1:0\" }\n";
@@ -433,10 +464,13 @@ async fn recorded_use(state: &std::path::Path, image: &str, after: &str) -> (Str
 /// Between cycles the daemon follows the engine's events only while the
 /// policy orders images by last use: a reload that asks for it starts
 /// following, and an engine that restarts is followed again.
-#[tokio::test(flavor = "multi_thread")]
-async fn image_uses_are_followed_while_the_policy_asks_and_after_an_engine_restart() {
+async fn image_uses_are_followed_while_the_policy_asks_and_after_an_engine_restart(
+    version: DockerVersion,
+) {
     const FOLLOWING: &str = "following docker's events";
-    let mut engine = PrivateDockerd::start().await;
+    let Some(mut engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let base = engine.import_busybox_image("base:1", None).await;
     let runtime = Runtime::Docker(engine.endpoint());
     let cli = Cli::new(&runtime, "schedule: \"0 0 1 1 *\"\n");

@@ -5,7 +5,10 @@
 //! recently used images first, keeps the newest of each repository
 //! (`keep_recent`) and what is in use, and stops removing images once the
 //! target is met (here sooner than planned: the plan does not count what
-//! the containers' removals free).
+//! the containers' removals free). The Docker tests run on Docker 20.10
+//! and on Docker 29 with each image store (`docker_tests!`); on the
+//! containerd store the small file system holds containerd's root, where
+//! that store keeps images.
 
 use crate::util;
 
@@ -17,8 +20,16 @@ use util::containerd::{CRI_NAMESPACE, ContainerdVersion, PrivateContainerd, cont
 use util::daemon::Daemon;
 use util::df;
 use util::docker::PrivateDockerd;
+use util::docker_matrix::{DockerVersion, VersionedDockerd, docker_tests};
 use util::node::{Cli, Runtime, decision};
 use util::pod::Pod;
+
+docker_tests! {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    under_pressure_the_least_recently_used_go_until_low_percent,
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    the_usage_history_remembers_uses_whose_containers_are_gone,
+}
 
 #[expect(clippy::cast_precision_loss, reason = "a percentage")]
 fn percent(path: &Path) -> f64 {
@@ -178,10 +189,14 @@ fn run_at(cli: &Cli, runtime: &Runtime, state: &Path, (high, low): (u8, u8)) -> 
     report
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn under_pressure_the_least_recently_used_go_until_low_percent() {
-    let engine = PrivateDockerd::start_on_small_fs(256).await;
-    let root = engine.data_root();
+async fn under_pressure_the_least_recently_used_go_until_low_percent(version: DockerVersion) {
+    let Some(engine) = VersionedDockerd::start_on_small_fs(version, 256)
+        .await
+        .or_skip()
+    else {
+        return;
+    };
+    let root = engine.image_root();
     let runtime = Runtime::Docker(engine.endpoint());
     let cli = Cli::new(&runtime, "");
     let state = cli.path("state");
@@ -274,9 +289,10 @@ async fn under_pressure_the_least_recently_used_go_until_low_percent() {
 
 /// The usage history (`state_dir`) keeps the uses of images whose
 /// containers are gone, across runs, and a corrupt file is rebuilt.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_usage_history_remembers_uses_whose_containers_are_gone() {
-    let engine = PrivateDockerd::start().await;
+async fn the_usage_history_remembers_uses_whose_containers_are_gone(version: DockerVersion) {
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let older = engine.import_busybox_image("app:1", Some("1")).await;
     let newer = engine.import_busybox_image("app:2", Some("2")).await;
     // app:1 is used after app:2 was imported, by a container since removed:

@@ -2,7 +2,9 @@
 //! what `recheck` answers, what `remove` does and what it refuses.
 //!
 //! Each test starts its own private dockerd (see `util`), so tests run in
-//! parallel and touch only what they made.
+//! parallel and touch only what they made; every test of an engine runs on
+//! Docker 20.10 and on Docker 29 with each image store (`docker_tests!`),
+//! and asserts the fact of each where they differ.
 
 use crate::util;
 
@@ -13,25 +15,49 @@ use safeprune::runtime::docker::DockerRuntime;
 use safeprune::runtime::{Engine, Removal, RuntimeError};
 use util::df;
 use util::docker::PrivateDockerd;
+use util::docker_matrix::{DockerVersion, VersionedDockerd, docker_tests};
+use util::docker29::PrivateDockerd29;
 use util::node::{container, ready_sandbox_ids};
 use util::pod::Pod;
-use util::{RUN_FOREVER, TEST_LABEL};
+use util::{OrSkip, RUN_FOREVER, TEST_LABEL};
 
-async fn engine() -> (PrivateDockerd, DockerRuntime) {
-    let dockerd = PrivateDockerd::start().await;
+/// A private engine of `version` and safeprune's adapter on it; `None`
+/// when Docker 29 is not on this machine (printed).
+async fn engine(version: DockerVersion) -> Option<(VersionedDockerd, DockerRuntime)> {
+    let dockerd = VersionedDockerd::start(version).await.or_skip()?;
     let runtime = DockerRuntime::connect(dockerd.endpoint())
         .await
         .expect("connect to the private dockerd");
-    (dockerd, runtime)
+    Some((dockerd, runtime))
+}
+
+docker_tests! {
+    inventory_reads_pods_sandbox_readiness_and_exit_times,
+    inventory_reads_tags_dangling_images_and_last_tag_time,
+    inventory_tells_anonymous_from_named_volumes_and_reads_networks,
+    removing_a_running_container_is_a_conflict_and_leaves_it_running,
+    removing_what_does_not_exist_is_gone,
+    a_multi_tagged_image_loses_every_tag_and_goes,
+    an_image_a_stopped_container_uses_is_a_conflict_and_keeps_its_tags,
+    a_single_tagged_and_a_dangling_image_are_removed_by_id,
+    volumes_and_networks_in_use_are_conflicts_until_freed,
+    recheck_of_a_container_carries_its_pods_sandboxes_and_is_empty_once_removed,
+    recheck_of_an_image_volume_or_network_carries_the_containers_using_it,
+    a_volume_made_again_or_an_image_tagged_since_the_snapshot_is_read_again,
+    build_cache_records_are_listed_and_removed_one_at_a_time,
+    a_bare_socket_path_connects,
+    the_image_file_system_is_measured_where_docker_keeps_its_data,
+    with_the_disk_measured_images_have_their_unique_sizes,
 }
 
 async fn image_exists(dockerd: &PrivateDockerd, reference: &str) -> bool {
     dockerd.docker().inspect_image(reference).await.is_ok()
 }
 
-#[tokio::test]
-async fn inventory_reads_pods_sandbox_readiness_and_exit_times() {
-    let (dockerd, runtime) = engine().await;
+async fn inventory_reads_pods_sandbox_readiness_and_exit_times(version: DockerVersion) {
+    let Some((dockerd, runtime)) = engine(version).await else {
+        return;
+    };
     let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
 
     let web = Pod::new("web", "default");
@@ -104,9 +130,10 @@ async fn inventory_reads_pods_sandbox_readiness_and_exit_times() {
     );
 }
 
-#[tokio::test]
-async fn inventory_reads_tags_dangling_images_and_last_tag_time() {
-    let (dockerd, runtime) = engine().await;
+async fn inventory_reads_tags_dangling_images_and_last_tag_time(version: DockerVersion) {
+    let Some((dockerd, runtime)) = engine(version).await else {
+        return;
+    };
     let before = Utc::now() - chrono::Duration::seconds(1);
     let tagged = dockerd.import_busybox_image("sp/a:v1", Some("a")).await;
     dockerd.tag_image(&tagged, "sp/a:v2").await;
@@ -128,7 +155,14 @@ async fn inventory_reads_tags_dangling_images_and_last_tag_time() {
 
     let a = image(&tagged);
     assert_eq!(a.tags, ["other/a:latest", "sp/a:v1", "sp/a:v2"]);
-    assert!(a.digests.is_empty(), "imported images have no digest");
+    if version.containerd_store() {
+        // The containerd store names an image by its manifest digest in
+        // each repository it is tagged in (docs/engines.md, "Docker 29").
+        let digest = |repo: &str| format!("{repo}@{tagged}");
+        assert_eq!(a.digests, [digest("other/a"), digest("sp/a")]);
+    } else {
+        assert!(a.digests.is_empty(), "imported images have no digest");
+    }
     assert!(a.size.is_some_and(|s| s > 0));
     let created = a.created.expect("created");
     assert!(created >= before, "{created}");
@@ -141,16 +175,25 @@ async fn inventory_reads_tags_dangling_images_and_last_tag_time() {
     let d = image(&untagged);
     assert!(d.is_dangling());
     assert!(d.digests.is_empty());
-    assert_eq!(
-        d.last_tagged, None,
-        "never tagged: zero LastTagTime is None"
-    );
+    if version.containerd_store() {
+        // The containerd store sets LastTagTime when an image comes in,
+        // tagged or not (docs/engines.md, "Docker 29"): safeprune ages the
+        // import from then.
+        let imported = d.last_tagged.expect("LastTagTime set at the import");
+        assert!(imported >= d.created.expect("created"), "{imported}");
+    } else {
+        assert_eq!(
+            d.last_tagged, None,
+            "never tagged: zero LastTagTime is None"
+        );
+    }
     assert_eq!(inventory.images.len(), 4);
 }
 
-#[tokio::test]
-async fn inventory_tells_anonymous_from_named_volumes_and_reads_networks() {
-    let (dockerd, runtime) = engine().await;
+async fn inventory_tells_anonymous_from_named_volumes_and_reads_networks(version: DockerVersion) {
+    let Some((dockerd, runtime)) = engine(version).await else {
+        return;
+    };
     let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
     let named = dockerd.create_volume(Some("pgdata")).await;
     let anonymous = dockerd.create_volume(None).await;
@@ -215,9 +258,10 @@ async fn inventory_tells_anonymous_from_named_volumes_and_reads_networks() {
     assert!(db.networks.contains(&"backend".to_owned()));
 }
 
-#[tokio::test]
-async fn removing_a_running_container_is_a_conflict_and_leaves_it_running() {
-    let (dockerd, runtime) = engine().await;
+async fn removing_a_running_container_is_a_conflict_and_leaves_it_running(version: DockerVersion) {
+    let Some((dockerd, runtime)) = engine(version).await else {
+        return;
+    };
     let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
     let running = dockerd.run_forever("busy", &image, &[]).await;
 
@@ -242,9 +286,10 @@ async fn removing_a_running_container_is_a_conflict_and_leaves_it_running() {
     );
 }
 
-#[tokio::test]
-async fn removing_what_does_not_exist_is_gone() {
-    let (_dockerd, runtime) = engine().await;
+async fn removing_what_does_not_exist_is_gone(version: DockerVersion) {
+    let Some((_dockerd, runtime)) = engine(version).await else {
+        return;
+    };
     let missing_id = "0".repeat(64);
     for (kind, id) in [
         (Kind::Container, missing_id.clone()),
@@ -259,9 +304,10 @@ async fn removing_what_does_not_exist_is_gone() {
     }
 }
 
-#[tokio::test]
-async fn a_multi_tagged_image_loses_every_tag_and_goes() {
-    let (dockerd, runtime) = engine().await;
+async fn a_multi_tagged_image_loses_every_tag_and_goes(version: DockerVersion) {
+    let Some((dockerd, runtime)) = engine(version).await else {
+        return;
+    };
     let image = dockerd.import_busybox_image("sp/m:v1", None).await;
     dockerd.tag_image(&image, "sp/m:v2").await;
     dockerd.tag_image(&image, "other/m:v3").await;
@@ -282,9 +328,12 @@ async fn a_multi_tagged_image_loses_every_tag_and_goes() {
     );
 }
 
-#[tokio::test]
-async fn an_image_a_stopped_container_uses_is_a_conflict_and_keeps_its_tags() {
-    let (dockerd, runtime) = engine().await;
+async fn an_image_a_stopped_container_uses_is_a_conflict_and_keeps_its_tags(
+    version: DockerVersion,
+) {
+    let Some((dockerd, runtime)) = engine(version).await else {
+        return;
+    };
     let image = dockerd.import_busybox_image("sp/u:v1", None).await;
     dockerd.tag_image(&image, "sp/u:v2").await;
     let user = dockerd.run_to_exit("user", &image, &[]).await;
@@ -314,9 +363,10 @@ async fn an_image_a_stopped_container_uses_is_a_conflict_and_keeps_its_tags() {
     );
 }
 
-#[tokio::test]
-async fn a_single_tagged_and_a_dangling_image_are_removed_by_id() {
-    let (dockerd, runtime) = engine().await;
+async fn a_single_tagged_and_a_dangling_image_are_removed_by_id(version: DockerVersion) {
+    let Some((dockerd, runtime)) = engine(version).await else {
+        return;
+    };
     let tagged = dockerd.import_busybox_image("sp/one:v1", None).await;
     let dangling = dockerd.import_dangling_image(None).await;
 
@@ -332,9 +382,10 @@ async fn a_single_tagged_and_a_dangling_image_are_removed_by_id() {
     assert!(!image_exists(&dockerd, &dangling).await);
 }
 
-#[tokio::test]
-async fn volumes_and_networks_in_use_are_conflicts_until_freed() {
-    let (dockerd, runtime) = engine().await;
+async fn volumes_and_networks_in_use_are_conflicts_until_freed(version: DockerVersion) {
+    let Some((dockerd, runtime)) = engine(version).await else {
+        return;
+    };
     let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
     let volume = dockerd.create_volume(Some("cache")).await;
     let network = dockerd.create_network("front", &[]).await;
@@ -381,9 +432,12 @@ async fn volumes_and_networks_in_use_are_conflicts_until_freed() {
     );
 }
 
-#[tokio::test]
-async fn recheck_of_a_container_carries_its_pods_sandboxes_and_is_empty_once_removed() {
-    let (dockerd, runtime) = engine().await;
+async fn recheck_of_a_container_carries_its_pods_sandboxes_and_is_empty_once_removed(
+    version: DockerVersion,
+) {
+    let Some((dockerd, runtime)) = engine(version).await else {
+        return;
+    };
     let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
     let pod = Pod::new("web", "default");
     let sandbox = dockerd.create_sandbox(&pod, &image, false).await;
@@ -456,9 +510,12 @@ fn sorted(mut ids: Vec<&str>) -> Vec<&str> {
     ids
 }
 
-#[tokio::test]
-async fn recheck_of_an_image_volume_or_network_carries_the_containers_using_it() {
-    let (dockerd, runtime) = engine().await;
+async fn recheck_of_an_image_volume_or_network_carries_the_containers_using_it(
+    version: DockerVersion,
+) {
+    let Some((dockerd, runtime)) = engine(version).await else {
+        return;
+    };
     let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
     let unrelated = dockerd.import_busybox_image("sp/other:v1", Some("o")).await;
     let volume = dockerd.create_volume(Some("data")).await;
@@ -551,9 +608,12 @@ async fn recheck_of_an_image_volume_or_network_carries_the_containers_using_it()
     assert!(fresh.containers.is_empty(), "{:?}", fresh.containers);
 }
 
-#[tokio::test]
-async fn a_volume_made_again_or_an_image_tagged_since_the_snapshot_is_read_again() {
-    let (dockerd, runtime) = engine().await;
+async fn a_volume_made_again_or_an_image_tagged_since_the_snapshot_is_read_again(
+    version: DockerVersion,
+) {
+    let Some((dockerd, runtime)) = engine(version).await else {
+        return;
+    };
     let spare = dockerd.create_volume(Some("spare")).await;
     let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
     let snapshot = runtime.inventory().await.expect("inventory");
@@ -615,9 +675,10 @@ async fn a_volume_made_again_or_an_image_tagged_since_the_snapshot_is_read_again
     );
 }
 
-#[tokio::test]
-async fn build_cache_records_are_listed_and_removed_one_at_a_time() {
-    let (dockerd, runtime) = engine().await;
+async fn build_cache_records_are_listed_and_removed_one_at_a_time(version: DockerVersion) {
+    let Some((dockerd, runtime)) = engine(version).await else {
+        return;
+    };
     dockerd.build_with_buildkit("sp/built:v1");
 
     let inventory = runtime.inventory().await.expect("inventory");
@@ -705,9 +766,10 @@ async fn connecting_to_nothing_is_unreachable_with_a_hint() {
     }
 }
 
-#[tokio::test]
-async fn a_bare_socket_path_connects() {
-    let dockerd = PrivateDockerd::start().await;
+async fn a_bare_socket_path_connects(version: DockerVersion) {
+    let Some(dockerd) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let path = dockerd.endpoint().trim_start_matches("unix://").to_owned();
     let runtime = DockerRuntime::connect(&path).await.expect("connect");
     assert_eq!(runtime.kind(), safeprune::inventory::RuntimeKind::Docker);
@@ -750,11 +812,16 @@ fn system_df_build_cache(endpoint: &str) -> Vec<(String, bool, Option<u64>)> {
     records
 }
 
-#[tokio::test]
-async fn the_image_file_system_is_measured_where_docker_keeps_its_data() {
-    let dockerd = PrivateDockerd::start_on_small_fs(256).await;
+async fn the_image_file_system_is_measured_where_docker_keeps_its_data(version: DockerVersion) {
+    let Some(dockerd) = VersionedDockerd::start_on_small_fs(version, 256)
+        .await
+        .or_skip()
+    else {
+        return;
+    };
     dockerd.import_busybox_image("base:1", None).await;
-    let root = dockerd.data_root();
+    // The data root; on the containerd store, containerd's snapshotter root.
+    let root = dockerd.image_root();
     let runtime = DockerRuntime::connect(dockerd.endpoint())
         .await
         .expect("connect to the private dockerd");
@@ -787,9 +854,10 @@ async fn the_image_file_system_is_measured_where_docker_keeps_its_data() {
     std::fs::remove_file(filler).unwrap();
 }
 
-#[tokio::test]
-async fn with_the_disk_measured_images_have_their_unique_sizes() {
-    let dockerd = PrivateDockerd::start().await;
+async fn with_the_disk_measured_images_have_their_unique_sizes(version: DockerVersion) {
+    let Some(dockerd) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let base = dockerd.import_busybox_image("base:1", Some("base")).await;
     let other = dockerd.import_busybox_image("other:1", Some("other")).await;
     // An image made on top of base: it shares base's layer.
@@ -810,10 +878,33 @@ async fn with_the_disk_measured_images_have_their_unique_sizes() {
         .iter()
         .find(|i| i.tags.contains(&"derived:1".to_owned()))
         .unwrap();
-    // Removing base alone frees nothing: derived holds its layer.
-    assert_eq!(image(&base).unique_size, Some(0));
-    // derived frees its own layer only; other shares nothing.
+    // Removing base alone frees no layer: derived holds it. On overlay2
+    // nothing at all (the engine refuses to delete a parent); on the
+    // containerd store base's own manifest and config, which it deletes.
+    let base_own = match dockerd.as_29() {
+        Some(e) if version.containerd_store() => manifest_and_config_bytes(e, &base),
+        _ => 0,
+    };
+    assert_eq!(image(&base).unique_size, Some(base_own));
+    // derived frees what it does not share with base; other shares nothing.
     let (base_size, derived_size) = (image(&base).size.unwrap(), derived.size.unwrap());
-    assert_eq!(derived.unique_size, Some(derived_size - base_size));
+    assert_eq!(
+        derived.unique_size,
+        Some(derived_size - (base_size - base_own))
+    );
     assert_eq!(image(&other).unique_size, image(&other).size);
+}
+
+/// The bytes of the manifest and the config of `image` (its id: the
+/// manifest digest) in the containerd store of `engine`, read from its
+/// content store.
+fn manifest_and_config_bytes(engine: &PrivateDockerd29, image: &str) -> u64 {
+    let manifest = engine.ctr_ok(&["content", "get", image]);
+    let config = serde_json::from_str::<serde_json::Value>(&manifest).expect("a manifest")
+        ["config"]["digest"]
+        .as_str()
+        .expect("the manifest names its config")
+        .to_owned();
+    let config = engine.ctr_ok(&["content", "get", &config]);
+    u64::try_from(manifest.len() + config.len()).expect("small blobs")
 }

@@ -3,7 +3,9 @@
 //! remove exactly what they should, a second run removes nothing, the safety
 //! cap and the lock stop a run whole, a container restarted between plan and
 //! removal is skipped, and `docker system prune -a -f` on the same layout
-//! removes the live pod's istio-init where safeprune does not.
+//! removes the live pod's istio-init where safeprune does not. Each test
+//! runs on Docker 20.10 and on Docker 29 with each image store
+//! (`docker_tests!`).
 
 use crate::util;
 
@@ -16,10 +18,32 @@ use bollard::query_parameters::{
 use safeprune::execute::{Reason, RemovalResult};
 use safeprune::runtime::docker::DockerRuntime;
 use serde_json::Value;
-use util::RUN_FOREVER;
 use util::docker::PrivateDockerd;
+use util::docker_matrix::{DockerVersion, VersionedDockerd, docker_tests};
 use util::node::{Cli, Layout, Runtime, decision, execute_plan, plan_now};
 use util::pod::Pod;
+use util::{OrSkip, RUN_FOREVER};
+
+docker_tests! {
+    #[tokio::test(flavor = "multi_thread")]
+    plan_then_run_removes_exactly_the_expected_objects,
+    #[tokio::test(flavor = "multi_thread")]
+    docker_system_prune_removes_the_live_pods_istio_init_and_safeprune_does_not,
+    #[tokio::test(flavor = "multi_thread")]
+    over_the_cap_and_under_a_held_lock_nothing_is_removed,
+    #[tokio::test(flavor = "multi_thread")]
+    a_container_restarted_after_planning_is_skipped_not_removed,
+    #[tokio::test(flavor = "multi_thread")]
+    explain_names_the_rule_and_the_facts,
+    #[tokio::test(flavor = "multi_thread")]
+    a_reader_that_closed_the_pipe_is_no_error,
+    #[tokio::test(flavor = "multi_thread")]
+    sigterm_finishes_the_removals_in_flight_and_still_reports,
+    #[tokio::test(flavor = "multi_thread")]
+    run_dry_run_decides_as_plan_does_and_removes_nothing,
+    #[tokio::test(flavor = "multi_thread")]
+    a_policy_that_does_not_prune_the_build_cache_does_not_read_it,
+}
 
 /// Roles safeprune must delete; every other role must stay.
 const DELETED: &[&str] = &[
@@ -220,9 +244,10 @@ async fn existing(engine: &PrivateDockerd) -> BTreeSet<String> {
     all
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn plan_then_run_removes_exactly_the_expected_objects() {
-    let engine = PrivateDockerd::start().await;
+async fn plan_then_run_removes_exactly_the_expected_objects(version: DockerVersion) {
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let layout = lay_out(&engine).await;
     let safeprune = safeprune_on(&engine, "");
     let before = existing(&engine).await;
@@ -298,9 +323,12 @@ async fn plan_then_run_removes_exactly_the_expected_objects() {
     assert_eq!(existing(&engine).await, after);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn docker_system_prune_removes_the_live_pods_istio_init_and_safeprune_does_not() {
-    let engine = PrivateDockerd::start().await;
+async fn docker_system_prune_removes_the_live_pods_istio_init_and_safeprune_does_not(
+    version: DockerVersion,
+) {
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let layout = lay_out(&engine).await;
     let istio = layout.id("web istio-init").to_owned();
     let init = layout.id("web init").to_owned();
@@ -344,9 +372,10 @@ async fn docker_system_prune_removes_the_live_pods_istio_init_and_safeprune_does
     assert!(after.contains(layout.id("web app running")));
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn over_the_cap_and_under_a_held_lock_nothing_is_removed() {
-    let engine = PrivateDockerd::start().await;
+async fn over_the_cap_and_under_a_held_lock_nothing_is_removed(version: DockerVersion) {
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     lay_out(&engine).await;
     let safeprune = safeprune_on(&engine, "safety: { max_deletions: 3 }\n");
     let before = existing(&engine).await;
@@ -389,9 +418,10 @@ async fn over_the_cap_and_under_a_held_lock_nothing_is_removed() {
     assert_ne!(existing(&engine).await, before);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_container_restarted_after_planning_is_skipped_not_removed() {
-    let engine = PrivateDockerd::start().await;
+async fn a_container_restarted_after_planning_is_skipped_not_removed(version: DockerVersion) {
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let layout = lay_out(&engine).await;
     let safeprune = safeprune_on(&engine, "");
     let policy = safeprune.policy();
@@ -433,9 +463,10 @@ async fn a_container_restarted_after_planning_is_skipped_not_removed() {
     assert!(after.contains(layout.id("old-pod app")));
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn explain_names_the_rule_and_the_facts() {
-    let engine = PrivateDockerd::start().await;
+async fn explain_names_the_rule_and_the_facts(version: DockerVersion) {
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let layout = lay_out(&engine).await;
     let safeprune = safeprune_on(&engine, "");
     let out = safeprune.run(&["explain", "k8s_istio-init_web_default_uid-default-web_0"]);
@@ -500,9 +531,10 @@ async fn explain_names_the_rule_and_the_facts() {
     assert!(out.stdout.is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_reader_that_closed_the_pipe_is_no_error() {
-    let engine = PrivateDockerd::start().await;
+async fn a_reader_that_closed_the_pipe_is_no_error(version: DockerVersion) {
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     lay_out(&engine).await;
     let safeprune = safeprune_on(&engine, "");
     // `safeprune explain … | head -1` once head has gone: the write fails
@@ -522,12 +554,13 @@ async fn a_reader_that_closed_the_pipe_is_no_error() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn sigterm_finishes_the_removals_in_flight_and_still_reports() {
+async fn sigterm_finishes_the_removals_in_flight_and_still_reports(version: DockerVersion) {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
 
-    let engine = PrivateDockerd::start().await;
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let base = engine.import_busybox_image("base:1", None).await;
     let mut created = Vec::new();
     for i in 0..60 {
@@ -598,9 +631,10 @@ async fn sigterm_finishes_the_removals_in_flight_and_still_reports() {
     assert!(safeprune.path("report.json").exists());
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn run_dry_run_decides_as_plan_does_and_removes_nothing() {
-    let engine = PrivateDockerd::start().await;
+async fn run_dry_run_decides_as_plan_does_and_removes_nothing(version: DockerVersion) {
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     lay_out(&engine).await;
     let safeprune = safeprune_on(&engine, "");
     let before = existing(&engine).await;
@@ -634,9 +668,10 @@ async fn run_dry_run_decides_as_plan_does_and_removes_nothing() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_policy_that_does_not_prune_the_build_cache_does_not_read_it() {
-    let engine = PrivateDockerd::start().await;
+async fn a_policy_that_does_not_prune_the_build_cache_does_not_read_it(version: DockerVersion) {
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     engine.build_with_buildkit("sp/built:v1");
     let build_cache = |policy: &str| {
         let (code, report) = Cli::new(&Runtime::Docker(engine.endpoint()), policy)

@@ -3,7 +3,9 @@
 //! libraries the loader needs and root's passwd and group entries, nothing
 //! else; it builds the same bytes twice; and both engines import it as the
 //! README says and run it as the Kubernetes pod does, read-only and with no
-//! capability. The images lie in the tests' private engines alone.
+//! capability. The images lie in the tests' private engines alone. Docker
+//! runs it on 20.10 and on 29 with each image store (`docker_tests!`),
+//! containerd on 1.6 and 2.3 (`containerd_tests!`).
 
 use crate::util;
 
@@ -17,6 +19,7 @@ use serde_json::{Value, json};
 use util::OrSkip;
 use util::containerd::{CRI_NAMESPACE, ContainerdVersion, PrivateContainerd, containerd_tests};
 use util::docker::PrivateDockerd;
+use util::docker_matrix::{DockerVersion, VersionedDockerd, docker_tests};
 use util::image::{
     BINARY, BuiltImage, Entry, Node, OciArchive, entries, file_digest, file_mode, image_name, ldd,
     resolve, tree,
@@ -192,10 +195,17 @@ fn docker_run(dockerd: &PrivateDockerd, volume: Option<&str>, args: &[&str]) -> 
     out
 }
 
-#[tokio::test]
-async fn docker_imports_the_rootfs_and_runs_it_read_only_with_no_capability() {
+docker_tests! {
+    docker_imports_the_rootfs_and_runs_it_read_only_with_no_capability,
+}
+
+async fn docker_imports_the_rootfs_and_runs_it_read_only_with_no_capability(
+    version: DockerVersion,
+) {
+    let Some(dockerd) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let image = BuiltImage::build();
-    let dockerd = PrivateDockerd::start().await;
     // README.md's command.
     let import = dockerd
         .cli()

@@ -3,7 +3,9 @@
 //! deletes only what FILE deleted and the rules still find eligible,
 //! reports what changed since (kept now, gone), keeps what FILE did not
 //! list, and refuses a plan of another node or policy, or too old, with
-//! exit 2 and nothing removed.
+//! exit 2 and nothing removed. On Docker 20.10 and Docker 29 with each
+//! image store (`docker_tests!`), and on containerd 1.6 and 2.3
+//! (`containerd_tests!`).
 
 use crate::util;
 
@@ -12,7 +14,7 @@ use std::path::Path;
 use serde_json::Value;
 use util::OrSkip;
 use util::containerd::{ContainerdVersion, PrivateContainerd, containerd_tests};
-use util::docker::PrivateDockerd;
+use util::docker_matrix::{DockerVersion, VersionedDockerd, docker_tests};
 use util::node::{Cli, Runtime, decision, outcome};
 
 /// Everything exited or unused goes at once; nothing else is pruned.
@@ -69,9 +71,33 @@ fn assert_refusals(cli: &Cli, runtime: &Runtime, file: &Path, saved: &Value) {
     assert_refused(cli, &tampered, "cannot use the plan");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn on_docker_a_run_applies_the_reviewed_plan_and_only_it() {
-    let engine = PrivateDockerd::start().await;
+/// The same node under the same policy: the same file as `saved` but its
+/// time.
+fn assert_planned_again_alike(cli: &Cli, saved: &Value) {
+    let again = cli.path("again.json");
+    let (code, _) = cli.json(&[
+        "plan",
+        "--save",
+        again.to_str().unwrap(),
+        "--output",
+        "json",
+    ]);
+    assert_eq!(code, Some(0));
+    let (mut first, mut second) = (saved.clone(), read(&again));
+    first["created_at"] = Value::Null;
+    second["created_at"] = Value::Null;
+    assert_eq!(first, second, "two plans of one node state differ");
+}
+
+docker_tests! {
+    #[tokio::test(flavor = "multi_thread")]
+    on_docker_a_run_applies_the_reviewed_plan_and_only_it,
+}
+
+async fn on_docker_a_run_applies_the_reviewed_plan_and_only_it(version: DockerVersion) {
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
     let base = engine.import_busybox_image("base:1", Some("base")).await;
     let old = engine.import_busybox_image("old:1", Some("old")).await;
     let later = engine.import_busybox_image("later:1", Some("later")).await;
@@ -112,20 +138,7 @@ async fn on_docker_a_run_applies_the_reviewed_plan_and_only_it() {
     ];
     expected.sort();
     assert_eq!(listed, expected);
-    // The same node under the same policy: the same file but its time.
-    let again = cli.path("again.json");
-    let (code, _) = cli.json(&[
-        "plan",
-        "--save",
-        again.to_str().unwrap(),
-        "--output",
-        "json",
-    ]);
-    assert_eq!(code, Some(0));
-    let (mut first, mut second) = (saved.clone(), read(&again));
-    first["created_at"] = Value::Null;
-    second["created_at"] = Value::Null;
-    assert_eq!(first, second, "two plans of one node state differ");
+    assert_planned_again_alike(&cli, &saved);
 
     // Between the review and the run: a new exited container, one planned
     // container removed by someone else, a planned image used again.

@@ -127,6 +127,17 @@ impl PrivateDockerd {
         self.docker = daemon::launch(&mut self.process).await;
     }
 
+    /// [`Self::restart`] for an engine [`Self::launched`] elsewhere: kills
+    /// it, and starts it again on the same directory with `launch`.
+    pub(super) async fn relaunch(
+        &mut self,
+        launch: impl AsyncFnOnce(&mut EngineProcess) -> Docker,
+    ) {
+        self.process.stop();
+        daemon::clear_runtime_state(&self.process);
+        self.docker = launch(&mut self.process).await;
+    }
+
     /// `unix:///tmp/sp-XXXXXX/docker.sock`.
     pub fn endpoint(&self) -> &str {
         &self.endpoint

@@ -23,8 +23,10 @@
 //! `create_container`, `cli()`, `build_with_buildkit`...). Debian's docker
 //! CLI 20.10 speaks API 1.41 to it (Docker 29 accepts 1.40 and up), and
 //! its built-in `BuildKit` client builds on it with `DOCKER_BUILDKIT=1`
-//! (measured, both stores). Only a restart is not offered: it would
-//! launch Debian's dockerd.
+//! (measured, both stores). [`PrivateDockerd29::restart`] starts both
+//! engines again on the same directory (the [`PrivateDockerd`]'s own would
+//! launch Debian's dockerd), and [`PrivateDockerd29::start_on_small_fs`]
+//! puts the store's images on a small file system.
 
 use std::fs;
 use std::ops::Deref;
@@ -136,7 +138,30 @@ impl PrivateDockerd29 {
     /// 30 s, or it answers on another store; the message holds the tail of
     /// dockerd's log (containerd's is `containerd.log` beside it).
     pub async fn start(store: Store) -> Result<Self, Skipped> {
-        Self::start_in(store, false).await
+        Self::start_in(EngineProcess::new("dockerd", "sp29-"), store, false).await
+    }
+
+    /// [`Self::start`], with the images on a fresh ext4 file system of
+    /// `megabytes`, loop-mounted: a disk the test can fill. On overlay2
+    /// that is the data root, on the containerd store containerd's root
+    /// (its content and snapshots; the data root then holds only
+    /// dockerd's metadata).
+    ///
+    /// # Errors
+    /// As [`Self::start`], before anything is mounted.
+    pub async fn start_on_small_fs(store: Store, megabytes: u64) -> Result<Self, Skipped> {
+        test_runtime(DOCKER_SET, "Docker 29.7.2")?;
+        test_runtime(CONTAINERD_SET, "Docker 29.7.2 (its containerd 2.3.4)")?;
+        let mut process = EngineProcess::new("dockerd", "sp29-");
+        match store {
+            Store::Overlay2 => process.mount_small_fs("data", megabytes),
+            Store::Containerd => {
+                fs::create_dir_all(process.path("containerd"))
+                    .expect("make containerd's directory");
+                process.mount_small_fs("containerd/root", megabytes);
+            }
+        }
+        Self::start_in(process, store, false).await
     }
 
     /// [`Self::start`] for cri-dockerd: dockerd's default runtime is a runc
@@ -150,13 +175,16 @@ impl PrivateDockerd29 {
     /// # Panics
     /// As [`Self::start`].
     pub async fn start_with_oom_floor(store: Store) -> Result<Self, Skipped> {
-        Self::start_in(store, true).await
+        Self::start_in(EngineProcess::new("dockerd", "sp29-"), store, true).await
     }
 
-    async fn start_in(store: Store, oom_floor: bool) -> Result<Self, Skipped> {
+    async fn start_in(
+        mut process: EngineProcess,
+        store: Store,
+        oom_floor: bool,
+    ) -> Result<Self, Skipped> {
         let docker_dir = test_runtime(DOCKER_SET, "Docker 29.7.2")?;
         let containerd_dir = test_runtime(CONTAINERD_SET, "Docker 29.7.2 (its containerd 2.3.4)")?;
-        let mut process = EngineProcess::new("dockerd", "sp29-");
         let containerd_socket = process.path("c.sock");
         fs::write(
             process.path("containerd.toml"),
@@ -194,6 +222,26 @@ impl PrivateDockerd29 {
         })
     }
 
+    /// Kills both engines, as a crash or `systemctl stop docker` would;
+    /// their data stays for [`Self::restart`].
+    pub fn stop(&mut self) {
+        self.dockerd.stop();
+    }
+
+    /// Starts containerd and dockerd again on the same data, sockets and
+    /// scope (killing them first if they still run).
+    pub async fn restart(&mut self) {
+        let docker_dir = test_runtime(DOCKER_SET, "Docker 29.7.2").expect("it started");
+        let containerd_dir = test_runtime(CONTAINERD_SET, "Docker 29.7.2 (its containerd 2.3.4)")
+            .expect("it started");
+        let endpoint = self.endpoint().to_owned();
+        self.dockerd
+            .relaunch(async |process| {
+                launch(process, &containerd_dir, &docker_dir, &endpoint).await
+            })
+            .await;
+    }
+
     /// The store it keeps its images in.
     pub fn store(&self) -> Store {
         self.store
@@ -213,6 +261,19 @@ impl PrivateDockerd29 {
     /// where the containerd store keeps images (content, snapshots).
     pub fn containerd_root(&self) -> PathBuf {
         self.process_dir().join("containerd/root")
+    }
+
+    /// Where this store keeps its images, as safeprune measures it with
+    /// `images.disk`: the data root on overlay2; on the containerd store
+    /// its snapshotter's root, `<containerd root>/io.containerd.snapshotter.v1.overlayfs`
+    /// (docs/engines.md, "Docker 29").
+    pub fn image_root(&self) -> PathBuf {
+        match self.store {
+            Store::Overlay2 => self.data_root(),
+            Store::Containerd => self
+                .containerd_root()
+                .join("io.containerd.snapshotter.v1.overlayfs"),
+        }
     }
 
     /// The engine's directory, `/tmp/sp29-XXXXXX`.

@@ -9,6 +9,9 @@
 //!   namespaces under `/tmp/<prefix>XXXXXX`, the wait until it answers, and
 //!   the teardown of all it leaves. The engine files hold only what
 //!   differs: flags, config, how to ask.
+//! - [`docker_matrix`] (`docker_matrix.rs`): one Docker test body on
+//!   Docker 20.10 and on Docker 29 with each image store
+//!   (`docker_tests!`), its engine a [`docker::PrivateDockerd`] either way.
 //! - [`crio::PrivateCrio`] (`crio.rs`): a CRI-O 1.36.3 of the test's own
 //!   (from `$SAFEPRUNE_TEST_RUNTIMES`), an [`engine::EngineProcess`] too,
 //!   filled through CRI (`crictl`) as kubelet fills it, its images put in
@@ -49,6 +52,7 @@ pub mod crio;
 pub mod daemon;
 pub mod docker;
 pub mod docker29;
+pub mod docker_matrix;
 mod engine;
 pub mod image;
 pub mod kube;

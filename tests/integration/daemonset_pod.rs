@@ -63,14 +63,16 @@ fn prune_now(key: &str, text: &str) -> String {
 }
 
 /// Builds the image from the test's safeprune with the repository's
-/// script, and imports it into `k8s.io`, as an operator would offline.
-fn import_safeprune_image(containerd: &PrivateContainerd) {
+/// script, and imports it into `k8s.io`, as an operator would offline;
+/// returns once CRI knows it, as kubelet would wait.
+async fn import_safeprune_image(containerd: &PrivateContainerd, name: &str) {
     let image = BuiltImage::build();
     let archive = image.oci_tar();
     containerd.ctr_ok(
         CRI_NAMESPACE,
         &["images", "import", archive.to_str().expect("a UTF-8 path")],
     );
+    containerd.cri_image_status(name).await;
 }
 
 /// `GET path` on the pod's `port`, from the node's network namespace (the
@@ -356,7 +358,11 @@ async fn the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly(
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    import_safeprune_image(&containerd);
+    import_safeprune_image(
+        &containerd,
+        manifests.container()["image"].as_str().unwrap(),
+    )
+    .await;
     let layout = lay_out(&containerd).await;
     let state = dir.path().join("var-lib-safeprune");
     let node = Node {

@@ -13,8 +13,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Output;
 
-use k8s_cri::v1::image_service_client::ImageServiceClient;
-use k8s_cri::v1::{ImageSpec, ImageStatusRequest};
 use serde_json::{Value, json};
 use util::OrSkip;
 use util::containerd::{CRI_NAMESPACE, ContainerdVersion, PrivateContainerd, containerd_tests};
@@ -299,17 +297,7 @@ async fn containerd_imports_the_oci_archive_under_its_name_for_cri(version: Cont
 
     // What kubelet sees of it: the name the DaemonSet asks for, root, the
     // entrypoint and command.
-    let status = ImageServiceClient::new(containerd.channel())
-        .image_status(ImageStatusRequest {
-            image: Some(ImageSpec {
-                image: image_name(),
-                ..ImageSpec::default()
-            }),
-            verbose: true,
-        })
-        .await
-        .expect("CRI ImageStatus")
-        .into_inner();
+    let status = containerd.cri_image_status(&image_name()).await;
     let found = status.image.expect("CRI knows the image");
     assert!(found.repo_tags.contains(&image_name()), "{found:?}");
     assert_eq!(found.uid.map(|u| u.value), Some(0), "{found:?}");

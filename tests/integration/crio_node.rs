@@ -76,22 +76,6 @@ fn lay_out(crio: &PrivateCrio) -> Node<'_> {
     Node { layout, web, job }
 }
 
-/// The image ids CRI lists now.
-fn image_ids(crio: &PrivateCrio) -> BTreeSet<String> {
-    crio.images()
-        .iter()
-        .map(|i| i["id"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-/// The container ids CRI lists now, of any state.
-fn container_ids(crio: &PrivateCrio) -> BTreeSet<String> {
-    crio.crictl_ok(&["ps", "-a", "-q"])
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
 #[tokio::test]
 async fn a_run_removes_what_kubelet_no_longer_needs_and_crio_still_answers() {
     let Some(crio) = PrivateCrio::start().await.or_skip() else {
@@ -177,7 +161,7 @@ async fn a_run_removes_what_kubelet_no_longer_needs_and_crio_still_answers() {
         crio.crictl_ok(&["inspectp", sandbox]);
     }
     assert_eq!(
-        container_ids(&crio),
+        crio.container_ids(),
         [
             layout.id("live pod's exited istio-init"),
             layout.id("live pod's running app"),
@@ -186,7 +170,7 @@ async fn a_run_removes_what_kubelet_no_longer_needs_and_crio_still_answers() {
         .into()
     );
     assert_eq!(
-        image_ids(&crio),
+        crio.image_ids(),
         ["app image", "data image", "pause image"]
             .map(|r| layout.id(r).to_owned())
             .into()
@@ -226,7 +210,7 @@ async fn an_image_is_as_old_as_safepruness_first_sighting_of_it() {
     // A run honours it too: nothing goes.
     let (code, report) = cli.json(&["run", "--output", "json"]);
     assert_eq!(code, Some(0), "{report}");
-    assert!(image_ids(&crio).contains(&old));
+    assert!(crio.image_ids().contains(&old));
 }
 
 /// `auto` finds CRI-O when neither Docker nor containerd answers; `kind:
@@ -300,7 +284,10 @@ async fn the_adapter_never_trusts_cri_to_refuse() {
         matches!(cri.remove(&running).await, Removal::InUse(why) if why.contains("running")),
         "a running container is refused"
     );
-    assert!(container_ids(&crio).contains(layout.id("live pod's running app")));
+    assert!(
+        crio.container_ids()
+            .contains(layout.id("live pod's running app"))
+    );
     let unknown = Target::by_id(Kind::Container, &"0".repeat(64));
     assert_eq!(cri.remove(&unknown).await, Removal::Gone);
 
@@ -328,7 +315,7 @@ async fn the_adapter_never_trusts_cri_to_refuse() {
     assert_eq!(cri.remove(&task).await, Removal::Removed);
     assert_eq!(cri.remove(&task).await, Removal::Gone);
     assert_eq!(cri.remove(&job_image).await, Removal::Removed);
-    assert!(!image_ids(&crio).contains(layout.id("job image")));
+    assert!(!crio.image_ids().contains(layout.id("job image")));
     assert_eq!(cri.remove(&job_image).await, Removal::Gone);
 }
 
@@ -370,17 +357,17 @@ async fn the_crictl_prediction_matches_crictl_rmi_prune_on_crio() {
         .collect();
     assert_eq!(predicted, [app, old].into(), "{comparison}");
 
-    let before = image_ids(&crio);
+    let before = crio.image_ids();
     // crictl ignores CRI-O's refusal of the mounted image, and exits 0.
     crio.crictl_ok(&["rmi", "--prune"]);
-    let removed: BTreeSet<String> = before.difference(&image_ids(&crio)).cloned().collect();
+    let removed: BTreeSet<String> = before.difference(&crio.image_ids()).cloned().collect();
     assert_eq!(predicted, removed, "the model and crictl differ");
     assert!(
-        image_ids(&crio).contains(&job),
+        crio.image_ids().contains(&job),
         "its exited container holds it"
     );
     assert!(
-        image_ids(&crio).contains(&data),
+        crio.image_ids().contains(&data),
         "CRI-O refuses it: a running container mounts it"
     );
 }
@@ -404,7 +391,7 @@ async fn disk_watermarks_measure_the_directory_cri_names() {
     assert_eq!(code, Some(0), "{calm}");
     assert_eq!(calm["image_fs"]["path"], store.to_str().unwrap(), "{calm}");
     assert_eq!(decision(&calm, &old)["rule"], "disk_below_threshold");
-    assert!(image_ids(&crio).contains(&old));
+    assert!(crio.image_ids().contains(&old));
 
     cli.rewrite(
         &runtime,
@@ -417,7 +404,7 @@ async fn disk_watermarks_measure_the_directory_cri_names() {
         pressed["image_fs"]["after_percent"].is_number(),
         "{pressed}"
     );
-    assert!(!image_ids(&crio).contains(&old));
+    assert!(!crio.image_ids().contains(&old));
 }
 
 /// A reviewed plan on CRI-O: `plan --save`, then `run --plan` removes
@@ -438,7 +425,7 @@ async fn a_reviewed_plan_runs_on_crio() {
     let later = crio.import_image(JOB, "job");
     let (code, report) = cli.json(&["run", "--plan", file, "--output", "json"]);
     assert_eq!(code, Some(0), "{report}");
-    let ids = image_ids(&crio);
+    let ids = crio.image_ids();
     assert!(!ids.contains(&old), "{report}");
     assert!(ids.contains(&later), "{report}");
 }

@@ -540,20 +540,15 @@ async fn on_crio_the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly
     }
 
     // kubelet's view: the job and the unused image are gone, the rest not.
-    let listed = crio.crictl_ok(&["ps", "-a", "-q"]);
-    let listed: Vec<&str> = listed.lines().collect();
+    let listed = crio.container_ids();
     assert!(
-        !listed.contains(&layout.job.as_str()),
+        !listed.contains(&layout.job),
         "the finished pod's job is still there"
     );
     for kept in [&layout.istio, &layout.setup, &layout.app, &container] {
-        assert!(listed.contains(&kept.as_str()), "{kept} was removed");
+        assert!(listed.contains(kept), "{kept} was removed");
     }
-    let images: Vec<String> = crio
-        .images()
-        .iter()
-        .map(|i| i["id"].as_str().unwrap().to_owned())
-        .collect();
+    let images = crio.image_ids();
     assert!(!images.contains(&layout.unused), "{images:?}");
     for kept in [&layout.base, &own, &layout.pinned, &pause] {
         assert!(images.contains(kept), "{kept} removed: {images:?}");

@@ -1395,15 +1395,7 @@ fn multi_platform_archive(name: &str) -> (Vec<u8>, String, [util::oci::Image; 2]
     .to_string()
     .into_bytes();
     let index_digest = oci::digest(&index);
-    // What `docker save` writes beside the layout, and `docker load` on a
-    // graph driver store reads: this platform's image.
-    let blob = |digest: &str| format!("blobs/sha256/{}", digest.trim_start_matches("sha256:"));
-    let legacy = json!([{
-        "Config": blob(&host.config_digest),
-        "RepoTags": [name],
-        "Layers": [blob(&host.layer_digest)],
-    }])
-    .to_string();
+    let legacy = oci::docker_load_manifest(&host, name);
     let archive = oci::layout_tar(
         &[json!({
             "mediaType": "application/vnd.oci.image.index.v1+json",

@@ -62,7 +62,7 @@ use std::time::Instant;
 use containerd_client::tonic::transport::Channel;
 use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::crictl::{CriContainer, CriPod, Crictl};
 use super::engine::EngineProcess;
@@ -387,6 +387,22 @@ impl PrivateCrio {
         self.ctl.images()
     }
 
+    /// The image ids CRI lists now.
+    pub fn image_ids(&self) -> std::collections::BTreeSet<String> {
+        self.images()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// The container ids CRI lists now, of any state.
+    pub fn container_ids(&self) -> std::collections::BTreeSet<String> {
+        self.crictl_ok(&["ps", "-a", "-q"])
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// The CRI image id (bare hex, as `ImageStatus` gives it) of image
     /// `reference`; what kubelet passes to `CreateContainer` once its pull
     /// has resolved the pod spec's image.
@@ -629,17 +645,7 @@ pub fn oci_archive_of(
     name: Option<&str>,
 ) -> (Vec<u8>, String) {
     let image = oci::Image::new(layer, entrypoint, created, &Value::Null);
-    // What `docker save` writes beside the layout since Docker 25, and what
-    // `docker load` on a graph driver store reads.
-    let legacy = name.map(|name| {
-        let blob = |digest: &str| format!("blobs/sha256/{}", digest.trim_start_matches("sha256:"));
-        json!([{
-            "Config": blob(&image.config_digest),
-            "RepoTags": [name],
-            "Layers": [blob(&image.layer_digest)],
-        }])
-        .to_string()
-    });
+    let legacy = name.map(|name| oci::docker_load_manifest(&image, name));
     let files: Vec<(&str, &[u8])> = legacy
         .iter()
         .map(|text| ("manifest.json", text.as_bytes()))

@@ -106,6 +106,19 @@ impl Image {
     }
 }
 
+/// The `manifest.json` `docker save` writes beside the layout since Docker
+/// 25, and `docker load` on a graph driver store reads: `image`, named
+/// `name`.
+pub fn docker_load_manifest(image: &Image, name: &str) -> String {
+    let blob = |digest: &str| format!("blobs/sha256/{}", digest.trim_start_matches("sha256:"));
+    json!([{
+        "Config": blob(&image.config_digest),
+        "RepoTags": [name],
+        "Layers": [blob(&image.layer_digest)],
+    }])
+    .to_string()
+}
+
 /// The tar of an OCI layout: `oci-layout`, `index.json` listing
 /// `descriptors`, each blob under `blobs/sha256/`, then `files` as they
 /// are (`manifest.json`, which `docker load` on a graph driver reads).

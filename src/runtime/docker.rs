@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use bollard::errors::Error as BollardError;
-use bollard::models::{ContainerSummary, EventMessage, ImageSummary};
+use bollard::models::{ContainerInspectResponse, ContainerSummary, EventMessage, ImageSummary};
 use bollard::query_parameters::{
     EventsOptionsBuilder, InspectContainerOptionsBuilder, ListContainersOptionsBuilder,
     ListImagesOptionsBuilder, ListNetworksOptionsBuilder,
@@ -256,26 +256,16 @@ impl DockerRuntime {
                 ) {
                     return Ok(Some(container));
                 }
-                // With `size`, the engine adds the writable layer's size
-                // (`SizeRw`): what removing the container frees.
-                let options = InspectContainerOptionsBuilder::default().size(true).build();
-                match self
-                    .docker
-                    .inspect_container(&container.id, Some(options))
-                    .await
-                {
-                    Ok(inspect) => {
-                        container.size = inspect.size_rw.and_then(byte_size);
-                        container.finished = inspect
-                            .state
-                            .and_then(|s| s.finished_at)
-                            .as_deref()
-                            .and_then(parse_docker_time);
-                        Ok(Some(container))
-                    }
-                    Err(e) if status_code(&e) == Some(404) => Ok(None),
-                    Err(e) => Err(Self::call_error("inspect container")(e)),
-                }
+                let Some(inspect) = self.inspect_sized(&container.id).await? else {
+                    return Ok(None);
+                };
+                container.size = inspect.size_rw.and_then(byte_size);
+                container.finished = inspect
+                    .state
+                    .and_then(|s| s.finished_at)
+                    .as_deref()
+                    .and_then(parse_docker_time);
+                Ok(Some(container))
             })
             .buffer_unordered(INSPECT_CONCURRENCY)
             .try_filter_map(|c| async move { Ok(c) })
@@ -284,12 +274,37 @@ impl DockerRuntime {
             .map(sorted_by_id)
     }
 
-    /// One container by id, with its exit time (and the size of its
-    /// writable layer when `size`); `None` when it does not exist. Docker
-    /// takes a prefix or a name too: only the exact id counts.
-    async fn container(&self, id: &str, size: bool) -> Result<Option<Container>, RuntimeError> {
-        let options = InspectContainerOptionsBuilder::default().size(size).build();
-        match self.docker.inspect_container(id, Some(options)).await {
+    /// A container inspected with the size of its writable layer
+    /// (`SizeRw`: what removing it frees); `None` when it does not exist.
+    ///
+    /// A 404 there is not always a missing container. On Docker 29's
+    /// containerd store, a container whose removal was cut short (dockerd
+    /// killed between deleting its snapshot and its record) comes back
+    /// `dead` with no snapshot, and `?size=1` answers 404 "rw layer snapshot
+    /// not found" while the plain inspect and `DELETE` work (measured). So
+    /// a 404 is asked again without the size: the container is kept, its
+    /// size unknown, and removed like any other.
+    async fn inspect_sized(
+        &self,
+        id: &str,
+    ) -> Result<Option<ContainerInspectResponse>, RuntimeError> {
+        let sized = InspectContainerOptionsBuilder::default().size(true).build();
+        match self.docker.inspect_container(id, Some(sized)).await {
+            Ok(inspect) => return Ok(Some(inspect)),
+            Err(e) if status_code(&e) == Some(404) => {}
+            Err(e) => return Err(Self::call_error("inspect container")(e)),
+        }
+        match self.docker.inspect_container(id, None).await {
+            Ok(inspect) => Ok(Some(inspect)),
+            Err(e) if status_code(&e) == Some(404) => Ok(None),
+            Err(e) => Err(Self::call_error("inspect container")(e)),
+        }
+    }
+
+    /// One container by id, with its exit time; `None` when it does not
+    /// exist. Docker takes a prefix or a name too: only the exact id counts.
+    async fn container(&self, id: &str) -> Result<Option<Container>, RuntimeError> {
+        match self.docker.inspect_container(id, None).await {
             Ok(inspect) => Ok(container_from_inspect(inspect).filter(|c| c.id == id)),
             Err(e) if status_code(&e) == Some(404) => Ok(None),
             Err(e) => Err(Self::call_error("inspect container")(e)),
@@ -330,8 +345,7 @@ impl DockerRuntime {
                 volumes,
                 images,
             } => {
-                let found =
-                    try_join_all(changed.iter().map(|id| self.container(id, false))).await?;
+                let found = try_join_all(changed.iter().map(|id| self.container(id))).await?;
                 watch.apply(
                     &gone,
                     changed.into_iter().zip(found),

@@ -1498,3 +1498,53 @@ async fn h_a_multi_platform_image_on_each_store() {
         }
     }
 }
+
+/// On the containerd store, a stopped container whose writable snapshot is
+/// gone (what a dockerd killed in the middle of removing it leaves: it
+/// comes back `dead`, its snapshot deleted and its record not) answers
+/// `GET /containers/{id}/json?size=1` with 404 "rw layer snapshot not
+/// found", while the plain inspect and `DELETE` work. safeprune must not
+/// take that 404 for a container that is gone: it plans the container
+/// like any other, its size unknown, and removes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn i_a_stopped_container_without_its_snapshot_is_planned_and_removed() {
+    use util::node::{Cli, Runtime, decision};
+    let Some(engines) = start_each(&[Store::Containerd]).await else {
+        return;
+    };
+    let e = &engines[0];
+    let image = e.import_busybox_image("base:1", None).await;
+    let id = e.run_to_exit("snapshotless", &image, &[]).await;
+    let kept = e.run_to_exit("whole", &image, &[]).await;
+    e.ctr_ok(&["snapshots", "rm", &id]);
+
+    // The engine's answers, as measured on 29.7.2.
+    let (sized, body) = e.get(&format!("/containers/{id}/json?size=1")).await;
+    assert_eq!(sized, 404, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("snapshot not found")),
+        "{body}"
+    );
+    let (unsized_status, body) = e.get(&format!("/containers/{id}/json")).await;
+    assert_eq!(unsized_status, 200, "{body}");
+
+    let runtime = Runtime::Docker(e.endpoint());
+    let cli = Cli::new(
+        &runtime,
+        "containers: { min_age: \"0\" }\nimages: { enabled: false }\n",
+    );
+    let (code, plan) = cli.json(&["plan", "--output", "json"]);
+    assert_eq!(code, Some(0), "{plan}");
+    let d = decision(&plan, &id);
+    assert_eq!(d["decision"], "delete", "{d}");
+    assert_eq!(d["bytes"], Value::Null, "its size is unknown: {d}");
+    // The whole one still has its writable layer's size.
+    assert!(decision(&plan, &kept)["bytes"].is_u64(), "{plan}");
+
+    let (code, run) = cli.json(&["run", "--output", "json"]);
+    assert_eq!(code, Some(0), "{run}");
+    let (_, left) = e.get("/containers/json?all=1").await;
+    assert_eq!(left, json!([]), "{run}");
+}

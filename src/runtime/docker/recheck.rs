@@ -103,7 +103,7 @@ impl DockerRuntime {
         // other is inspected now.
         let watch = self.synced_watch().await?;
         fresh.containers =
-            known_or_read(ids, |id| watch.complete(id), |id| self.container(id, false)).await?;
+            known_or_read(ids, |id| watch.complete(id), |id| self.container(id)).await?;
         let sandbox_ids: HashSet<&str> = fresh
             .containers
             .iter()

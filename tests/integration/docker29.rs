@@ -1374,8 +1374,13 @@ async fn g_a_just_loaded_image_is_new_on_each_store() {
 /// An OCI archive of `name`, an index of this machine's platform and
 /// another (each a busybox of its own), with the `manifest.json` of this
 /// platform's image that `docker load` on a graph driver reads; the
-/// index's digest, and the two images.
-fn multi_platform_archive(name: &str) -> (Vec<u8>, String, [util::oci::Image; 2]) {
+/// index's digest, and the two images. Without `other_present` the other
+/// platform's manifest, config and layer are left out of the archive, as
+/// a registry pull leaves them out of the store.
+fn multi_platform_archive(
+    name: &str,
+    other_present: bool,
+) -> (Vec<u8>, String, [util::oci::Image; 2]) {
     use util::oci;
     let created = "2024-01-01T00:00:00Z";
     let host_layer = util::busybox_rootfs(Some("multi-host"));
@@ -1396,6 +1401,15 @@ fn multi_platform_archive(name: &str) -> (Vec<u8>, String, [util::oci::Image; 2]
     .into_bytes();
     let index_digest = oci::digest(&index);
     let legacy = oci::docker_load_manifest(&host, name);
+    let blobs: [(&str, &[u8]); 7] = [
+        (&index_digest, &index),
+        (&host.manifest_digest, &host.manifest),
+        (&host.config_digest, &host.config),
+        (&host.layer_digest, &host_layer),
+        (&other.manifest_digest, &other.manifest),
+        (&other.config_digest, &other.config),
+        (&other.layer_digest, &other_layer),
+    ];
     let archive = oci::layout_tar(
         &[json!({
             "mediaType": "application/vnd.oci.image.index.v1+json",
@@ -1403,15 +1417,7 @@ fn multi_platform_archive(name: &str) -> (Vec<u8>, String, [util::oci::Image; 2]
             "size": index.len(),
             "annotations": { "io.containerd.image.name": name },
         })],
-        &[
-            (&index_digest, &index),
-            (&host.manifest_digest, &host.manifest),
-            (&host.config_digest, &host.config),
-            (&host.layer_digest, &host_layer),
-            (&other.manifest_digest, &other.manifest),
-            (&other.config_digest, &other.config),
-            (&other.layer_digest, &other_layer),
-        ],
+        &blobs[..if other_present { 7 } else { 4 }],
         &[("manifest.json", legacy.as_bytes())],
     );
     (archive, index_digest, [host, other])
@@ -1428,7 +1434,7 @@ async fn h_a_multi_platform_image_on_each_store() {
     let Some(engines) = start_each(&Store::ALL).await else {
         return;
     };
-    let (archive, index_digest, [host, other]) = multi_platform_archive(MULTI);
+    let (archive, index_digest, [host, other]) = multi_platform_archive(MULTI, true);
     let platforms = [&host, &other];
     for e in &engines {
         let store = e.store().name();
@@ -1547,4 +1553,53 @@ async fn i_a_stopped_container_without_its_snapshot_is_planned_and_removed() {
     assert_eq!(code, Some(0), "{run}");
     let (_, left) = e.get("/containers/json?all=1").await;
     assert_eq!(left, json!([]), "{run}");
+}
+
+/// A multi-platform image as a pull leaves it on the containerd store: the
+/// index whole, and of its platforms only this machine's content (imported
+/// into dockerd's namespace with `ctr images import --platform`, which
+/// fetches as a pull does). The list's size is what is there; safeprune
+/// plans that size, removes the image, and what the stores free
+/// (`du -sb`) is about what it said.
+#[tokio::test(flavor = "multi_thread")]
+async fn j_a_multi_platform_image_with_one_platform_present() {
+    use util::node::{Cli, Runtime, decision};
+    const MULTI: &str = "docker.io/library/multi:1";
+    let Some(engines) = start_each(&[Store::Containerd]).await else {
+        return;
+    };
+    let e = &engines[0];
+    let (archive, index_digest, [host, other]) = multi_platform_archive(MULTI, false);
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &archive).unwrap();
+    util::run_ok(e.cli().arg("load").arg("-i").arg(file.path()));
+    let content = e.ctr_ok(&["content", "ls", "-q"]);
+    assert!(content.contains(&host.layer_digest), "{content}");
+    assert!(!content.contains(&other.layer_digest), "{content}");
+    let listed = list_sizes(e).await;
+    let size = listed[&index_digest];
+    eprintln!("(j) listed with one platform present: {size}");
+
+    let runtime = Runtime::Docker(e.endpoint());
+    let cli = Cli::new(&runtime, "images: { min_age: \"0\" }\n");
+    let (code, plan) = cli.json(&["plan", "--output", "json"]);
+    assert_eq!(code, Some(0), "{plan}");
+    let planned = decision(&plan, &index_digest);
+    assert_eq!(planned["decision"], "delete", "{planned}");
+    assert_eq!(planned["bytes"], size, "{planned}");
+
+    let before = store_bytes(e);
+    let (code, run) = cli.json(&["run", "--output", "json"]);
+    assert_eq!(code, Some(0), "{run}");
+    let freed = before - store_bytes(e);
+    eprintln!("(j) run freed {freed} by du, planned {size}");
+    let (_, after) = e.get("/images/json?all=1").await;
+    assert_eq!(after, json!([]), "{run}");
+    let content = e.ctr_ok(&["content", "ls", "-q"]);
+    for digest in [&index_digest, &host.manifest_digest, &host.layer_digest] {
+        assert!(!content.contains(digest.as_str()), "{digest}: {content}");
+    }
+    // Within 2% (metadata and directories round either way).
+    let off = freed.abs_diff(size);
+    assert!(off * 50 <= size, "freed {freed}, planned {size}");
 }

@@ -39,6 +39,7 @@ cri_dockerd_tests!(
     a_what_cri_dockerd_makes_is_what_safeprune_reads,
     b_a_run_removes_what_the_plan_said_and_cri_dockerd_still_answers,
     c_docker_system_prune_takes_the_live_pods_istio_init,
+    d_through_cri_alone_at_cri_dockerds_socket,
 );
 
 /// An init container of `image` that exits 0 at once.
@@ -539,4 +540,72 @@ async fn c_docker_system_prune_takes_the_live_pods_istio_init(combo: Combo) {
         node.ctl().sandbox_status(&web.sandbox_id)["state"],
         "SANDBOX_READY"
     );
+}
+
+/// `runtime.kind: cri` at cri-dockerd's socket: safeprune through CRI
+/// alone, as on CRI-O, on a runtime it was not written against. The same
+/// node decides the same way (sandboxes are kubelet's and never decided),
+/// `run` removes what the plan said, and cri-dockerd still answers.
+async fn d_through_cri_alone_at_cri_dockerds_socket(combo: Combo) {
+    let Some(node) = PrivateCriDockerd::start(combo).await.or_skip() else {
+        return;
+    };
+    let what = combo.name();
+    let Node {
+        mut layout,
+        web,
+        old,
+    } = lay_out(&node).await;
+    let cli = Cli::new(&Runtime::Cri(node.cri_endpoint()), AT_ONCE);
+    let before = existing(&node).await;
+
+    let (code, plan) = cli.json(&["plan", "--output", "json"]);
+    assert_eq!(code, Some(0), "{plan}");
+    assert_eq!(plan["runtime"], "cri");
+    assert!(
+        plan["runtime_reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("runtime.kind: cri, docker ")),
+        "{what}: {}",
+        plan["runtime_reason"]
+    );
+    // Sandboxes are no containers to CRI: the layout's others are decided
+    // as through Docker, and the sandboxes stand, ready or not (below).
+    layout.ids.retain(|role, _| !role.ends_with("sandbox"));
+    layout.assert_decisions(&plan, DELETED);
+    let rule = |role: &str| decision(&plan, layout.id(role))["rule"].clone();
+    assert_eq!(rule("live pod's istio-init"), "protected_label", "{what}");
+    assert_eq!(rule("old pod's istio-init"), "protected_label", "{what}");
+    assert_eq!(rule("live pod's setup"), "live_pod_sandbox", "{what}");
+    assert_eq!(rule("live pod's app"), "running", "{what}");
+    assert_eq!(rule("app image"), "in_use", "{what}");
+    assert_eq!(rule("pause image"), "keep_pattern", "{what}");
+    for sandbox in [&web.sandbox_id, &old.sandbox_id] {
+        assert!(
+            plan["decisions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|d| &d["id"] != sandbox),
+            "{sandbox} was decided on: {what}"
+        );
+    }
+    assert_eq!(existing(&node).await, before, "plan removed something");
+
+    let (code, report) = cli.json(&["run", "--output", "json"]);
+    assert_eq!(code, Some(0), "{report}");
+    layout.assert_deleted(&report, DELETED);
+    let after = existing(&node).await;
+    layout.assert_left(|id| after.contains(id), DELETED);
+    assert_eq!(
+        pods(&node),
+        BTreeMap::from([
+            (web.sandbox_id.clone(), "SANDBOX_READY".to_owned()),
+            (old.sandbox_id.clone(), "SANDBOX_NOTREADY".to_owned()),
+        ]),
+        "{what}"
+    );
+    for sandbox in [&web.sandbox_id, &old.sandbox_id] {
+        node.crictl_ok(&["inspectp", sandbox]);
+    }
 }

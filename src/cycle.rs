@@ -12,7 +12,7 @@ use std::time::Instant;
 use chrono::Utc;
 
 use crate::error::AppError;
-use crate::execute::{Outcome, execute};
+use crate::execute::{Outcome, Pacer, execute_paced};
 use crate::history::{self, Found, History};
 use crate::inventory::{Image, Inventory, RuntimeKind};
 use crate::output::{Chain, eprint_lossy};
@@ -278,10 +278,11 @@ async fn locked_cycle(
             ),
         });
     }
-    let outcomes = if options.dry_run {
-        Vec::new()
+    let (outcomes, pace) = if options.dry_run {
+        (Vec::new(), None)
     } else {
-        let mut outcomes = execute(&node.runtime, &plan, policy, shutdown, |o, done, total| {
+        let mut pacer = Pacer::for_policy(policy);
+        let mut outcomes = execute_paced(&node.runtime, &plan, policy, &mut pacer, shutdown, |o, done, total| {
             if let Some(log) = audit.as_mut()
                 && let Err(e) = log.record(&node.name, node.runtime.kind().as_str(), o)
             {
@@ -299,7 +300,7 @@ async fn locked_cycle(
             );
         }
         outcomes.append(&mut skipped);
-        outcomes
+        (outcomes, pacer.report())
     };
     let after = if options.dry_run {
         None
@@ -310,7 +311,8 @@ async fn locked_cycle(
     };
     let report = node
         .report(&plan, options.dry_run, outcomes)
-        .with_image_fs_after(after.as_ref());
+        .with_image_fs_after(after.as_ref())
+        .with_pace(pace);
     tracing::info!(
         deleted = report.deleted_count(),
         skipped = report.summary.skipped,

@@ -29,6 +29,9 @@ use crate::policy::Policy;
 use crate::runtime::{Engine, Removal, Target};
 use crate::shutdown::Shutdown;
 
+mod pace;
+pub use pace::{Gate, PaceReport, Pacer, PsiSource, WAIT_STEP, some_avg10};
+
 /// What came of one removal attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -169,6 +172,21 @@ pub async fn execute<E: Engine>(
     plan: &Plan,
     policy: &Policy,
     shutdown: &Shutdown,
+    on_outcome: impl FnMut(&Outcome, usize, usize),
+) -> Vec<Outcome> {
+    let mut pacer = Pacer::for_policy(policy);
+    execute_paced(engine, plan, policy, &mut pacer, shutdown, on_outcome).await
+}
+
+/// [`execute`], asking `pacer` before each re-check batch how many removals
+/// may be in flight and whether to wait first (`safety.pace`). A wait ends
+/// at once on a stop; its time is counted in the pacer's report.
+pub async fn execute_paced<E: Engine>(
+    engine: &E,
+    plan: &Plan,
+    policy: &Policy,
+    pacer: &mut Pacer,
+    shutdown: &Shutdown,
     mut on_outcome: impl FnMut(&Outcome, usize, usize),
 ) -> Vec<Outcome> {
     let total = plan.deletion_count();
@@ -196,7 +214,9 @@ pub async fn execute<E: Engine>(
             let mut ready: VecDeque<(&Decision, Target, Instant)> = VecDeque::new();
             let mut checking = FuturesUnordered::new();
             let mut in_flight = FuturesUnordered::new();
+            let mut pause = Pause::default();
             loop {
+                let limit = limit.min(pacer.limit());
                 // Fill free slots from the re-checked, while their answer is
                 // fresh; a stale one goes back to be re-checked again.
                 while in_flight.len() < limit {
@@ -230,18 +250,23 @@ pub async fn execute<E: Engine>(
                         report(not_attempted(d, why));
                     }
                 }
-                if checking.is_empty() && ready.is_empty() && !pending.is_empty() {
-                    let batch: Vec<&Decision> = pending.drain(..limit.min(pending.len())).collect();
+                if checking.is_empty()
+                    && ready.is_empty()
+                    && !pending.is_empty()
+                    && let Some(size) = pause.gate(pacer, shutdown, limit)
+                {
+                    let batch: Vec<&Decision> = pending.drain(..size.min(pending.len())).collect();
                     checking.push(async move {
                         let (checked, failed) =
                             recheck(engine, kind, &batch, policy, shutdown).await;
                         (checked, failed, Instant::now())
                     });
                 }
-                if checking.is_empty() && in_flight.is_empty() {
+                if checking.is_empty() && in_flight.is_empty() && !pause.on() {
                     break;
                 }
                 tokio::select! {
+                    () = pause.wait(pacer, shutdown), if pause.on() => {}
                     Some((checked, failed, at)) = checking.next(), if !checking.is_empty() => {
                         if let Some(cause) = failed {
                             engine_down = Some(format!(
@@ -275,6 +300,52 @@ pub async fn execute<E: Engine>(
         outcomes.extend(done_here);
     }
     outcomes
+}
+
+/// The pacer's wait before the next batch, while one is under way, with
+/// when it began.
+#[derive(Default)]
+struct Pause(Option<(std::pin::Pin<Box<tokio::time::Sleep>>, Instant)>);
+
+impl Pause {
+    fn on(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Before a batch, unless a wait is under way: the batch's size (at
+    /// most `limit`), or `None` when the pacer asks to wait first (and the
+    /// wait begins). After a stop nothing waits: the re-check reports the
+    /// rest.
+    fn gate(&mut self, pacer: &mut Pacer, shutdown: &Shutdown, limit: usize) -> Option<usize> {
+        if self.on() {
+            return None;
+        }
+        if shutdown.is_stopped() {
+            return Some(limit);
+        }
+        match pacer.gate() {
+            Gate::Go(most) => Some(limit.min(most)),
+            Gate::Wait(d) => {
+                self.0 = Some((Box::pin(tokio::time::sleep(d)), Instant::now()));
+                None
+            }
+        }
+    }
+
+    /// Ends the wait under way, at its end or on a stop, counting it in
+    /// `pacer`. Dropped before then (another branch won), it goes on at
+    /// the next call.
+    async fn wait(&mut self, pacer: &mut Pacer, shutdown: &Shutdown) {
+        let Some((sleep, began)) = self.0.as_mut() else {
+            return;
+        };
+        tokio::select! {
+            () = sleep.as_mut() => {}
+            () = shutdown.wait() => {}
+        }
+        pacer.waited(began.elapsed());
+        self.0 = None;
+    }
 }
 
 /// `targets` in waves of rising [`Decision::wave`], each in its given order.

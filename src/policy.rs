@@ -24,7 +24,7 @@ mod values;
 pub use read::{MAX_POLICY_BYTES, read_policy_file};
 pub use schema::{
     BuildCacheRules, ContainerRules, ContainerdConfig, DiskWatermarks, DockerConfig, ImageMode,
-    ImageRules, MetricsConfig, NetworkRules, Policy, Protect, ReportConfig, RuntimeChoice,
+    ImageRules, MetricsConfig, NetworkRules, Pace, Policy, Protect, ReportConfig, RuntimeChoice,
     RuntimeConfig, Safety, Timezone, VolumeRules,
 };
 pub use source::{DEFAULT_POLICY_YAML, PolicyError, PolicySource, SYSTEM_POLICY_PATH};

@@ -678,3 +678,120 @@ async fn a_removal_acts_on_the_object_its_recheck_found() {
     let state = between.state.lock().unwrap();
     assert!(state.images.iter().any(|i| i.id == "sha256:a"));
 }
+
+/// A pacer for tests: `safety.pace` at 10%, `max_delay`, reading
+/// `figures` in turn and then 0.
+fn pacer_reading(max_delay: &str, most: usize, figures: Vec<f64>) -> Pacer {
+    let mut figures = figures.into_iter();
+    Pacer::new(
+        Some(crate::policy::Pace {
+            io_pressure_percent: 10.0,
+            max_delay: max_delay.parse().unwrap(),
+        }),
+        most,
+        Some("/proc/pressure/io".into()),
+        Some(Box::new(move || Some(figures.next().unwrap_or(0.0)))),
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn under_io_pressure_removals_wait_and_fewer_are_in_flight() {
+    let mut engine = MemoryEngine::new(node_of_containers(20));
+    engine.removal_delay = Duration::from_millis(20);
+    let mut policy = policy();
+    policy.safety.concurrency = crate::policy::Concurrency(4);
+    let planned = plan(&engine.inventory().await.unwrap(), &policy, Utc::now());
+    // High before the first batch and the two after it, then low.
+    let mut pacer = pacer_reading("10m", 4, vec![50.0, 30.0, 20.0]);
+    let began = tokio::time::Instant::now();
+    let outcomes = execute_paced(
+        &engine,
+        &planned,
+        &policy,
+        &mut pacer,
+        &Shutdown::new(),
+        |_, _, _| {},
+    )
+    .await;
+    assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
+    let report = pacer.report().unwrap();
+    // Three waits of WAIT_STEP, each before any removal began.
+    assert!(
+        (report.paced_seconds - 3.0 * WAIT_STEP.as_secs_f64()).abs() < 0.01,
+        "{report:?}"
+    );
+    assert!(began.elapsed() >= 3 * WAIT_STEP);
+    assert_eq!(report.lowest_concurrency, 1);
+    assert_eq!(report.max_io_pressure_percent, Some(50.0));
+    // The first batch went at the lowest concurrency, the next climbed back.
+    let rechecks = engine.rechecks.lock().unwrap();
+    assert_eq!(rechecks[0].len(), 1, "{rechecks:?}");
+    assert_eq!(rechecks[1].len(), 2, "{rechecks:?}");
+    assert_eq!(rechecks[2].len(), 4, "{rechecks:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_max_delay_the_rest_goes_one_at_a_time() {
+    let mut engine = MemoryEngine::new(node_of_containers(6));
+    engine.removal_delay = Duration::from_millis(20);
+    let policy = policy();
+    let planned = plan(&engine.inventory().await.unwrap(), &policy, Utc::now());
+    let mut pacer = pacer_reading("5s", 4, vec![90.0; 1000]);
+    let outcomes = execute_paced(
+        &engine,
+        &planned,
+        &policy,
+        &mut pacer,
+        &Shutdown::new(),
+        |_, _, _| {},
+    )
+    .await;
+    assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
+    let report = pacer.report().unwrap();
+    assert!((report.paced_seconds - 5.0).abs() < 0.01, "{report:?}");
+    assert!(report.delay_exhausted);
+    assert_eq!(
+        engine
+            .max_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_ends_a_paced_wait_at_once() {
+    let engine = MemoryEngine::new(node_of_containers(6));
+    let policy = policy();
+    let planned = plan(&engine.inventory().await.unwrap(), &policy, Utc::now());
+    let mut pacer = pacer_reading("1h", 4, vec![90.0; 1000]);
+    let shutdown = Shutdown::new();
+    let stopper = shutdown.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        stopper.stop();
+    });
+    let began = tokio::time::Instant::now();
+    let outcomes = execute_paced(
+        &engine,
+        &planned,
+        &policy,
+        &mut pacer,
+        &shutdown,
+        |_, _, _| {},
+    )
+    .await;
+    assert!(
+        began.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        began.elapsed()
+    );
+    assert_eq!(outcomes.len(), planned.deletion_count());
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| o.reason == Some(Reason::NotAttempted)),
+        "{outcomes:?}"
+    );
+    let report = pacer.report().unwrap();
+    assert!((report.paced_seconds - 7.0).abs() < 0.01, "{report:?}");
+}

@@ -370,6 +370,9 @@ pub struct Safety {
     pub concurrency: Concurrency,
     /// `run --plan` refuses a plan older than this.
     pub max_plan_age: Age,
+    /// Slow removals down while the node's I/O is under pressure; `None`:
+    /// never.
+    pub pace: Option<Pace>,
 }
 
 impl Default for Safety {
@@ -378,7 +381,51 @@ impl Default for Safety {
             max_deletions: 1000,
             concurrency: Concurrency(4),
             max_plan_age: Age::hours(24),
+            pace: None,
         }
+    }
+}
+
+/// How removals yield to the node's I/O: while the I/O pressure (PSI
+/// `some avg10`, in percent) is above `io_pressure_percent`, fewer
+/// removals are in flight and safeprune waits, at most `max_delay` in all
+/// per run; past that it goes on one removal at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Pace {
+    pub io_pressure_percent: f64,
+    pub max_delay: Age,
+}
+
+impl Default for Pace {
+    fn default() -> Self {
+        Self {
+            io_pressure_percent: 10.0,
+            max_delay: Age::minutes(10),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Pace {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Written {
+            io_pressure_percent: Option<f64>,
+            max_delay: Option<Age>,
+        }
+        let w = Written::deserialize(de)?;
+        let default = Self::default();
+        let io_pressure_percent = w.io_pressure_percent.unwrap_or(default.io_pressure_percent);
+        if !(io_pressure_percent > 0.0 && io_pressure_percent < 100.0) {
+            return Err(serde::de::Error::custom(format!(
+                "pace io_pressure_percent {io_pressure_percent} is out of range: write a percent \
+                 above 0 and under 100 (e.g. 10)"
+            )));
+        }
+        Ok(Self {
+            io_pressure_percent,
+            max_delay: w.max_delay.unwrap_or(default.max_delay),
+        })
     }
 }
 

@@ -15,7 +15,7 @@ pub const DEFAULT_POLICY_YAML: &str = include_str!("../../config/policy.yaml");
 
 /// The keys whose value may be written as null, because docs/design.md says
 /// what null means there. Anywhere else, an empty or null value is refused.
-pub(super) const NULLABLE: &[&str] = &["images.disk"];
+pub(super) const NULLABLE: &[&str] = &["images.disk", "safety.pace"];
 
 /// Where the policy is read from when nothing else is said.
 pub const SYSTEM_POLICY_PATH: &str = "/etc/safeprune/policy.yaml";

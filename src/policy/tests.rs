@@ -253,6 +253,31 @@ fn a_schedule_that_never_fires_is_refused_where_it_is_written() {
 }
 
 #[test]
+fn pace_is_off_by_default_has_defaults_and_validates() {
+    assert_eq!(Policy::builtin().safety.pace, None);
+    assert_eq!(parse("safety: {pace: null}").unwrap().safety.pace, None);
+    let on = parse("safety: {pace: {}}").unwrap().safety.pace.unwrap();
+    assert!((on.io_pressure_percent - 10.0).abs() < f64::EPSILON);
+    assert_eq!(on.max_delay.to_string(), "10m");
+    let set = parse("safety: {pace: {io_pressure_percent: 2.5, max_delay: 90s}}")
+        .unwrap()
+        .safety
+        .pace
+        .unwrap();
+    assert!((set.io_pressure_percent - 2.5).abs() < f64::EPSILON);
+    assert_eq!(set.max_delay.to_string(), "1m30s");
+    for bad in ["0", "100", "-3", ".nan"] {
+        let e = err(&format!(
+            "safety:\n  pace: {{io_pressure_percent: {bad}}}\n"
+        ));
+        assert!(e.contains("pace io_pressure_percent"), "{bad}: {e}");
+        assert!(e.contains("above 0 and under 100"), "{bad}: {e}");
+    }
+    assert!(err("safety: {pace: {threshold: 5}}").contains("unknown field `threshold`"));
+    assert!(err("safety: {pace: {max_delay: soon}}").contains("invalid duration 'soon'"));
+}
+
+#[test]
 fn disk_watermarks_default_validate_and_may_be_null() {
     assert_eq!(Policy::builtin().images.disk, None);
     assert_eq!(parse("images: {disk: null}").unwrap().images.disk, None);

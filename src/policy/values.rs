@@ -77,6 +77,11 @@ impl Age {
         Self(chrono::Duration::hours(h))
     }
 
+    #[must_use]
+    pub fn minutes(m: i64) -> Self {
+        Self(chrono::Duration::minutes(m))
+    }
+
     /// The span as chrono's duration, for arithmetic on timestamps.
     #[must_use]
     pub fn as_duration(self) -> chrono::Duration {

@@ -116,16 +116,7 @@ pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> Str
                 })
         }),
     );
-    if let Some(fs) = &report.image_fs {
-        out.gauge(
-            "safeprune_last_run_image_fs_used_ratio",
-            "How full the image store's file system was before and after the last run (images.disk).",
-            [Some(("before", fs.before_percent)), fs.after_percent.map(|p| ("after", p))]
-                .into_iter()
-                .flatten()
-                .map(|(when, percent)| (vec![("when", when)], (percent / 100.0).to_string())),
-        );
-    }
+    measured_families(&mut out, report);
     removal_families(&mut out, &kinds, &report.outcomes);
     out.gauge(
         "safeprune_last_run_reclaimed_bytes",
@@ -139,6 +130,35 @@ pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> Str
 }
 
 /// The removal attempts by result, and the skipped ones by reason.
+/// The families of what only some runs measure: the image file system
+/// (`images.disk`) and the I/O pressure (`safety.pace`).
+fn measured_families(out: &mut Exposition, report: &Report) {
+    if let Some(fs) = &report.image_fs {
+        out.gauge(
+            "safeprune_last_run_image_fs_used_ratio",
+            "How full the image store's file system was before and after the last run (images.disk).",
+            [Some(("before", fs.before_percent)), fs.after_percent.map(|p| ("after", p))]
+                .into_iter()
+                .flatten()
+                .map(|(when, percent)| (vec![("when", when)], (percent / 100.0).to_string())),
+        );
+    }
+    if let Some(pace) = &report.pace {
+        out.gauge(
+            "safeprune_last_run_paced_seconds",
+            "Seconds the last run waited for the node's I/O pressure to fall (safety.pace).",
+            [(vec![], pace.paced_seconds.to_string())],
+        );
+        if let Some(max) = pace.max_io_pressure_percent {
+            out.gauge(
+                "safeprune_last_run_io_pressure_max_ratio",
+                "The highest I/O pressure (PSI some avg10, 0 to 1) the last run read before its removal batches (safety.pace).",
+                [(vec![], (max / 100.0).to_string())],
+            );
+        }
+    }
+}
+
 fn removal_families(out: &mut Exposition, kinds: &[Kind], outcomes: &[Outcome]) {
     let mut removals: BTreeMap<(Kind, &str), usize> = BTreeMap::new();
     let mut skipped: BTreeMap<(Kind, &str), usize> = BTreeMap::new();

@@ -115,6 +115,10 @@ pub struct Report {
     /// same node (`src/plan/prune_model.rs`), beside `reclaimable_bytes`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub docker_prune_bytes: Option<u64>,
+    /// How a run's removals were paced, with `safety.pace` set; absent for
+    /// a dry run and when it is off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pace: Option<crate::execute::PaceReport>,
     /// Set when this is the plan of a run refused for deleting too much:
     /// the table says so. The exit code (5) tells scripts.
     #[serde(skip)]
@@ -210,6 +214,7 @@ impl Report {
             }),
             refused: None,
             docker_prune_bytes: None,
+            pace: None,
         }
     }
 
@@ -237,6 +242,13 @@ impl Report {
         if let (Some(fs), Some(after)) = (self.image_fs.as_mut(), after) {
             fs.after_percent = Some(round_percent(after.percent()));
         }
+        self
+    }
+
+    /// Records how the run's removals were paced.
+    #[must_use]
+    pub fn with_pace(mut self, pace: Option<crate::execute::PaceReport>) -> Self {
+        self.pace = pace;
         self
     }
 

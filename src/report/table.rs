@@ -245,6 +245,9 @@ fn render_summary(out: &mut String, report: &Report) {
             s.failed
         );
     }
+    if let Some(pace) = &report.pace {
+        let _ = writeln!(out, "  paced: {pace}");
+    }
     let _ = writeln!(out, "  kept: {}", list(&s.keep));
     if !s.not_applicable.is_empty() {
         let kinds: Vec<&str> = s.not_applicable.iter().map(|k| k.as_str()).collect();

@@ -491,3 +491,35 @@ proptest! {
         prop_assert_eq!(render_metrics(&report, d, success), render_metrics(&shuffled, d, success));
     }
 }
+
+#[test]
+fn a_paced_run_says_how_long_it_waited_and_the_pressure_it_saw() {
+    let pace = |max: Option<f64>| crate::execute::PaceReport {
+        source: Some("/proc/pressure/io".into()),
+        io_pressure_percent: 10.0,
+        max_delay_seconds: 600,
+        paced_seconds: 12.5,
+        readings: 9,
+        max_io_pressure_percent: max,
+        lowest_concurrency: 1,
+        delay_exhausted: false,
+    };
+    let report = sample_run().with_pace(Some(pace(Some(38.25))));
+    let series = parse(&render_metrics(&report, Duration::from_secs(1), true)).unwrap();
+    assert_eq!(
+        series[&("safeprune_last_run_paced_seconds".into(), vec![])],
+        12.5
+    );
+    assert!(
+        (series[&("safeprune_last_run_io_pressure_max_ratio".into(), vec![])] - 0.3825).abs()
+            < 1e-9
+    );
+    // No reading, no pressure series; off, neither family.
+    let report = sample_run().with_pace(Some(pace(None)));
+    let text = render_metrics(&report, Duration::from_secs(1), true);
+    let series = parse(&text).unwrap();
+    assert!(series.contains_key(&("safeprune_last_run_paced_seconds".into(), vec![])));
+    assert!(!text.contains("io_pressure_max_ratio"), "{text}");
+    let text = render_metrics(&sample_run(), Duration::from_secs(1), true);
+    assert!(!text.contains("paced_seconds"), "{text}");
+}

@@ -884,6 +884,40 @@ fn known_divergence(store: Store, by: By) -> Divergence {
 async fn lay_out_for_compare(e: &PrivateDockerd29, by: By) {
     lay_out(e, by).await;
     e.build_chain_with_buildkit("built:1", 3);
+    build_cache_settled(e).await;
+}
+
+/// Waits until the engine lists the same build cache records twice, half a
+/// second apart (up to 10 s): `BuildKit` runs its garbage collection just
+/// after a build, and a listing taken meanwhile may leave records out
+/// (once in a CI run, safeprune's plan on one twin listed none of them).
+async fn build_cache_settled(e: &PrivateDockerd29) {
+    let ids = || async {
+        let (_, df) = e.get("/v1.53/system/df?type=build-cache").await;
+        df["BuildCache"]
+            .as_array()
+            .map(|records| {
+                records
+                    .iter()
+                    .filter_map(|r| r["ID"].as_str().map(str::to_owned))
+                    .collect::<BTreeSet<String>>()
+            })
+            .unwrap_or_default()
+    };
+    let began = std::time::Instant::now();
+    let mut last = ids().await;
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let now = ids().await;
+        if !now.is_empty() && now == last {
+            return;
+        }
+        assert!(
+            began.elapsed() < std::time::Duration::from_secs(10),
+            "the build cache listing never settled: {last:?} then {now:?}"
+        );
+        last = now;
+    }
 }
 
 /// The names taken off images that stay between `before` and `after`
@@ -915,8 +949,13 @@ async fn compare_with_the_command(
 ) -> Divergence {
     use util::node::{Cli, Runtime};
     let cli = Cli::new(&Runtime::Docker(predicted_on.endpoint()), "");
-    let (code, comparison) = cli.json(&["plan", "--compare", "docker-prune", "--output", "json"]);
-    assert_eq!(code, Some(0), "{case}: {comparison}");
+    let out = cli.run(&["plan", "--compare", "docker-prune", "--output", "json"]);
+    eprintln!(
+        "(3) {case}: safeprune's stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let comparison: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(out.status.code(), Some(0), "{case}: {comparison}");
     let before = objects(predicted_on).await;
     let predicted = named(
         &before,

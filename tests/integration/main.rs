@@ -28,6 +28,7 @@ mod hostile_policies;
 mod image;
 mod layers;
 mod metrics_promtool;
+mod pace;
 mod package;
 mod reviewed_plans;
 mod systemd_units;

@@ -1,0 +1,261 @@
+//! `safety.pace` (issue 24) under real I/O pressure: writers that sync
+//! every 4 KiB on a loop-mounted ext4 beside the run raise the node's PSI,
+//! and a paced run on a private Docker and a private containerd waits,
+//! goes one removal at a time, still removes everything, and says so in
+//! its report, table and metrics. A node that shows no PSI runs unpaced
+//! and says so. These tests run alone (`.config/nextest.toml`): the
+//! pressure they make would slow every test beside them.
+
+use crate::util;
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use util::containerd::PrivateContainerd;
+use util::docker::PrivateDockerd;
+use util::node::{Cli, Runtime};
+
+/// The threshold the paced runs are given, percent of `some avg10`.
+const THRESHOLD: f64 = 15.0;
+
+/// How long the paced runs may wait in all.
+const MAX_DELAY_SECS: u32 = 6;
+
+fn pace_policy(extra: &str) -> String {
+    format!(
+        "containers: {{ min_age: \"0\" }}\nimages: {{ enabled: false }}\n\
+         safety: {{ pace: {{ io_pressure_percent: {THRESHOLD}, max_delay: {MAX_DELAY_SECS}s }} }}\n{extra}"
+    )
+}
+
+/// `some avg10` of `/proc/pressure/io` now.
+fn io_pressure() -> f64 {
+    let text = std::fs::read_to_string("/proc/pressure/io").expect("this machine shows PSI");
+    safeprune::execute::some_avg10(&text).expect("a some line")
+}
+
+/// Writers beside the run: each writes 800 KiB 4 KiB at a time with
+/// `O_DSYNC` on an ext4 of its own over a loop device, again and again,
+/// until dropped (then the file system is unmounted).
+struct IoWriters {
+    dir: tempfile::TempDir,
+    mountpoint: PathBuf,
+    writers: Vec<Child>,
+}
+
+impl IoWriters {
+    /// Starts `n` writers and waits (up to 60 s) until the pressure is
+    /// above `above`.
+    fn start(n: usize, above: f64) -> Self {
+        // On the disk, not a tmpfs: a loop device over memory makes no I/O.
+        let dir = tempfile::Builder::new()
+            .prefix("sp-pace-")
+            .tempdir_in("/var/tmp")
+            .expect("a directory in /var/tmp");
+        let image = dir.path().join("fs.ext4");
+        let mountpoint = dir.path().join("mnt");
+        std::fs::File::create(&image)
+            .and_then(|f| f.set_len(256 << 20))
+            .unwrap();
+        std::fs::create_dir(&mountpoint).unwrap();
+        util::run_ok(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image));
+        util::run_ok(
+            Command::new("mount")
+                .args(["-o", "loop"])
+                .arg(&image)
+                .arg(&mountpoint),
+        );
+        let writers = (0..n)
+            .map(|i| {
+                Command::new("sh")
+                    .args([
+                        "-c",
+                        "while :; do dd if=/dev/zero of=\"$0\" bs=4k count=200 oflag=dsync 2>/dev/null; done",
+                    ])
+                    .arg(mountpoint.join(format!("w{i}")))
+                    .stdout(Stdio::null())
+                    .process_group(0)
+                    .spawn()
+                    .expect("start a writer")
+            })
+            .collect();
+        let writers = Self {
+            dir,
+            mountpoint,
+            writers,
+        };
+        let began = Instant::now();
+        loop {
+            let now = io_pressure();
+            if now > above {
+                eprintln!(
+                    "I/O pressure {now:.1}% after {:?} of writing",
+                    began.elapsed()
+                );
+                break;
+            }
+            assert!(
+                began.elapsed() < Duration::from_secs(60),
+                "the writers raised the I/O pressure to {now:.1}% only, not above {above}%"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        writers
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for IoWriters {
+    fn drop(&mut self) {
+        for w in &mut self.writers {
+            let pgid = nix::unistd::Pid::from_raw(-i32::try_from(w.id()).unwrap());
+            let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGKILL);
+            let _ = w.wait();
+        }
+        let _ = Command::new("umount").arg(&self.mountpoint).status();
+        eprintln!("writers in {} stopped", self.path().display());
+    }
+}
+
+/// Runs `cli` under the writers' pressure: the report, the table's run and
+/// the wall time. Asserts what a paced run under pressure must show.
+fn assert_paced_under_pressure(cli: &Cli, planned: usize) {
+    let writers = IoWriters::start(2, THRESHOLD + 5.0);
+    let began = Instant::now();
+    let out = cli.run(&["run"]);
+    let took = began.elapsed();
+    drop(writers);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{err}\n{table}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(cli.path("report.json")).unwrap()).unwrap();
+    let pace = &report["pace"];
+    eprintln!("paced run in {took:?}: {pace}");
+    assert_eq!(pace["source"], "/proc/pressure/io", "{pace}");
+    assert_eq!(pace["io_pressure_percent"], THRESHOLD, "{pace}");
+    assert_eq!(pace["max_delay_seconds"], MAX_DELAY_SECS, "{pace}");
+    let paced = pace["paced_seconds"].as_f64().unwrap();
+    // It waited at least one step, at most max_delay (and a little for
+    // the clock), and the run took at least that long.
+    assert!(paced >= 1.9, "{pace}");
+    assert!(paced <= f64::from(MAX_DELAY_SECS) + 0.5, "{pace}");
+    assert!(took.as_secs_f64() >= paced, "{took:?}: {pace}");
+    assert!(
+        pace["max_io_pressure_percent"].as_f64().unwrap() > THRESHOLD,
+        "{pace}"
+    );
+    assert_eq!(pace["lowest_concurrency"], 1, "{pace}");
+    // Every removal still went: pacing decides when, not whether.
+    assert_eq!(report["summary"]["skipped"], 0, "{report}");
+    assert_eq!(report["summary"]["failed"], 0, "{report}");
+    assert_eq!(report["outcomes"].as_array().unwrap().len(), planned);
+    assert!(
+        table.contains("  paced: waited ") && table.contains(&format!("threshold {THRESHOLD}%")),
+        "{table}"
+    );
+    let metrics = std::fs::read_to_string(cli.path("safeprune.prom")).unwrap();
+    let line = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("safeprune_last_run_paced_seconds "))
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert!(
+        (line.parse::<f64>().unwrap() - paced).abs() < 1e-9,
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_docker_a_paced_run_under_io_pressure_waits_and_says_so() {
+    let engine = PrivateDockerd::start().await;
+    let image = engine.import_busybox_image("base:1", None).await;
+    for i in 0..8 {
+        engine
+            .create_container(&format!("c{i}"), &image, &[], &["true"])
+            .await;
+    }
+    let cli = Cli::new(&Runtime::Docker(engine.endpoint()), &pace_policy(""));
+    assert_paced_under_pressure(&cli, 8);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_containerd_a_paced_run_under_io_pressure_waits_and_says_so() {
+    let engine = PrivateContainerd::start().await;
+    let namespace = "pace";
+    let image = "docker.io/library/base:1";
+    engine.import_busybox_image(namespace, image);
+    for i in 0..8 {
+        engine.create_native(namespace, &format!("c{i}"), image);
+    }
+    let cli = Cli::new(
+        &Runtime::Containerd(&engine.endpoint(), &[namespace]),
+        &pace_policy(""),
+    );
+    assert_paced_under_pressure(&cli, 8);
+    assert_eq!(engine.container_ids(namespace), Vec::<String>::new());
+}
+
+/// With `/proc/pressure` and the cgroup file systems hidden (empty tmpfs
+/// over them, in a mount namespace of the run's own), the run removes as
+/// usual, unpaced, and says why: a warning naming what it tried, `source`
+/// null, and the table's line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_without_psi_runs_unpaced_and_says_so() {
+    let engine = PrivateDockerd::start().await;
+    let image = engine.import_busybox_image("base:1", None).await;
+    for i in 0..3 {
+        engine
+            .create_container(&format!("c{i}"), &image, &[], &["true"])
+            .await;
+    }
+    let cli = Cli::new(&Runtime::Docker(engine.endpoint()), &pace_policy(""));
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg(
+            "mount -t tmpfs sp-nopsi /proc/pressure && mount -t tmpfs sp-nocg /sys/fs/cgroup \
+             || exit 99; exec \"$@\"",
+        )
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_safeprune"))
+        .arg("--config")
+        .arg(cli.policy_path())
+        .arg("run")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(
+        err.matches("this node shows no I/O pressure (PSI): removals are not paced")
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("/proc/pressure/io: No such file"), "{err}");
+    assert!(
+        table.contains("  paced: no, the node shows no I/O pressure (PSI)"),
+        "{table}"
+    );
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(cli.path("report.json")).unwrap()).unwrap();
+    assert_eq!(report["pace"]["source"], Value::Null, "{report}");
+    assert_eq!(report["pace"]["paced_seconds"], 0.0, "{report}");
+    assert_eq!(report["pace"]["readings"], 0, "{report}");
+    assert_eq!(report["summary"]["delete"]["container"], 3);
+    assert_eq!(report["outcomes"].as_array().unwrap().len(), 3);
+    assert!(
+        report["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o["result"] == "deleted"),
+        "{report}"
+    );
+}

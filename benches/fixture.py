@@ -2,14 +2,18 @@
 """Builds a benchmark fixture on a Docker Engine, through its API.
 
     fixture.py SOCKET ROOTFS C I V [--started N] [--prefix P]
+               [--write-kib K] [--image-kib K]
 
 On the engine at the unix socket SOCKET, makes:
   - the image P/base:1 from the directory ROOTFS (a busybox root);
   - C containers from it, never started (a third with an anonymous
     volume), of which the first N (--started) are run to their exit
-    first, so that they are `exited` with an exit time;
+    first, so that they are `exited` with an exit time; with
+    --write-kib K each of those writes K KiB of random bytes into its
+    writable layer (and K/2 into its anonymous volume, when it has one),
+    so that removing it is I/O;
   - I images P/imgK:1, each ROOTFS plus a file `extra` of a varied size
-    (16 KiB to 1.8 MiB of random bytes);
+    (16 KiB to 1.8 MiB of random bytes; exactly K KiB with --image-kib);
   - V named volumes P-vol-K and three networks P-net-K.
 
 It talks to the API with several connections at once: the Docker CLI
@@ -86,10 +90,15 @@ def import_image(sock, rootfs, repo, tag, extra):
         raise SystemExit(f"import {repo}:{tag}: {data.decode(errors='replace')}")
 
 
-def create_container(sock, image, k, started):
+def create_container(sock, image, k, started, write_kib=0):
     config = {"Image": image, "Cmd": ["true"], "Labels": {"bench": "1"}}
     if k % 3 == 0:
         config["Volumes"] = {"/data": {}}
+    if started and write_kib:
+        script = f"busybox dd if=/dev/urandom of=/w bs=1024 count={write_kib} 2>/dev/null"
+        if k % 3 == 0:
+            script += f"; busybox dd if=/dev/urandom of=/data/w bs=1024 count={write_kib // 2} 2>/dev/null"
+        config["Cmd"] = ["/bin/sh", "-c", script]
     created = json.loads(call(sock, "POST", "/containers/create", config))
     if started:
         cid = created["Id"]
@@ -106,17 +115,26 @@ def main():
     parser.add_argument("volumes", type=int)
     parser.add_argument("--started", type=int, default=0)
     parser.add_argument("--prefix", default="bench")
+    parser.add_argument("--write-kib", type=int, default=0)
+    parser.add_argument("--image-kib", type=int, default=0)
     args = parser.parse_args()
     p, sock = args.prefix, args.sock
 
     import_image(sock, args.rootfs, f"{p}/base", "1", 1024)
     with ThreadPoolExecutor(WORKERS) as pool:
         jobs = [
-            pool.submit(create_container, sock, f"{p}/base:1", k, k < args.started)
+            pool.submit(create_container, sock, f"{p}/base:1", k, k < args.started, args.write_kib)
             for k in range(args.containers)
         ]
         jobs += [
-            pool.submit(import_image, sock, args.rootfs, f"{p}/img{k}", "1", (k % 8) * 256 * 1024 + 16 * 1024)
+            pool.submit(
+                import_image,
+                sock,
+                args.rootfs,
+                f"{p}/img{k}",
+                "1",
+                args.image_kib * 1024 or (k % 8) * 256 * 1024 + 16 * 1024,
+            )
             for k in range(args.images)
         ]
         jobs += [

@@ -450,25 +450,7 @@ async fn b_a_run_removes_what_the_plan_said_and_cri_dockerd_still_answers(combo:
     assert_eq!(rule("pause image"), "in_use", "{what}");
     assert_eq!(existing(&node).await, before, "plan removed something");
 
-    let (code, report) = cli.json(&["run", "--output", "json"]);
-    assert_eq!(code, Some(0), "{report}");
-    layout.assert_deleted(&report, DELETED);
-    let after = existing(&node).await;
-    layout.assert_left(|id| after.contains(id), DELETED);
-
-    // What kubelet asks next, cri-dockerd answers, and the live pod is
-    // still ready.
-    assert_eq!(
-        pods(&node),
-        BTreeMap::from([
-            (web.sandbox_id.clone(), "SANDBOX_READY".to_owned()),
-            (old.sandbox_id.clone(), "SANDBOX_NOTREADY".to_owned()),
-        ]),
-        "{what}"
-    );
-    for sandbox in [&web.sandbox_id, &old.sandbox_id] {
-        node.crictl_ok(&["inspectp", sandbox]);
-    }
+    run_removes_what_the_plan_said(&node, &cli, &layout, (&web, &old)).await;
     assert_eq!(
         node.ctl().sandbox_status(&web.sandbox_id)["state"],
         "SANDBOX_READY"
@@ -592,13 +574,26 @@ async fn d_through_cri_alone_at_cri_dockerds_socket(combo: Combo) {
     }
     assert_eq!(existing(&node).await, before, "plan removed something");
 
+    run_removes_what_the_plan_said(&node, &cli, &layout, (&web, &old)).await;
+}
+
+/// `safeprune run` on `cli` removes exactly `DELETED` of `layout`, and
+/// what kubelet asks next cri-dockerd answers: both pods listed, the live
+/// one still ready, each inspectable.
+async fn run_removes_what_the_plan_said(
+    node: &PrivateCriDockerd,
+    cli: &Cli,
+    layout: &Layout,
+    (web, old): (&CriPod<'_>, &CriPod<'_>),
+) {
+    let what = node.combo().name();
     let (code, report) = cli.json(&["run", "--output", "json"]);
     assert_eq!(code, Some(0), "{report}");
     layout.assert_deleted(&report, DELETED);
-    let after = existing(&node).await;
+    let after = existing(node).await;
     layout.assert_left(|id| after.contains(id), DELETED);
     assert_eq!(
-        pods(&node),
+        pods(node),
         BTreeMap::from([
             (web.sandbox_id.clone(), "SANDBOX_READY".to_owned()),
             (old.sandbox_id.clone(), "SANDBOX_NOTREADY".to_owned()),

@@ -12,7 +12,7 @@ use std::time::Instant;
 use chrono::Utc;
 
 use crate::error::AppError;
-use crate::execute::{Outcome, Pacer, execute_paced};
+use crate::execute::{Outcome, Pacer, execute};
 use crate::history::{self, Found, History};
 use crate::inventory::{Image, Inventory, RuntimeKind};
 use crate::output::{Chain, eprint_lossy};
@@ -282,7 +282,7 @@ async fn locked_cycle(
         (Vec::new(), None)
     } else {
         let mut pacer = Pacer::for_policy(policy);
-        let mut outcomes = execute_paced(&node.runtime, &plan, policy, &mut pacer, shutdown, |o, done, total| {
+        let mut outcomes = execute(&node.runtime, &plan, policy, &mut pacer, shutdown, |o, done, total| {
             if let Some(log) = audit.as_mut()
                 && let Err(e) = log.record(&node.name, node.runtime.kind().as_str(), o)
             {

@@ -165,23 +165,14 @@ impl Outcome {
 /// of the last go on, and each starts as a slot frees. An answer older
 /// than [`FRESH_FOR`] is not acted on: the object is re-checked again.
 ///
+/// Before each re-check batch it asks `pacer` how many removals may be in
+/// flight and whether to wait first (`safety.pace`; a pacer for a policy
+/// without it never waits). A wait ends at once on a stop; its time is
+/// counted in the pacer's report.
+///
 /// Once `shutdown` is asked, it returns within [`STOP_GRACE`] whatever the
 /// engine does: see [`STOP_GRACE`].
 pub async fn execute<E: Engine>(
-    engine: &E,
-    plan: &Plan,
-    policy: &Policy,
-    shutdown: &Shutdown,
-    on_outcome: impl FnMut(&Outcome, usize, usize),
-) -> Vec<Outcome> {
-    let mut pacer = Pacer::for_policy(policy);
-    execute_paced(engine, plan, policy, &mut pacer, shutdown, on_outcome).await
-}
-
-/// [`execute`], asking `pacer` before each re-check batch how many removals
-/// may be in flight and whether to wait first (`safety.pace`). A wait ends
-/// at once on a stop; its time is counted in the pacer's report.
-pub async fn execute_paced<E: Engine>(
     engine: &E,
     plan: &Plan,
     policy: &Policy,

@@ -104,7 +104,15 @@ fn policy() -> Policy {
 
 async fn run(engine: &MemoryEngine, shutdown: &Shutdown) -> Vec<Outcome> {
     let p = plan(&engine.inventory().await.unwrap(), &policy(), Utc::now());
-    execute(engine, &p, &policy(), shutdown, |_, _, _| {}).await
+    execute(
+        engine,
+        &p,
+        &policy(),
+        &mut Pacer::for_policy(&policy()),
+        shutdown,
+        |_, _, _| {},
+    )
+    .await
 }
 
 /// A shutdown asked already.
@@ -246,7 +254,15 @@ async fn after_a_recheck_fails_nothing_more_is_asked_of_the_engine() {
     let mut p = policy();
     p.safety.concurrency = crate::policy::Concurrency(1);
     let planned = plan(&engine.inventory().await.unwrap(), &p, Utc::now());
-    let outcomes = execute(&engine, &planned, &p, &Shutdown::new(), |_, _, _| {}).await;
+    let outcomes = execute(
+        &engine,
+        &planned,
+        &p,
+        &mut Pacer::for_policy(&p),
+        &Shutdown::new(),
+        |_, _, _| {},
+    )
+    .await;
     let later_kinds = planned.deletion_count() - 20;
     assert!(later_kinds > 0);
     assert_eq!(outcomes.len(), 20 + later_kinds);
@@ -286,9 +302,16 @@ async fn concurrency_is_bounded_by_the_policy() {
     policy.safety.concurrency = crate::policy::Concurrency(3);
     let p = plan(&engine.inventory().await.unwrap(), &policy, Utc::now());
     let mut seen = Vec::new();
-    let outcomes = execute(&engine, &p, &policy, &Shutdown::new(), |_, done, total| {
-        seen.push((done, total));
-    })
+    let outcomes = execute(
+        &engine,
+        &p,
+        &policy,
+        &mut Pacer::for_policy(&policy),
+        &Shutdown::new(),
+        |_, done, total| {
+            seen.push((done, total));
+        },
+    )
     .await;
     assert_eq!(
         engine
@@ -442,7 +465,15 @@ fn images_by_disk(n: usize, low_percent: u8) -> (MemoryEngine, Plan, Policy, tem
 async fn under_images_disk_the_least_recently_used_go_first() {
     // low_percent 0: never reached, every image goes, oldest use first.
     let (engine, planned, p, _dir) = images_by_disk(5, 0);
-    let outcomes = execute(&engine, &planned, &p, &Shutdown::new(), |_, _, _| {}).await;
+    let outcomes = execute(
+        &engine,
+        &planned,
+        &p,
+        &mut Pacer::for_policy(&p),
+        &Shutdown::new(),
+        |_, _, _| {},
+    )
+    .await;
     assert!(outcomes.iter().all(|o| o.reason.is_none()), "{outcomes:?}");
     let removed: Vec<String> = engine
         .removed
@@ -467,7 +498,15 @@ async fn under_images_disk_the_least_recently_used_go_first() {
 async fn under_images_disk_nothing_more_goes_once_low_percent_is_reached() {
     // low_percent 100: reached before the first removal.
     let (engine, planned, p, _dir) = images_by_disk(5, 100);
-    let outcomes = execute(&engine, &planned, &p, &Shutdown::new(), |_, _, _| {}).await;
+    let outcomes = execute(
+        &engine,
+        &planned,
+        &p,
+        &mut Pacer::for_policy(&p),
+        &Shutdown::new(),
+        |_, _, _| {},
+    )
+    .await;
     assert_eq!(outcomes.len(), 5);
     for o in &outcomes {
         assert_eq!(o.reason, Some(Reason::NotAttempted));
@@ -553,12 +592,20 @@ async fn stopped_after(
     policy.safety.concurrency = crate::policy::Concurrency(1);
     let planned = plan(&engine.inventory().await.unwrap(), &policy, Utc::now());
     let shutdown = Shutdown::new();
+    let mut pacer = Pacer::for_policy(&policy);
     let begun = Instant::now();
     // The engine hangs for ever: a wait that missed the stop would hold
     // `execute` for ever too. In paused time the bound costs nothing.
     let run = tokio::time::timeout(
         Duration::from_secs(600),
-        execute(engine, &planned, &policy, &shutdown, |_, _, _| {}),
+        execute(
+            engine,
+            &planned,
+            &policy,
+            &mut pacer,
+            &shutdown,
+            |_, _, _| {},
+        ),
     );
     let stop = async {
         tokio::time::sleep(after).await;
@@ -704,7 +751,7 @@ async fn under_io_pressure_removals_wait_and_fewer_are_in_flight() {
     // High before the first batch and the two after it, then low.
     let mut pacer = pacer_reading("10m", 4, vec![50.0, 30.0, 20.0]);
     let began = tokio::time::Instant::now();
-    let outcomes = execute_paced(
+    let outcomes = execute(
         &engine,
         &planned,
         &policy,
@@ -737,7 +784,7 @@ async fn past_max_delay_the_rest_goes_one_at_a_time() {
     let policy = policy();
     let planned = plan(&engine.inventory().await.unwrap(), &policy, Utc::now());
     let mut pacer = pacer_reading("5s", 4, vec![90.0; 1000]);
-    let outcomes = execute_paced(
+    let outcomes = execute(
         &engine,
         &planned,
         &policy,
@@ -771,7 +818,7 @@ async fn a_stop_ends_a_paced_wait_at_once() {
         stopper.stop();
     });
     let began = tokio::time::Instant::now();
-    let outcomes = execute_paced(
+    let outcomes = execute(
         &engine,
         &planned,
         &policy,

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use safeprune::execute::{Outcome, execute};
+use safeprune::execute::{Outcome, Pacer, execute};
 use safeprune::inventory::{Container, Inventory};
 use safeprune::plan::{Plan, plan};
 use safeprune::policy::Policy;
@@ -246,9 +246,18 @@ pub async fn plan_now(engine: &impl Engine, policy: &Policy) -> Plan {
 }
 
 /// The second half of a run: the removals `planned` holds, each rechecked
-/// first, uninterrupted.
+/// first, uninterrupted, paced as `policy` says.
 pub async fn execute_plan(engine: &impl Engine, planned: &Plan, policy: &Policy) -> Vec<Outcome> {
-    execute(engine, planned, policy, &Shutdown::new(), |_, _, _| {}).await
+    let mut pacer = Pacer::for_policy(policy);
+    execute(
+        engine,
+        planned,
+        policy,
+        &mut pacer,
+        &Shutdown::new(),
+        |_, _, _| {},
+    )
+    .await
 }
 
 /// The ids of an inventory's READY sandboxes, in its order.

@@ -390,10 +390,7 @@ impl DockerRuntime {
     async fn images(&self) -> Result<Vec<Image>, RuntimeError> {
         let summaries = self.list_images(false).await?;
         stream::iter(summaries)
-            .map(|summary| async move {
-                let image = self.image(&summary.id, byte_size(summary.size)).await?;
-                Ok(image.map(|i| self.with_parent(i, &summary.parent_id)))
-            })
+            .map(|summary| async move { self.image(&summary.id, Some(&summary)).await })
             .buffer_unordered(INSPECT_CONCURRENCY)
             .try_filter_map(|i| async move { Ok(i) })
             .try_collect::<Vec<_>>()
@@ -402,16 +399,6 @@ impl DockerRuntime {
                 images.sort_by(|a, b| a.id.cmp(&b.id));
                 images
             })
-    }
-
-    /// `image` with the parent its list entry names (`ParentId`: set by
-    /// `docker commit` and classic builds, empty for pulls; inspect no
-    /// longer carries it from API 1.52 on). None on the containerd store,
-    /// where the engine deletes a parent while its child exists.
-    fn with_parent(&self, mut image: Image, parent_id: &str) -> Image {
-        image.parent =
-            (!self.containerd_store && !parent_id.is_empty()).then(|| parent_id.to_owned());
-        image
     }
 
     /// The image list: the top-level images, or with `all` the hidden
@@ -424,15 +411,33 @@ impl DockerRuntime {
             .map_err(Self::call_error("list images"))
     }
 
-    /// One image by id, inspected, with `size` from its list entry (never
-    /// inspect's own: see `image_from_inspect`); `None` when it does not
-    /// exist.
-    async fn image(&self, id: &str, size: Option<u64>) -> Result<Option<Image>, RuntimeError> {
-        match self.docker.inspect_image(id).await {
-            Ok(inspect) => Ok(image_from_inspect(inspect, size)),
-            Err(e) if status_code(&e) == Some(404) => Ok(None),
-            Err(e) => Err(Self::call_error("inspect image")(e)),
-        }
+    /// Image `id`, inspected (whether it exists, its references, its last
+    /// tag time), with the size and parent of its entry in the image list
+    /// (`listed`); `None` when it does not exist.
+    ///
+    /// The size is the list's, never inspect's own (see
+    /// `image_from_inspect`): an image the list missed (made between the two
+    /// calls) has none. The parent is the entry's `ParentId` (set by `docker
+    /// commit` and classic builds, empty for pulls; inspect no longer
+    /// carries it from API 1.52 on), and none on the containerd store,
+    /// where the engine deletes a parent while its child exists.
+    async fn image(
+        &self,
+        id: &str,
+        listed: Option<&ImageSummary>,
+    ) -> Result<Option<Image>, RuntimeError> {
+        let inspect = match self.docker.inspect_image(id).await {
+            Ok(inspect) => inspect,
+            Err(e) if status_code(&e) == Some(404) => return Ok(None),
+            Err(e) => return Err(Self::call_error("inspect image")(e)),
+        };
+        let Some(mut image) = image_from_inspect(inspect, listed.and_then(|s| byte_size(s.size)))
+        else {
+            return Ok(None);
+        };
+        let parent = listed.map_or("", |s| s.parent_id.as_str());
+        image.parent = (!self.containerd_store && !parent.is_empty()).then(|| parent.to_owned());
+        Ok(Some(image))
     }
 
     async fn volumes(&self) -> Result<Vec<Volume>, RuntimeError> {

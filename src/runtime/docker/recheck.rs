@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use bollard::models::ImageSummary;
 use futures_util::future::try_join_all;
 
-use super::convert::{byte_size, volume_from_docker};
+use super::convert::volume_from_docker;
 use super::{DockerRuntime, RUNTIME, status_code};
 use crate::inventory::{Image, Inventory, Kind, Volume};
 use crate::runtime::RuntimeError;
@@ -143,19 +143,14 @@ impl DockerRuntime {
             .iter()
             .filter(|s| parents.contains(s.parent_id.as_str()))
         {
-            let child = self.image(&summary.id, byte_size(summary.size)).await?;
-            children.extend(child.map(|i| self.with_parent(i, &summary.parent_id)));
+            children.extend(self.image(&summary.id, Some(summary)).await?);
         }
         Ok(children)
     }
 
-    /// Images `ids` as they are now: each inspected (whether it exists, its
-    /// references, its last tag time), with its size and parent from one
+    /// Images `ids` as they are now (`DockerRuntime::image`), against one
     /// listing of every image (`all`: an image may have become a hidden
-    /// parent since). Inspect's own size is not the list's on the
-    /// containerd store (`image_from_inspect`); an image the listing
-    /// missed (made between the two calls) has no size rather than that
-    /// one.
+    /// parent since).
     async fn images_read(&self, ids: &[&str]) -> Result<Vec<Image>, RuntimeError> {
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -166,15 +161,7 @@ impl DockerRuntime {
             .into_iter()
             .map(|s| (s.id.clone(), s))
             .collect();
-        let listed = &listed;
-        let read = try_join_all(ids.iter().map(|&id| async move {
-            let summary = listed.get(id);
-            let size = summary.and_then(|s| byte_size(s.size));
-            let image = self.image(id, size).await?;
-            let parent = summary.map_or("", |s| s.parent_id.as_str());
-            Ok::<_, RuntimeError>(image.map(|i| self.with_parent(i, parent)))
-        }))
-        .await?;
+        let read = try_join_all(ids.iter().map(|&id| self.image(id, listed.get(id)))).await?;
         Ok(read.into_iter().flatten().collect())
     }
 

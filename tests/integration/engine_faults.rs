@@ -63,31 +63,15 @@ async fn a_report_on_a_full_file_system_is_exit_1_and_leaves_no_partial_file(
     let listing = cli.path("listing");
     // A 64 KiB tmpfs over `full`, filled, in a mount namespace of the run's
     // own; what is in it once safeprune is done is listed before it goes.
-    let script = r#"dir=$0 listing=$1; shift
-        mount -t tmpfs -o size=64k sp-full "$dir" || exit 99
-        dd if=/dev/zero of="$dir/fill" bs=4096 2>/dev/null
-        "$@"; rc=$?
-        ls -A "$dir" > "$listing"
-        exit $rc"#;
-    let out = Command::new("unshare")
-        .args([
-            "--mount",
-            "--propagation",
-            "private",
-            "--",
-            "sh",
-            "-c",
-            script,
-        ])
-        .arg(&full)
-        .arg(&listing)
-        .arg(env!("CARGO_BIN_EXE_safeprune"))
-        .arg("--config")
-        .arg(cli.policy_path())
-        .arg("run")
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
+    let (dir, listed) = (full.display(), listing.display());
+    let out = cli.run_unshared(
+        &format!(
+            "mount -t tmpfs -o size=64k sp-full '{dir}' || exit 99\n\
+             dd if=/dev/zero of='{dir}/fill' bs=4096 2>/dev/null"
+        ),
+        &format!("ls -A '{dir}' > '{listed}'"),
+        &["run"],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(!err.contains("panicked"), "{err}");

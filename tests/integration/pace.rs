@@ -215,20 +215,11 @@ async fn a_node_without_psi_runs_unpaced_and_says_so() {
             .await;
     }
     let cli = Cli::new(&Runtime::Docker(engine.endpoint()), &pace_policy(""));
-    let out = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
-        .arg(
-            "mount -t tmpfs sp-nopsi /proc/pressure && mount -t tmpfs sp-nocg /sys/fs/cgroup \
-             || exit 99; exec \"$@\"",
-        )
-        .arg("sh")
-        .arg(env!("CARGO_BIN_EXE_safeprune"))
-        .arg("--config")
-        .arg(cli.policy_path())
-        .arg("run")
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
+    let out = cli.run_unshared(
+        "mount -t tmpfs sp-nopsi /proc/pressure && mount -t tmpfs sp-nocg /sys/fs/cgroup || exit 99",
+        "",
+        &["run"],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     let table = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{err}");

@@ -157,6 +157,25 @@ impl Cli {
         self.command(args).output().expect("safeprune runs")
     }
 
+    /// Runs `safeprune --config <policy> args…` in a mount namespace of
+    /// its own, after the shell commands `setup` and before `teardown`,
+    /// both run in that namespace (so what `setup` mounts is the run's
+    /// alone); the exit status is safeprune's.
+    pub fn run_unshared(&self, setup: &str, teardown: &str, args: &[&str]) -> Output {
+        let script = format!("{setup}\n\"$@\"; rc=$?\n{teardown}\nexit $rc");
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+            .arg(script)
+            .arg("sh")
+            .arg(env!("CARGO_BIN_EXE_safeprune"))
+            .arg("--config")
+            .arg(&self.policy)
+            .args(args);
+        without_safeprune_env(&mut cmd)
+            .output()
+            .expect("unshare runs")
+    }
+
     /// Runs safeprune with `args` (which ask for `--output json`); its exit
     /// code and the one JSON document on its stdout.
     ///
@@ -181,11 +200,17 @@ impl Cli {
 /// caller.
 pub fn command(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_safeprune"));
-    cmd.args(args)
-        .env_remove("SAFEPRUNE_CONFIG")
-        .env_remove("SAFEPRUNE_NODE_NAME")
-        .env_remove("RUST_LOG");
+    cmd.args(args);
+    without_safeprune_env(&mut cmd);
     cmd
+}
+
+/// `cmd` without the environment that would change what safeprune does
+/// (a policy path, a node name, a log filter).
+fn without_safeprune_env(cmd: &mut Command) -> &mut Command {
+    cmd.env_remove("SAFEPRUNE_CONFIG")
+        .env_remove("SAFEPRUNE_NODE_NAME")
+        .env_remove("RUST_LOG")
 }
 
 /// `GET path` over HTTP/1.0 at `addr`: the status code and the body.

@@ -103,16 +103,21 @@ fn policy() -> Policy {
 }
 
 async fn run(engine: &MemoryEngine, shutdown: &Shutdown) -> Vec<Outcome> {
+    run_paced(engine, &mut Pacer::for_policy(&policy()), shutdown)
+        .await
+        .1
+}
+
+/// The plan of [`policy`] for `engine`'s node, carried out under `pacer`:
+/// the plan and what came of it.
+async fn run_paced(
+    engine: &MemoryEngine,
+    pacer: &mut Pacer,
+    shutdown: &Shutdown,
+) -> (Plan, Vec<Outcome>) {
     let p = plan(&engine.inventory().await.unwrap(), &policy(), Utc::now());
-    execute(
-        engine,
-        &p,
-        &policy(),
-        &mut Pacer::for_policy(&policy()),
-        shutdown,
-        |_, _, _| {},
-    )
-    .await
+    let outcomes = execute(engine, &p, &policy(), pacer, shutdown, |_, _, _| {}).await;
+    (p, outcomes)
 }
 
 /// A shutdown asked already.
@@ -745,21 +750,11 @@ fn pacer_reading(max_delay: &str, most: usize, figures: Vec<f64>) -> Pacer {
 async fn under_io_pressure_removals_wait_and_fewer_are_in_flight() {
     let mut engine = MemoryEngine::new(node_of_containers(20));
     engine.removal_delay = Duration::from_millis(20);
-    let mut policy = policy();
-    policy.safety.concurrency = crate::policy::Concurrency(4);
-    let planned = plan(&engine.inventory().await.unwrap(), &policy, Utc::now());
-    // High before the first batch and the two after it, then low.
+    // High before the first batch and the two after it, then low; the
+    // policy's concurrency is 4.
     let mut pacer = pacer_reading("10m", 4, vec![50.0, 30.0, 20.0]);
     let began = tokio::time::Instant::now();
-    let outcomes = execute(
-        &engine,
-        &planned,
-        &policy,
-        &mut pacer,
-        &Shutdown::new(),
-        |_, _, _| {},
-    )
-    .await;
+    let (_, outcomes) = run_paced(&engine, &mut pacer, &Shutdown::new()).await;
     assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
     let report = pacer.report().unwrap();
     // Three waits of WAIT_STEP, each before any removal began.
@@ -781,18 +776,8 @@ async fn under_io_pressure_removals_wait_and_fewer_are_in_flight() {
 async fn past_max_delay_the_rest_goes_one_at_a_time() {
     let mut engine = MemoryEngine::new(node_of_containers(6));
     engine.removal_delay = Duration::from_millis(20);
-    let policy = policy();
-    let planned = plan(&engine.inventory().await.unwrap(), &policy, Utc::now());
     let mut pacer = pacer_reading("5s", 4, vec![90.0; 1000]);
-    let outcomes = execute(
-        &engine,
-        &planned,
-        &policy,
-        &mut pacer,
-        &Shutdown::new(),
-        |_, _, _| {},
-    )
-    .await;
+    let (_, outcomes) = run_paced(&engine, &mut pacer, &Shutdown::new()).await;
     assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
     let report = pacer.report().unwrap();
     assert!((report.paced_seconds - 5.0).abs() < 0.01, "{report:?}");
@@ -808,8 +793,6 @@ async fn past_max_delay_the_rest_goes_one_at_a_time() {
 #[tokio::test(start_paused = true)]
 async fn a_stop_ends_a_paced_wait_at_once() {
     let engine = MemoryEngine::new(node_of_containers(6));
-    let policy = policy();
-    let planned = plan(&engine.inventory().await.unwrap(), &policy, Utc::now());
     let mut pacer = pacer_reading("1h", 4, vec![90.0; 1000]);
     let shutdown = Shutdown::new();
     let stopper = shutdown.clone();
@@ -818,15 +801,7 @@ async fn a_stop_ends_a_paced_wait_at_once() {
         stopper.stop();
     });
     let began = tokio::time::Instant::now();
-    let outcomes = execute(
-        &engine,
-        &planned,
-        &policy,
-        &mut pacer,
-        &shutdown,
-        |_, _, _| {},
-    )
-    .await;
+    let (planned, outcomes) = run_paced(&engine, &mut pacer, &shutdown).await;
     assert!(
         began.elapsed() < Duration::from_secs(8),
         "{:?}",

@@ -30,7 +30,8 @@ use crate::runtime::{Engine, Removal, Target};
 use crate::shutdown::Shutdown;
 
 mod pace;
-pub use pace::{Gate, PaceReport, Pacer, PsiSource, WAIT_STEP, some_avg10};
+use pace::Gate;
+pub use pace::{PaceReport, Pacer, WAIT_STEP, some_avg10};
 
 /// What came of one removal attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -29,9 +29,12 @@ use crate::policy::Policy;
 use crate::runtime::{Engine, Removal, Target};
 use crate::shutdown::Shutdown;
 
+mod adapt;
 mod pace;
+mod psi;
 use pace::Gate;
-pub use pace::{PaceReport, Pacer, WAIT_STEP, some_avg10};
+pub use pace::{MIN_WAIT, PaceReport, Pacer, Reader, WAIT_STEP};
+pub use psi::{Reading, some_avg10, some_total};
 
 /// What came of one removal attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -188,7 +191,7 @@ pub async fn execute<E: Engine>(
     // call too, each after its timeout.
     let mut engine_down: Option<String> = None;
     for kind in Kind::REMOVAL_ORDER {
-        let (targets, limit, disk_target) = removals_of(plan, policy, kind);
+        let (targets, limit, disk_target) = removals_of(plan, policy, kind, pacer.begin_kind());
         // Why no more of this kind goes: the disk is down to low_percent.
         let mut target_reached: Option<String> = None;
         let mut done_here = Vec::with_capacity(targets.len());
@@ -272,7 +275,10 @@ pub async fn execute<E: Engine>(
                             }
                         }
                     }
-                    Some(outcome) = in_flight.next(), if !in_flight.is_empty() => report(outcome),
+                    Some(outcome) = in_flight.next(), if !in_flight.is_empty() => {
+                        pacer.completed();
+                        report(outcome);
+                    }
                 }
             }
         }
@@ -471,6 +477,7 @@ fn removals_of<'a>(
     plan: &'a Plan,
     policy: &Policy,
     kind: Kind,
+    most: usize,
 ) -> (Vec<&'a Decision>, usize, Option<(std::path::PathBuf, u8)>) {
     let mut targets: Vec<&Decision> = plan.deletions().filter(|d| d.kind == kind).collect();
     let disk = (kind == Kind::Image)
@@ -480,11 +487,7 @@ fn removals_of<'a>(
         // BuildKit prunes one request at a time, and a listing taken while
         // it prunes may leave records out: one build cache record at a
         // time costs nothing and keeps each removal's checks true.
-        let limit = if kind == Kind::BuildCache {
-            1
-        } else {
-            policy.safety.concurrency.0
-        };
+        let limit = if kind == Kind::BuildCache { 1 } else { most };
         return (targets, limit, None);
     }
     targets.sort_by(|a, b| a.last_used.cmp(&b.last_used).then_with(|| a.id.cmp(&b.id)));

@@ -1,25 +1,33 @@
-//! `safety.pace`: removals that yield to the node's I/O.
+//! How many removals may be in flight, and when to wait: the policy's
+//! `safety.concurrency` (fixed, or `auto`: see [`super::adapt`]) and
+//! `safety.pace`, removals that yield to the node's I/O.
 //!
 //! Before each removal batch the executor asks the [`Pacer`] whether to go
-//! on. The pacer reads the node's I/O pressure (PSI, `some avg10`: the
-//! share of the last ten seconds in which some task waited on I/O) and,
-//! while it is above the policy's threshold, halves the removals in flight
-//! and asks for a wait, up to `max_delay` in all per run; past that the
-//! run goes on one removal at a time. Under the threshold the concurrency
-//! doubles back to the policy's. A node without PSI runs unpaced, and says
-//! so once.
+//! on. With `safety.pace`, the pacer reads the node's I/O pressure (PSI
+//! `some`: the share of the time since its last reading, at least
+//! [`super::psi::MIN_WINDOW`], in which some task waited on I/O; see [`super::psi`])
+//! and, while it is above the policy's threshold, halves the removals in
+//! flight and waits long enough that the stall it saw, spread over its
+//! window and the wait, is at the threshold (at most [`WAIT_STEP`] at a
+//! time), up to `max_delay` in all per run; past that the run goes on one
+//! removal at a time. Under the threshold the concurrency doubles back. A
+//! node without PSI runs unpaced, and says so once.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::policy::Pace;
+use super::adapt::{self, Climb};
+use super::psi::{PsiSource, PsiWindow, Reading};
+use crate::policy::{Concurrency, Pace};
 
-/// The longest single wait: PSI's averages move every 2 s, so a shorter
-/// one would mostly read the same figure again.
-pub const WAIT_STEP: Duration = Duration::from_secs(2);
+/// The longest single wait: the pressure is read again after it.
+pub const WAIT_STEP: Duration = Duration::from_secs(1);
+
+/// The shortest wait: shorter ones are mostly the scheduler's.
+pub const MIN_WAIT: Duration = Duration::from_millis(50);
 
 /// What the pacer says before a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,76 +36,6 @@ pub enum Gate {
     Go(usize),
     /// Wait this long, then ask again.
     Wait(Duration),
-}
-
-/// Where a node's I/O pressure is read: `/proc/pressure/io`, or where the
-/// node shows a pod only its own cgroup, that cgroup's `io.pressure`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PsiSource {
-    path: PathBuf,
-}
-
-impl PsiSource {
-    /// The first readable source under `root` (`/` on a node): the
-    /// system's, else this process's cgroup v2 (`0::<path>` of
-    /// `/proc/self/cgroup`, under `/sys/fs/cgroup` or, on a hybrid
-    /// hierarchy, `/sys/fs/cgroup/unified`). `Err` says what was tried.
-    ///
-    /// # Errors
-    /// When no source could be read, each tried path with its error.
-    pub fn find(root: &Path) -> Result<Self, String> {
-        let mut tried = Vec::new();
-        let mut candidates = vec![root.join("proc/pressure/io")];
-        match std::fs::read_to_string(root.join("proc/self/cgroup")) {
-            Ok(text) => {
-                if let Some(own) = text.lines().find_map(|l| l.strip_prefix("0::")) {
-                    let own = own.trim_start_matches('/');
-                    for base in ["sys/fs/cgroup", "sys/fs/cgroup/unified"] {
-                        candidates.push(root.join(base).join(own).join("io.pressure"));
-                    }
-                }
-            }
-            Err(e) => tried.push(format!("{}: {e}", root.join("proc/self/cgroup").display())),
-        }
-        for path in candidates {
-            match read_some_avg10(&path) {
-                Ok(_) => return Ok(Self { path }),
-                Err(e) => tried.push(format!("{}: {e}", path.display())),
-            }
-        }
-        Err(tried.join("; "))
-    }
-
-    /// The file read.
-    #[must_use]
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// `some avg10` now, in percent.
-    ///
-    /// # Errors
-    /// When the file cannot be read or holds no `some` line.
-    pub fn read(&self) -> Result<f64, String> {
-        read_some_avg10(&self.path)
-    }
-}
-
-fn read_some_avg10(path: &Path) -> Result<f64, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    some_avg10(&text).ok_or_else(|| "no `some avg10=` figure in it".to_owned())
-}
-
-/// The `avg10` of the `some` line of a PSI file:
-/// `some avg10=1.53 avg60=0.87 avg300=0.22 total=58761459`.
-#[must_use]
-pub fn some_avg10(text: &str) -> Option<f64> {
-    let line = text.lines().find(|l| l.starts_with("some "))?;
-    line.split_ascii_whitespace()
-        .find_map(|field| field.strip_prefix("avg10="))?
-        .parse::<f64>()
-        .ok()
-        .filter(|p| p.is_finite() && (0.0..=100.0).contains(p))
 }
 
 /// How a run was paced: the JSON report's `pace`, the table's summary
@@ -158,8 +96,8 @@ impl fmt::Display for PaceReport {
     }
 }
 
-/// Reads the pressure: a PSI file on a node, a list of figures in tests.
-type Reader = Box<dyn FnMut() -> Option<f64> + Send>;
+/// Reads the pressure: a PSI file on a node, a list of readings in tests.
+pub type Reader = Box<dyn FnMut() -> Reading + Send>;
 
 /// Decides, before each removal batch, how many removals may be in flight
 /// and whether to wait first (see the module).
@@ -167,9 +105,13 @@ pub struct Pacer {
     pace: Option<Pace>,
     source: Option<String>,
     read: Option<Reader>,
-    /// The policy's concurrency: what the pacer climbs back to.
+    /// The most in flight: the policy's fixed concurrency, or `auto`'s
+    /// ceiling.
     most: usize,
-    limit: usize,
+    /// `auto`'s climb; `None` for a fixed concurrency.
+    climb: Option<Climb>,
+    /// What the pressure allows now (`most` while it is low).
+    cap: usize,
     lowest: usize,
     waited: Duration,
     readings: u64,
@@ -182,32 +124,27 @@ impl Pacer {
     /// without it is warned about once, here.
     #[must_use]
     pub fn for_policy(policy: &crate::policy::Policy) -> Self {
-        let most = policy.safety.concurrency.0;
+        let concurrency = policy.safety.concurrency;
         let Some(pace) = policy.safety.pace else {
-            return Self::new(None, most, None, None);
+            return Self::new(None, concurrency, None, None);
         };
         match PsiSource::find(Path::new("/")) {
             Ok(source) => {
                 let path = source.path().display().to_string();
-                let mut warned = false;
-                let read = move || match source.read() {
-                    Ok(p) => Some(p),
-                    Err(e) => {
-                        if !warned {
-                            tracing::warn!(path = %source.path().display(), error = %e, "safety.pace: cannot read the I/O pressure: not pacing while it stays unreadable");
-                            warned = true;
-                        }
-                        None
-                    }
-                };
-                Self::new(Some(pace), most, Some(path), Some(Box::new(read)))
+                let mut window = PsiWindow::new(source);
+                Self::new(
+                    Some(pace),
+                    concurrency,
+                    Some(path),
+                    Some(Box::new(move || window.read())),
+                )
             }
             Err(tried) => {
                 tracing::warn!(
                     tried = %tried,
                     "safety.pace: this node shows no I/O pressure (PSI): removals are not paced"
                 );
-                Self::new(Some(pace), most, None, None)
+                Self::new(Some(pace), concurrency, None, None)
             }
         }
     }
@@ -216,18 +153,26 @@ impl Pacer {
     #[must_use]
     pub fn new(
         pace: Option<Pace>,
-        most: usize,
+        concurrency: Concurrency,
         source: Option<String>,
         read: Option<Reader>,
     ) -> Self {
-        let most = most.max(1);
+        let (most, climb) = match concurrency {
+            Concurrency::Fixed(n) => (n.max(1), None),
+            Concurrency::Auto => (
+                adapt::CEILING,
+                Some(Climb::new(adapt::START, adapt::CEILING, Instant::now())),
+            ),
+        };
+        let start = climb.as_ref().map_or(most, Climb::limit);
         Self {
             pace,
             source,
             read,
             most,
-            limit: most,
-            lowest: most,
+            climb,
+            cap: most,
+            lowest: start,
             waited: Duration::ZERO,
             readings: 0,
             max_seen: None,
@@ -235,49 +180,86 @@ impl Pacer {
         }
     }
 
+    /// The most removals in flight this pacer ever allows.
+    #[must_use]
+    pub fn most(&self) -> usize {
+        self.most
+    }
+
     /// At most this many removals in flight now.
     #[must_use]
     pub fn limit(&self) -> usize {
-        self.limit
+        let climbed = self.climb.as_ref().map_or(self.most, Climb::limit);
+        climbed.min(self.cap)
+    }
+
+    /// A kind's removals begin: `auto` climbs again for them. Returns the
+    /// most removals in flight this pacer ever allows.
+    pub fn begin_kind(&mut self) -> usize {
+        if let Some(climb) = &mut self.climb {
+            climb.restart(Instant::now());
+        }
+        self.most
+    }
+
+    /// A removal answered (removed or refused): `auto` measures the rate.
+    pub fn completed(&mut self) {
+        let capped = self.cap < self.climb.as_ref().map_or(0, Climb::limit);
+        if let Some(climb) = &mut self.climb {
+            if capped {
+                climb.discard_round(Instant::now());
+            } else {
+                climb.completed(Instant::now());
+            }
+        }
+        self.lowest = self.lowest.min(self.limit());
     }
 
     /// Before a batch: go on (with how many in flight), or wait first.
     pub fn gate(&mut self) -> Gate {
         let (Some(pace), Some(read)) = (self.pace, self.read.as_mut()) else {
-            return Gate::Go(self.limit);
+            return Gate::Go(self.limit());
         };
-        let Some(pressure) = read() else {
-            return Gate::Go(self.limit);
+        let Reading::Share(pressure, window) = read() else {
+            return Gate::Go(self.limit());
         };
         self.readings += 1;
         self.max_seen = Some(self.max_seen.map_or(pressure, |m| m.max(pressure)));
-        if pressure <= pace.io_pressure_percent {
-            self.limit = (self.limit * 2).min(self.most);
-            return Gate::Go(self.limit);
+        let threshold = pace.io_pressure_percent;
+        if pressure <= threshold {
+            self.cap = (self.cap * 2).min(self.most);
+            return Gate::Go(self.limit());
         }
-        self.limit = (self.limit / 2).max(1);
-        self.lowest = self.lowest.min(self.limit);
+        self.cap = (self.limit() / 2).max(1);
+        self.lowest = self.lowest.min(self.cap);
         let budget = max_delay(pace).saturating_sub(self.waited);
         if budget.is_zero() {
             if !self.exhausted {
                 tracing::warn!(
                     pressure,
-                    threshold = pace.io_pressure_percent,
+                    threshold,
                     "safety.pace: I/O pressure still high after max_delay: going on one removal at a time"
                 );
             }
             self.exhausted = true;
-            self.limit = 1;
+            self.cap = 1;
             self.lowest = 1;
             return Gate::Go(1);
         }
-        tracing::info!(
+        // Long enough that the stall seen, spread over its window and the
+        // wait, is at the threshold.
+        let wait = window
+            .mul_f64(pressure / threshold - 1.0)
+            .clamp(MIN_WAIT, WAIT_STEP)
+            .min(budget);
+        tracing::debug!(
             pressure,
-            threshold = pace.io_pressure_percent,
-            concurrency = self.limit,
+            threshold,
+            concurrency = self.cap,
+            wait_ms = wait.as_millis(),
             "safety.pace: I/O pressure high, waiting"
         );
-        Gate::Wait(budget.min(WAIT_STEP))
+        Gate::Wait(wait)
     }
 
     /// Counts a wait that lasted `d`.
@@ -295,7 +277,7 @@ impl Pacer {
             max_delay_seconds: max_delay(pace).as_secs(),
             paced_seconds: (self.waited.as_secs_f64() * 1000.0).round() / 1000.0,
             readings: self.readings,
-            max_io_pressure_percent: self.max_seen,
+            max_io_pressure_percent: self.max_seen.map(|p| (p * 10.0).round() / 10.0),
             lowest_concurrency: self.lowest,
             delay_exhausted: self.exhausted,
         })
@@ -321,29 +303,24 @@ mod tests {
         }
     }
 
-    /// A pacer reading `figures` in turn (`None`: an unreadable file).
+    /// The window every test reading covers.
+    const WINDOW: Duration = Duration::from_millis(200);
+
+    /// A pacer of a fixed concurrency reading `figures` in turn, each over
+    /// [`WINDOW`] (`None`: an unreadable file).
     fn reading(pace: Pace, most: usize, figures: Vec<Option<f64>>) -> Pacer {
         let mut figures = figures.into_iter();
         Pacer::new(
             Some(pace),
-            most,
+            Concurrency::Fixed(most),
             Some("/proc/pressure/io".into()),
-            Some(Box::new(move || figures.next().expect("a figure left"))),
+            Some(Box::new(move || {
+                figures
+                    .next()
+                    .expect("a figure left")
+                    .map_or(Reading::Unreadable, |f| Reading::Share(f, WINDOW))
+            })),
         )
-    }
-
-    #[test]
-    fn the_some_lines_avg10_is_the_pressure() {
-        let text = "some avg10=12.34 avg60=0.87 avg300=0.22 total=58761459\n\
-                    full avg10=99.00 avg60=0.50 avg300=0.10 total=1000\n";
-        assert_eq!(some_avg10(text), Some(12.34));
-        assert_eq!(
-            some_avg10("full avg10=1.00 avg60=0 avg300=0 total=0\n"),
-            None
-        );
-        assert_eq!(some_avg10("some avg10=junk\n"), None);
-        assert_eq!(some_avg10("some avg10=250.00\n"), None);
-        assert_eq!(some_avg10(""), None);
     }
 
     #[test]
@@ -377,48 +354,59 @@ mod tests {
                 Some(5.0),
             ],
         );
-        assert_eq!(p.gate(), Gate::Wait(WAIT_STEP));
+        // 40% of 200 ms is 80 ms stalled: at 10% that is 800 ms in all,
+        // so 600 ms more.
+        assert_eq!(p.gate(), Gate::Wait(Duration::from_millis(600)));
         assert_eq!(p.limit(), 4);
-        p.waited(WAIT_STEP);
-        assert_eq!(p.gate(), Gate::Wait(WAIT_STEP));
-        p.waited(WAIT_STEP);
-        assert_eq!(p.gate(), Gate::Wait(WAIT_STEP));
+        p.waited(Duration::from_millis(600));
+        assert_eq!(p.gate(), Gate::Wait(Duration::from_millis(400)));
+        p.waited(Duration::from_millis(400));
+        assert_eq!(p.gate(), Gate::Wait(Duration::from_millis(200)));
         assert_eq!(p.limit(), 1);
-        p.waited(WAIT_STEP);
+        p.waited(Duration::from_millis(200));
         assert_eq!(p.gate(), Gate::Go(2));
         assert_eq!(p.gate(), Gate::Go(4));
         assert_eq!(p.gate(), Gate::Go(8));
         let r = p.report().unwrap();
-        assert!((r.paced_seconds - 6.0).abs() < f64::EPSILON);
+        assert!((r.paced_seconds - 1.2).abs() < 1e-9, "{r:?}");
         assert_eq!(r.max_io_pressure_percent, Some(40.0));
         assert_eq!(r.lowest_concurrency, 1);
         assert_eq!(
             r.to_string(),
-            "waited 6.0s for I/O pressure (up to 40.0%, threshold 10%), concurrency down to 1"
+            "waited 1.2s for I/O pressure (up to 40.0%, threshold 10%), concurrency down to 1"
         );
+    }
+
+    #[test]
+    fn a_wait_is_never_longer_than_a_step_nor_shorter_than_the_least() {
+        let mut p = reading(pace(10.0, "1m"), 4, vec![Some(100.0), Some(10.5)]);
+        // 200 ms all stalled would ask for 1.8 s more.
+        assert_eq!(p.gate(), Gate::Wait(WAIT_STEP));
+        // Barely over: 10 ms, raised to the least wait.
+        assert_eq!(p.gate(), Gate::Wait(MIN_WAIT));
     }
 
     #[test]
     fn past_max_delay_it_goes_on_one_at_a_time_without_waiting() {
         let mut p = reading(
-            pace(10.0, "3s"),
+            pace(10.0, "2s"),
             4,
-            vec![Some(50.0), Some(50.0), Some(50.0), Some(1.0)],
+            vec![Some(100.0), Some(100.0), Some(100.0), Some(1.0)],
         );
         assert_eq!(p.gate(), Gate::Wait(WAIT_STEP));
-        p.waited(WAIT_STEP);
+        p.waited(Duration::from_millis(1500));
         // What is left of the budget, not a whole step.
-        assert_eq!(p.gate(), Gate::Wait(Duration::from_secs(1)));
-        p.waited(Duration::from_secs(1));
+        assert_eq!(p.gate(), Gate::Wait(Duration::from_millis(500)));
+        p.waited(Duration::from_millis(500));
         assert_eq!(p.gate(), Gate::Go(1));
         assert!(p.report().unwrap().delay_exhausted);
         // Once the pressure falls it climbs back, without waiting again.
         assert_eq!(p.gate(), Gate::Go(2));
         let r = p.report().unwrap();
-        assert!((r.paced_seconds - 3.0).abs() < f64::EPSILON);
+        assert!((r.paced_seconds - 2.0).abs() < f64::EPSILON);
         assert!(
             r.to_string()
-                .ends_with("; max_delay 3s spent, the rest one at a time"),
+                .ends_with("; max_delay 2s spent, the rest one at a time"),
             "{r}"
         );
     }
@@ -428,81 +416,59 @@ mod tests {
         let mut p = reading(pace(10.0, "1m"), 4, vec![None, Some(50.0)]);
         assert_eq!(p.gate(), Gate::Go(4));
         assert_eq!(p.report().unwrap().readings, 0);
-        assert_eq!(p.gate(), Gate::Wait(WAIT_STEP));
+        assert!(matches!(p.gate(), Gate::Wait(_)));
+    }
+
+    #[test]
+    fn too_soon_to_read_goes_on_as_it_was() {
+        let mut figures = vec![Reading::Share(50.0, WINDOW), Reading::TooSoon].into_iter();
+        let mut p = Pacer::new(
+            Some(pace(10.0, "1m")),
+            Concurrency::Fixed(4),
+            Some("/proc/pressure/io".into()),
+            Some(Box::new(move || figures.next().unwrap())),
+        );
+        assert!(matches!(p.gate(), Gate::Wait(_)));
+        assert_eq!(p.gate(), Gate::Go(2));
+        assert_eq!(p.report().unwrap().readings, 1);
     }
 
     #[test]
     fn off_it_never_reads() {
-        let mut p = Pacer::new(None, 3, None, Some(Box::new(|| panic!("read while off"))));
+        let mut p = Pacer::new(
+            None,
+            Concurrency::Fixed(3),
+            None,
+            Some(Box::new(|| panic!("read while off"))),
+        );
         assert_eq!(p.gate(), Gate::Go(3));
         assert_eq!(p.report(), None);
     }
 
     #[test]
     fn no_psi_says_so() {
-        let p = Pacer::new(Some(pace(10.0, "1m")), 4, None, None);
+        let p = Pacer::new(Some(pace(10.0, "1m")), Concurrency::Fixed(4), None, None);
         let r = p.report().unwrap();
         assert_eq!(r.source, None);
         assert_eq!(r.to_string(), "no, the node shows no I/O pressure (PSI)");
     }
 
-    fn write(root: &Path, path: &str, text: &str) {
-        let path = root.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-
-    const PSI: &str =
-        "some avg10=3.00 avg60=0 avg300=0 total=1\nfull avg10=1.00 avg60=0 avg300=0 total=1\n";
-
     #[test]
-    fn the_systems_pressure_comes_first() {
-        let root = tempfile::tempdir().unwrap();
-        write(root.path(), "proc/pressure/io", PSI);
-        write(root.path(), "proc/self/cgroup", "0::/kubepods/pod1/c1\n");
-        write(
-            root.path(),
-            "sys/fs/cgroup/kubepods/pod1/c1/io.pressure",
-            PSI,
+    fn auto_starts_at_four_under_its_ceiling_and_pace_caps_it() {
+        let mut p = Pacer::new(
+            Some(pace(10.0, "1m")),
+            Concurrency::Auto,
+            Some("/proc/pressure/io".into()),
+            Some(Box::new(|| Reading::Share(80.0, WINDOW))),
         );
-        let source = PsiSource::find(root.path()).unwrap();
-        assert_eq!(source.path(), root.path().join("proc/pressure/io"));
-        assert_eq!(source.read(), Ok(3.0));
-    }
-
-    #[test]
-    fn without_it_the_own_cgroups_pressure_on_v2_or_hybrid() {
-        for base in ["sys/fs/cgroup", "sys/fs/cgroup/unified"] {
-            let root = tempfile::tempdir().unwrap();
-            write(
-                root.path(),
-                "proc/self/cgroup",
-                "4:memory:/x\n0::/kubepods/pod1/c1\n",
-            );
-            write(
-                root.path(),
-                &format!("{base}/kubepods/pod1/c1/io.pressure"),
-                PSI,
-            );
-            let source = PsiSource::find(root.path()).unwrap();
-            assert_eq!(
-                source.path(),
-                root.path().join(base).join("kubepods/pod1/c1/io.pressure")
-            );
+        assert_eq!(p.most(), adapt::CEILING);
+        assert_eq!(p.limit(), adapt::START);
+        assert!(matches!(p.gate(), Gate::Wait(_)));
+        assert_eq!(p.limit(), adapt::START / 2);
+        // Removals under the cap measure the cap, not the climb: no raise.
+        for _ in 0..1000 {
+            p.completed();
         }
-    }
-
-    #[test]
-    fn with_neither_it_says_what_it_tried() {
-        let root = tempfile::tempdir().unwrap();
-        write(root.path(), "proc/self/cgroup", "0::/\n");
-        // PSI compiled in but off (`psi=0`) reads as an error; junk too.
-        write(root.path(), "sys/fs/cgroup/io.pressure", "junk\n");
-        let tried = PsiSource::find(root.path()).unwrap_err();
-        assert!(tried.contains("proc/pressure/io: No such file"), "{tried}");
-        assert!(
-            tried.contains("sys/fs/cgroup/io.pressure: no `some avg10=`"),
-            "{tried}"
-        );
+        assert_eq!(p.limit(), adapt::START / 2);
     }
 }

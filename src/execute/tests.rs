@@ -257,7 +257,7 @@ async fn after_a_recheck_fails_nothing_more_is_asked_of_the_engine() {
     let mut engine = MemoryEngine::new(node_of_containers(20));
     engine.rechecks_answered = Some(3);
     let mut p = policy();
-    p.safety.concurrency = crate::policy::Concurrency(1);
+    p.safety.concurrency = crate::policy::Concurrency::Fixed(1);
     let planned = plan(&engine.inventory().await.unwrap(), &p, Utc::now());
     let outcomes = execute(
         &engine,
@@ -304,7 +304,7 @@ async fn concurrency_is_bounded_by_the_policy() {
     let mut engine = MemoryEngine::new(node_of_containers(20));
     engine.removal_delay = Duration::from_millis(20);
     let mut policy = policy();
-    policy.safety.concurrency = crate::policy::Concurrency(3);
+    policy.safety.concurrency = crate::policy::Concurrency::Fixed(3);
     let p = plan(&engine.inventory().await.unwrap(), &policy, Utc::now());
     let mut seen = Vec::new();
     let outcomes = execute(
@@ -457,7 +457,7 @@ fn images_by_disk(n: usize, low_percent: u8) -> (MemoryEngine, Plan, Policy, tem
         high_percent: 100,
         low_percent,
     });
-    p.safety.concurrency = crate::policy::Concurrency(1);
+    p.safety.concurrency = crate::policy::Concurrency::Fixed(1);
     let engine = MemoryEngine::new(inv.clone());
     // The planner would keep them all (the temporary directory's disk is
     // not over 100%): plan them as the disk rules would under pressure.
@@ -594,7 +594,7 @@ async fn stopped_after(
     mut policy: Policy,
     after: Duration,
 ) -> (Plan, Vec<Outcome>, Duration) {
-    policy.safety.concurrency = crate::policy::Concurrency(1);
+    policy.safety.concurrency = crate::policy::Concurrency::Fixed(1);
     let planned = plan(&engine.inventory().await.unwrap(), &policy, Utc::now());
     let shutdown = Shutdown::new();
     let mut pacer = Pacer::for_policy(&policy);
@@ -731,8 +731,9 @@ async fn a_removal_acts_on_the_object_its_recheck_found() {
     assert!(state.images.iter().any(|i| i.id == "sha256:a"));
 }
 
-/// A pacer for tests: `safety.pace` at 10%, `max_delay`, reading
-/// `figures` in turn and then 0.
+/// A pacer for tests: `safety.pace` at 10%, `max_delay`, a fixed
+/// concurrency of `most`, reading `figures` in turn and then 0, each over
+/// a window of 200 ms.
 fn pacer_reading(max_delay: &str, most: usize, figures: Vec<f64>) -> Pacer {
     let mut figures = figures.into_iter();
     Pacer::new(
@@ -740,9 +741,14 @@ fn pacer_reading(max_delay: &str, most: usize, figures: Vec<f64>) -> Pacer {
             io_pressure_percent: 10.0,
             max_delay: max_delay.parse().unwrap(),
         }),
-        most,
+        crate::policy::Concurrency::Fixed(most),
         Some("/proc/pressure/io".into()),
-        Some(Box::new(move || Some(figures.next().unwrap_or(0.0)))),
+        Some(Box::new(move || {
+            crate::execute::Reading::Share(
+                figures.next().unwrap_or(0.0),
+                Duration::from_millis(200),
+            )
+        })),
     )
 }
 
@@ -757,12 +763,11 @@ async fn under_io_pressure_removals_wait_and_fewer_are_in_flight() {
     let (_, outcomes) = run_paced(&engine, &mut pacer, &Shutdown::new()).await;
     assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
     let report = pacer.report().unwrap();
-    // Three waits of WAIT_STEP, each before any removal began.
-    assert!(
-        (report.paced_seconds - 3.0 * WAIT_STEP.as_secs_f64()).abs() < 0.01,
-        "{report:?}"
-    );
-    assert!(began.elapsed() >= 3 * WAIT_STEP);
+    // Three waits, each before any removal began, each long enough that
+    // the stall of its 200 ms window comes to 10% over both: 800, 400
+    // and 200 ms.
+    assert!((report.paced_seconds - 1.4).abs() < 0.01, "{report:?}");
+    assert!(began.elapsed() >= Duration::from_millis(1400));
     assert_eq!(report.lowest_concurrency, 1);
     assert_eq!(report.max_io_pressure_percent, Some(50.0));
     // The first batch went at the lowest concurrency, the next climbed back.

@@ -379,7 +379,7 @@ impl Default for Safety {
     fn default() -> Self {
         Self {
             max_deletions: 1000,
-            concurrency: Concurrency(4),
+            concurrency: Concurrency::Auto,
             max_plan_age: Age::hours(24),
             pace: None,
         }
@@ -387,7 +387,8 @@ impl Default for Safety {
 }
 
 /// How removals yield to the node's I/O: while the I/O pressure (PSI
-/// `some avg10`, in percent) is above `io_pressure_percent`, fewer
+/// `some`: the share of the time since its last reading that some task
+/// waited on I/O, in percent) is above `io_pressure_percent`, fewer
 /// removals are in flight and safeprune waits, at most `max_delay` in all
 /// per run; past that it goes on one removal at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

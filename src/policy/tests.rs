@@ -39,7 +39,7 @@ fn builtin_policy_has_the_documented_values() {
     assert!(!p.volumes.enabled);
     assert_eq!(p.volumes.min_age, Age::hours(168));
     assert_eq!(p.safety.max_deletions, 1000);
-    assert_eq!(p.safety.concurrency, Concurrency(4));
+    assert_eq!(p.safety.concurrency, Concurrency::Auto);
     assert_eq!(p.lock_file, PathBuf::from("/run/safeprune.lock"));
     assert_eq!(p.timezone, Timezone::Utc);
     assert_eq!(p.schedule_jitter, Age::zero());

@@ -47,17 +47,64 @@ impl<'de> Deserialize<'de> for Version {
     }
 }
 
-/// At least one removal at a time, at most 64.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(transparent)]
-pub struct Concurrency(pub usize);
+/// Removals in flight at once: a fixed number, 1 to 64, or `auto`, as many
+/// as the engine keeps up with (`execute::adapt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Concurrency {
+    /// Exactly this many at most.
+    Fixed(usize),
+    /// From 4, climbing while the engine keeps up, to at most 32.
+    Auto,
+}
+
+impl Serialize for Concurrency {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Fixed(n) => s.serialize_u64(*n as u64),
+            Self::Auto => s.serialize_str("auto"),
+        }
+    }
+}
 
 impl<'de> Deserialize<'de> for Concurrency {
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        de.deserialize_u64(Integer(|n| match usize::try_from(n) {
-            Ok(n) if (1..=64).contains(&n) => Ok(Self(n)),
-            _ => Err(format!("concurrency {n} is out of range: use 1 to 64")),
-        }))
+        struct Either;
+        impl Visitor<'_> for Either {
+            type Value = Concurrency;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a whole number from 1 to 64, or auto")
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Concurrency, E> {
+                match usize::try_from(n) {
+                    Ok(n) if (1..=64).contains(&n) => Ok(Concurrency::Fixed(n)),
+                    _ => Err(E::custom(format!(
+                        "concurrency {n} is out of range: use 1 to 64, or auto"
+                    ))),
+                }
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Concurrency, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom(format!(
+                        "concurrency {v} is out of range: use 1 to 64, or auto"
+                    ))),
+                }
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Concurrency, E> {
+                if v == "auto" {
+                    Ok(Concurrency::Auto)
+                } else {
+                    Err(E::custom(format!(
+                        "concurrency {v:?} is not a number: use 1 to 64, or auto"
+                    )))
+                }
+            }
+        }
+        de.deserialize_any(Either)
     }
 }
 

@@ -152,7 +152,7 @@ fn measured_families(out: &mut Exposition, report: &Report) {
         if let Some(max) = pace.max_io_pressure_percent {
             out.gauge(
                 "safeprune_last_run_io_pressure_max_ratio",
-                "The highest I/O pressure (PSI some avg10, 0 to 1) the last run read before its removal batches (safety.pace).",
+                "The highest I/O pressure (PSI some: the share of a window stalled, 0 to 1) the last run read before its removal batches (safety.pace).",
                 [(vec![], (max / 100.0).to_string())],
             );
         }

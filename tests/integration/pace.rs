@@ -18,7 +18,7 @@ use util::containerd::PrivateContainerd;
 use util::docker::PrivateDockerd;
 use util::node::{Cli, Runtime};
 
-/// The threshold the paced runs are given, percent of `some avg10`.
+/// The threshold the paced runs are given, percent of PSI `some`.
 const THRESHOLD: f64 = 15.0;
 
 /// How long the paced runs may wait in all.

@@ -118,7 +118,10 @@ impl Drop for IoWriters {
             let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGKILL);
             let _ = w.wait();
         }
-        let _ = Command::new("umount").arg(&self.mountpoint).status();
+        // A killed writer's dd may still hold its file for a moment: a
+        // lazy unmount lets the mount go with it, so that the directory
+        // is removed and no mount is left behind.
+        let _ = Command::new("umount").arg("-l").arg(&self.mountpoint).status();
         eprintln!("writers in {} stopped", self.path().display());
     }
 }

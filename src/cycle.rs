@@ -226,6 +226,9 @@ async fn locked_cycle(
     // Every run holds the lock, a dry one too (docs/design.md): its report is
     // "the last run's", and it must not interleave with a real run.
     let _lock = lock(&policy.lock_file)?;
+    // kubelet applies its file when it restarts: each run and each daemon
+    // cycle reads it again (a file gone or broken fails the cycle, exit 2).
+    let policy = &*policy.with_kubelet_reread()?;
     // Open the audit log before anything is removed: a bad path stops the
     // cycle while nothing has happened yet.
     let mut audit = match configured(&policy.report.audit_log) {

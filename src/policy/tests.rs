@@ -1,3 +1,4 @@
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -562,4 +563,32 @@ fn from_kubelet_refuses_what_it_cannot_use() {
     }
     let e = err("images:\n  disk:\n    from_kubelet:\n");
     assert!(e.contains("has no value"), "{e}");
+}
+
+#[test]
+fn a_run_reads_kubelets_configuration_again() {
+    let head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+    let (_dir, path) = kubelet_file(head);
+    let p = parse(&format!(
+        "images: {{disk: {{from_kubelet: {}}}}}",
+        path.display()
+    ))
+    .unwrap();
+    assert!(matches!(p.with_kubelet_reread().unwrap(), Cow::Borrowed(_)));
+    // kubelet restarted with new thresholds: the watermarks follow.
+    std::fs::write(&path, format!("{head}imageGCHighThresholdPercent: 95\n")).unwrap();
+    let again = p.with_kubelet_reread().unwrap();
+    let disk = again.images.disk.as_ref().unwrap();
+    assert_eq!((disk.high_percent, disk.low_percent), (90, 75));
+    // Gone: the run fails, naming the file.
+    std::fs::remove_file(&path).unwrap();
+    let e = p.with_kubelet_reread().unwrap_err();
+    assert!(matches!(e, PolicyError::Kubelet { .. }), "{e}");
+    assert!(e.to_string().contains("no such file"), "{e}");
+    // Without from_kubelet nothing is read.
+    let plain = Policy::builtin();
+    assert!(matches!(
+        plain.with_kubelet_reread().unwrap(),
+        Cow::Borrowed(_)
+    ));
 }

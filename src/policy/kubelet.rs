@@ -287,8 +287,7 @@ fn go_duration(text: &str) -> Result<Age, String> {
     }
     #[expect(
         clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        reason = "checked above: positive and under i64::MAX"
+        reason = "checked above: under i64::MAX"
     )]
     let seconds = (nanos / 1e9).ceil() as i64;
     Ok(Age::seconds(seconds))

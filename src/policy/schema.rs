@@ -262,8 +262,9 @@ pub struct DiskWatermarks {
     pub high_percent: u8,
     pub low_percent: u8,
     /// With `from_kubelet`: kubelet's configuration as read, which the
-    /// percents above come from.
-    pub kubelet: Option<KubeletImageGc>,
+    /// percents above come from (boxed: every policy carries this field,
+    /// and the daemon's future holds policies).
+    pub kubelet: Option<Box<KubeletImageGc>>,
 }
 
 impl DiskWatermarks {
@@ -285,7 +286,7 @@ impl DiskWatermarks {
         Self {
             high_percent,
             low_percent,
-            kubelet: Some(kubelet),
+            kubelet: Some(Box::new(kubelet)),
         }
     }
 }

@@ -3,7 +3,6 @@
 //! default), the entry points that parse it, [`PolicyError`], and the place
 //! a YAML error is reported at.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -92,7 +91,7 @@ impl Policy {
     /// set the watermarks.
     #[must_use]
     pub fn kubelet(&self) -> Option<&KubeletImageGc> {
-        self.images.disk.as_ref()?.kubelet.as_ref()
+        self.images.disk.as_ref()?.kubelet.as_deref()
     }
 
     /// What `images.disk.from_kubelet` derived and from where, as `check`
@@ -109,20 +108,21 @@ impl Policy {
         Some(format!("{kubelet}{stricter}"))
     }
 
-    /// The policy with kubelet's configuration read again, for a run or a
-    /// daemon cycle: kubelet applies its file when it restarts, and the
-    /// watermarks follow it. Borrowed when there is none, or nothing
-    /// changed; a change is logged.
+    /// kubelet's configuration read again, for a run or a daemon cycle:
+    /// kubelet applies its file when it restarts, and the watermarks
+    /// follow it. `Some`: the policy with what changed (boxed: the
+    /// daemon's future holds it), which is logged; `None`: no
+    /// `from_kubelet`, or nothing changed.
     ///
     /// # Errors
     /// The file can no longer be read, or kubelet would not accept it.
-    pub fn with_kubelet_reread(&self) -> Result<Cow<'_, Self>, PolicyError> {
+    pub fn kubelet_reread(&self) -> Result<Option<Box<Self>>, PolicyError> {
         let Some(before) = self.kubelet() else {
-            return Ok(Cow::Borrowed(self));
+            return Ok(None);
         };
         let now = KubeletImageGc::read(&before.path)?;
         if &now == before {
-            return Ok(Cow::Borrowed(self));
+            return Ok(None);
         }
         tracing::info!(
             path = %now.path.display(),
@@ -130,9 +130,9 @@ impl Policy {
             now = %now,
             "kubelet's configuration changed: the disk watermarks follow it"
         );
-        let mut policy = self.clone();
+        let mut policy = Box::new(self.clone());
         policy.images.disk = Some(DiskWatermarks::from_kubelet(now));
-        Ok(Cow::Owned(policy))
+        Ok(Some(policy))
     }
 
     /// The policy rendered back as YAML, every default filled in.

@@ -5,19 +5,11 @@
 //! an image younger than kubelet's `imageMinimumGCAge` with that reason,
 //! though `images.min_age` is 0.
 
+use crate::disk_pressure::percent;
 use crate::util;
 
-use std::path::Path;
-
-use util::df;
 use util::docker::PrivateDockerd;
 use util::node::{Cli, Runtime, decision};
-
-#[expect(clippy::cast_precision_loss, reason = "a percentage")]
-fn percent(path: &Path) -> f64 {
-    let (used, avail) = df(path);
-    used as f64 * 100.0 / (used + avail) as f64
-}
 
 /// A kubelet configuration as kubeadm lays it out, with the image garbage
 /// collection fields an operator tunes.
@@ -85,7 +77,11 @@ async fn under_pressure_the_plan_follows_kubelets_thresholds_and_minimum_age() {
     // kubelet's high threshold 3 points over the usage: safeprune's is 2
     // under it, so it prunes; its low, 1%, cannot be reached, so every
     // image old enough goes.
-    std::fs::write(&kubelet, kubelet_config(full + 3, 6, &format!("{FLOOR_SECONDS}s"))).unwrap();
+    std::fs::write(
+        &kubelet,
+        kubelet_config(full + 3, 6, &format!("{FLOOR_SECONDS}s")),
+    )
+    .unwrap();
     let report = plan(full - 2, 1);
     for id in &ids {
         let d = decision(&report, id);
@@ -103,7 +99,11 @@ async fn under_pressure_the_plan_follows_kubelets_thresholds_and_minimum_age() {
 
     // kubelet's threshold now 6 over the usage: safeprune's, 1 over it,
     // is not reached, and the file is read again for this plan.
-    std::fs::write(&kubelet, kubelet_config(full + 6, 6, "2m0s")).unwrap();
+    std::fs::write(
+        &kubelet,
+        kubelet_config(full + 6, 6, &format!("0m{FLOOR_SECONDS}s")),
+    )
+    .unwrap();
     let report = plan(full + 1, 1);
     for id in &ids {
         let d = decision(&report, id);
@@ -116,6 +116,9 @@ async fn under_pressure_the_plan_follows_kubelets_thresholds_and_minimum_age() {
     }
     // Nothing was removed by a plan.
     for id in ids.iter().chain([&fresh]) {
-        assert!(engine.docker().inspect_image(id).await.is_ok(), "{id} is gone");
+        assert!(
+            engine.docker().inspect_image(id).await.is_ok(),
+            "{id} is gone"
+        );
     }
 }

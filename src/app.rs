@@ -28,16 +28,29 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
     );
     let policy = source.load()?;
     tracing::debug!(source = ?source, "policy loaded");
+    let kubelet = policy.kubelet_summary();
+    if let Some(summary) = &kubelet {
+        tracing::info!(%summary, "disk watermarks from kubelet's configuration");
+    }
+    // `check` and `plan` say what they derived from kubelet's file, on
+    // stderr: stdout is the policy or the report.
+    let say_kubelet = || {
+        if let Some(summary) = kubelet.as_ref().filter(|_| !cli.quiet) {
+            eprintln_lossy(&format!("safeprune: {summary}"));
+        }
+    };
     match &cli.command {
         Command::Check => {
             // stdout holds only the policy, so it can be saved and diffed.
             if !cli.quiet {
                 eprintln_lossy(&format!("safeprune: policy from {source}"));
             }
+            say_kubelet();
             print_lossy(&policy.to_yaml());
             Ok(())
         }
         Command::Plan(args) => {
+            say_kubelet();
             let compared = args.compare.map(compared_command);
             // A command of another runtime than the policy names is
             // refused before anything is contacted (exit 2's promise).

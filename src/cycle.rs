@@ -225,7 +225,8 @@ async fn locked_cycle(
 ) -> Result<(Report, Option<AppError>), AppError> {
     // Every run holds the lock, a dry one too (docs/design.md): its report is
     // "the last run's", and it must not interleave with a real run.
-    let _lock = lock(&policy.lock_file)?;
+    let (_lock, reread) = lock_and_reread(policy)?;
+    let policy = reread.as_deref().unwrap_or(policy);
     // Open the audit log before anything is removed: a bad path stops the
     // cycle while nothing has happened yet.
     let mut audit = match configured(&policy.report.audit_log) {
@@ -329,6 +330,15 @@ async fn locked_cycle(
             })
     });
     Ok((report, unwritten))
+}
+
+/// Takes the lock, then reads kubelet's configuration again
+/// (`images.disk.from_kubelet`): kubelet applies its file when it
+/// restarts, so each run and daemon cycle follows it. The policy with what
+/// changed, if anything did.
+fn lock_and_reread(policy: &Policy) -> Result<(File, Option<Box<Policy>>), AppError> {
+    let lock = lock(&policy.lock_file)?;
+    Ok((lock, policy.kubelet_reread()?))
 }
 
 /// Takes the exclusive, non-blocking flock of docs/design.md, held while the

@@ -497,7 +497,7 @@ fn removals_of<'a>(
 /// The image file system to watch and its `low_percent`, when the plan
 /// weighed images by disk pressure.
 fn disk_target(plan: &Plan, policy: &Policy) -> Option<(std::path::PathBuf, u8)> {
-    let disk = policy.images.disk?;
+    let disk = policy.images.disk.as_ref()?;
     let fs = plan.image_fs.as_ref()?;
     Some((std::path::PathBuf::from(&fs.path), disk.low_percent))
 }

@@ -12,8 +12,11 @@
 //! - `source.rs`: where the policy comes from ([`PolicySource`]) and how it
 //!   is parsed and loaded ([`PolicyError`]);
 //! - `read.rs`, `trust.rs`, `scan.rs`: reading the file, whether root may
-//!   trust it, and the first pass over its YAML before serde.
+//!   trust it, and the first pass over its YAML before serde;
+//! - `kubelet.rs`: kubelet's image garbage collection, read from its
+//!   configuration file for `images.disk.from_kubelet`.
 
+mod kubelet;
 mod read;
 mod scan;
 mod schema;
@@ -21,6 +24,7 @@ mod source;
 mod trust;
 mod values;
 
+pub use kubelet::{KUBELET_CONFIG_PATH, KubeletImageGc, MARGIN_POINTS, Setting};
 pub use read::{MAX_POLICY_BYTES, read_policy_file};
 pub use schema::{
     BuildCacheRules, ContainerRules, ContainerdConfig, DiskWatermarks, DockerConfig, ImageMode,

@@ -453,10 +453,7 @@ fn images_by_disk(n: usize, low_percent: u8) -> (MemoryEngine, Plan, Policy, tem
         ..Inventory::default()
     };
     let mut p = policy();
-    p.images.disk = Some(crate::policy::DiskWatermarks {
-        high_percent: 100,
-        low_percent,
-    });
+    p.images.disk = Some(crate::policy::DiskWatermarks::percents(100, low_percent));
     p.safety.concurrency = crate::policy::Concurrency::Fixed(1);
     let engine = MemoryEngine::new(inv.clone());
     // The planner would keep them all (the temporary directory's disk is

@@ -327,10 +327,7 @@ proptest! {
         });
         let mut by_disk = policy.clone();
         by_disk.images.keep_recent = keep_recent;
-        by_disk.images.disk = Some(crate::policy::DiskWatermarks {
-            high_percent: high,
-            low_percent: high.saturating_sub(gap),
-        });
+        by_disk.images.disk = Some(crate::policy::DiskWatermarks::percents(high, high.saturating_sub(gap)));
         let p = plan(&inv, &by_disk, now());
         for (d, before) in p.decisions.iter().zip(&plain.decisions) {
             prop_assert_eq!((d.kind, &d.id), (before.kind, &before.id));

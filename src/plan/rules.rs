@@ -445,6 +445,20 @@ fn image_rules(
             ),
         );
     }
+    // With `images.disk.from_kubelet`, kubelet's own floor too: the
+    // stricter of the two keeps.
+    if let Some(kubelet) = policy.kubelet()
+        && too_young(last_use.map(|u| u.at), kubelet.minimum_gc_age.value, now)
+    {
+        return d(
+            Rule::TooYoung,
+            format!(
+                "last used {}, younger than kubelet's imageMinimumGCAge {}",
+                used_ago(last_use, now),
+                kubelet.minimum_gc_age.value
+            ),
+        );
+    }
     d(
         Rule::Eligible,
         format!("unused, last used {}", used_ago(last_use, now)),
@@ -535,7 +549,7 @@ fn recency_and_disk(
             }
         }
     }
-    let Some(disk) = rules.disk else {
+    let Some(disk) = &rules.disk else {
         return;
     };
     let mut candidates: Vec<usize> = (0..images.len())

@@ -494,10 +494,7 @@ fn fs(used: u64) -> crate::inventory::FsUsage {
 
 fn disk_policy(high: u8, low: u8, keep_recent: u32) -> Policy {
     let mut p = Policy::builtin();
-    p.images.disk = Some(crate::policy::DiskWatermarks {
-        high_percent: high,
-        low_percent: low,
-    });
+    p.images.disk = Some(crate::policy::DiskWatermarks::percents(high, low));
     p.images.keep_recent = keep_recent;
     p
 }
@@ -788,4 +785,79 @@ fn within_a_reviewed_plan_what_it_does_not_delete_is_kept_and_holds_its_image() 
     // Nothing outside it is deleted, whatever the rules say.
     let p = plan_within(&inv, &Policy::builtin(), now(), &Within::new());
     assert_eq!(p.deletion_count(), 0);
+}
+
+/// `images.disk.from_kubelet` with kubelet's thresholds `high` and `low`
+/// and `imageMinimumGCAge` of `floor_hours`.
+fn kubelet_policy(high: u8, low: u8, floor_hours: i64) -> Policy {
+    use crate::policy::{Age, DiskWatermarks, KubeletImageGc, Setting};
+    let written = |value| Setting {
+        value,
+        written: true,
+    };
+    let mut p = Policy::builtin();
+    p.images.disk = Some(DiskWatermarks::from_kubelet(KubeletImageGc {
+        path: "/var/lib/kubelet/config.yaml".into(),
+        high_threshold: written(high),
+        low_threshold: written(low),
+        minimum_gc_age: Setting {
+            value: Age::hours(floor_hours),
+            written: true,
+        },
+    }));
+    p
+}
+
+#[test]
+fn from_kubelet_prunes_below_kubelets_thresholds_and_never_under_its_minimum_age() {
+    // kubelet 90/80 gives 85/75; 90% full, each image 100 bytes (10
+    // points): two go.
+    let inv = Inventory {
+        images: vec![
+            sized("sha256:a", &["a:1"], 1, 100),
+            sized("sha256:b", &["b:1"], 72, 100),
+            sized("sha256:c", &["c:1"], 48, 100),
+            sized("sha256:d", &["d:1"], 96, 100),
+        ],
+        image_fs: Some(fs(900)),
+        ..Inventory::default()
+    };
+    let mut policy = kubelet_policy(90, 80, 2);
+    policy.images.min_age = crate::policy::Age::zero();
+    let p = plan(&inv, &policy, now());
+    assert_eq!(
+        rules(&p, &["sha256:a", "sha256:b", "sha256:c", "sha256:d"]),
+        [
+            Rule::TooYoung,
+            Rule::Eligible,
+            Rule::LruNotNeeded,
+            Rule::Eligible
+        ]
+    );
+    assert_eq!(
+        find(&p, Kind::Image, "sha256:a").detail,
+        "last used 1h ago (image created), younger than kubelet's imageMinimumGCAge 2h"
+    );
+    assert!(
+        find(&p, Kind::Image, "sha256:c")
+            .detail
+            .contains("at or under low_percent 75"),
+    );
+    // At 85% full, under kubelet's 90 but not over safeprune's 85: kept.
+    let at_85 = Inventory {
+        image_fs: Some(fs(850)),
+        ..inv.clone()
+    };
+    let p = plan(&at_85, &policy, now());
+    assert_eq!(
+        find(&p, Kind::Image, "sha256:b").detail,
+        "the image file system is 85% full, at or under high_percent 85"
+    );
+    // The stricter floor keeps, and names itself.
+    policy.images.min_age = crate::policy::Age::hours(3);
+    let p = plan(&inv, &policy, now());
+    assert_eq!(
+        find(&p, Kind::Image, "sha256:a").detail,
+        "last used 1h ago (image created), younger than min_age 3h"
+    );
 }

@@ -8,9 +8,10 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use super::kubelet::{KUBELET_CONFIG_PATH, KubeletImageGc};
 use super::values::{
     Age, Concurrency, LabelRule, Listen, Pattern, Schedule, Version, absolute_path, endpoint,
-    report_path, texts,
+    kubelet_config_path, report_path, texts,
 };
 
 /// The whole policy, with every default filled in.
@@ -253,10 +254,57 @@ pub struct ImageRules {
 
 /// When images are pruned by disk pressure: while the image store's file
 /// system is fuller than `high_percent`, until it is at `low_percent`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Written as both percents (each with its default), or as
+/// `from_kubelet`, which derives both from kubelet's image garbage
+/// collection (and adds its `imageMinimumGCAge` to the image age rules).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiskWatermarks {
     pub high_percent: u8,
     pub low_percent: u8,
+    /// With `from_kubelet`: kubelet's configuration as read, which the
+    /// percents above come from (boxed: every policy carries this field,
+    /// and the daemon's future holds policies).
+    pub kubelet: Option<Box<KubeletImageGc>>,
+}
+
+impl DiskWatermarks {
+    /// Watermarks written as percents.
+    #[must_use]
+    pub fn percents(high_percent: u8, low_percent: u8) -> Self {
+        Self {
+            high_percent,
+            low_percent,
+            kubelet: None,
+        }
+    }
+
+    /// Watermarks a margin under kubelet's thresholds
+    /// ([`KubeletImageGc::watermarks`]).
+    #[must_use]
+    pub fn from_kubelet(kubelet: KubeletImageGc) -> Self {
+        let (high_percent, low_percent) = kubelet.watermarks();
+        Self {
+            high_percent,
+            low_percent,
+            kubelet: Some(Box::new(kubelet)),
+        }
+    }
+}
+
+/// As `check` prints it, so that it reads back the same: the percents, or
+/// `from_kubelet` with its path (what was read from it goes to stderr).
+impl Serialize for DiskWatermarks {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        if let Some(kubelet) = &self.kubelet {
+            map.serialize_entry("from_kubelet", &kubelet.path)?;
+        } else {
+            map.serialize_entry("high_percent", &self.high_percent)?;
+            map.serialize_entry("low_percent", &self.low_percent)?;
+        }
+        map.end()
+    }
 }
 
 impl<'de> Deserialize<'de> for DiskWatermarks {
@@ -264,22 +312,37 @@ impl<'de> Deserialize<'de> for DiskWatermarks {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Written {
-            #[serde(default = "default_high_percent")]
-            high_percent: u64,
-            #[serde(default = "default_low_percent")]
-            low_percent: u64,
+            high_percent: Option<u64>,
+            low_percent: Option<u64>,
+            #[serde(default, deserialize_with = "from_kubelet")]
+            from_kubelet: Option<PathBuf>,
+        }
+        fn from_kubelet<'de, D: Deserializer<'de>>(de: D) -> Result<Option<PathBuf>, D::Error> {
+            kubelet_config_path(de, KUBELET_CONFIG_PATH).map(Some)
         }
         let w = Written::deserialize(de)?;
+        if let Some(path) = w.from_kubelet {
+            if w.high_percent.is_some() || w.low_percent.is_some() {
+                return Err(serde::de::Error::custom(
+                    "from_kubelet sets high_percent and low_percent from kubelet's thresholds: \
+                     write either from_kubelet or the percents, not both",
+                ));
+            }
+            // Read now, so that `check` refuses what `run` would.
+            return KubeletImageGc::read(&path)
+                .map(Self::from_kubelet)
+                .map_err(serde::de::Error::custom);
+        }
+        let high = w.high_percent.unwrap_or_else(default_high_percent);
+        let low = w.low_percent.unwrap_or_else(default_low_percent);
         let percent = |v: u64| u8::try_from(v).ok().filter(|p| *p <= 100);
-        match (percent(w.high_percent), percent(w.low_percent)) {
-            (Some(high_percent), Some(low_percent)) if low_percent < high_percent => Ok(Self {
-                high_percent,
-                low_percent,
-            }),
+        match (percent(high), percent(low)) {
+            (Some(high_percent), Some(low_percent)) if low_percent < high_percent => {
+                Ok(Self::percents(high_percent, low_percent))
+            }
             _ => Err(serde::de::Error::custom(format!(
-                "disk watermarks high_percent {} and low_percent {} do not fit: write whole \
-                 percents from 0 to 100, low_percent under high_percent (e.g. 85 and 70)",
-                w.high_percent, w.low_percent
+                "disk watermarks high_percent {high} and low_percent {low} do not fit: write whole \
+                 percents from 0 to 100, low_percent under high_percent (e.g. 85 and 70)"
             ))),
         }
     }

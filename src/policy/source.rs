@@ -6,9 +6,10 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use super::kubelet::KubeletImageGc;
 use super::read::{MAX_POLICY_BYTES, read_policy_file};
 use super::scan;
-use super::schema::Policy;
+use super::schema::{DiskWatermarks, Policy};
 
 /// The documented default policy, byte for byte.
 pub const DEFAULT_POLICY_YAML: &str = include_str!("../../config/policy.yaml");
@@ -36,6 +37,13 @@ pub enum PolicyError {
         path.display()
     )]
     Untrusted { path: PathBuf, why: String },
+    /// kubelet's configuration (`images.disk.from_kubelet`) cannot be
+    /// read, or is not one kubelet would accept.
+    #[error(
+        "cannot use kubelet's configuration {} (images.disk.from_kubelet): {message}",
+        path.display()
+    )]
+    Kubelet { path: PathBuf, message: String },
 }
 
 impl Policy {
@@ -77,6 +85,54 @@ impl Policy {
     pub fn load(path: &Path) -> Result<Self, PolicyError> {
         let text = read_policy_file(path)?;
         Self::from_yaml(&text, &path.display().to_string())
+    }
+
+    /// kubelet's image garbage collection, when `images.disk.from_kubelet`
+    /// set the watermarks.
+    #[must_use]
+    pub fn kubelet(&self) -> Option<&KubeletImageGc> {
+        self.images.disk.as_ref()?.kubelet.as_deref()
+    }
+
+    /// What `images.disk.from_kubelet` derived and from where, as `check`
+    /// and `plan` print it; `None` without it.
+    #[must_use]
+    pub fn kubelet_summary(&self) -> Option<String> {
+        let kubelet = self.kubelet()?;
+        let min_age = self.images.min_age;
+        let stricter = if min_age >= kubelet.minimum_gc_age.value {
+            format!(" (images.min_age {min_age} is the stricter, and applies)")
+        } else {
+            String::new()
+        };
+        Some(format!("{kubelet}{stricter}"))
+    }
+
+    /// kubelet's configuration read again, for a run or a daemon cycle:
+    /// kubelet applies its file when it restarts, and the watermarks
+    /// follow it. `Some`: the policy with what changed (boxed: the
+    /// daemon's future holds it), which is logged; `None`: no
+    /// `from_kubelet`, or nothing changed.
+    ///
+    /// # Errors
+    /// The file can no longer be read, or kubelet would not accept it.
+    pub fn kubelet_reread(&self) -> Result<Option<Box<Self>>, PolicyError> {
+        let Some(before) = self.kubelet() else {
+            return Ok(None);
+        };
+        let now = KubeletImageGc::read(&before.path)?;
+        if &now == before {
+            return Ok(None);
+        }
+        tracing::info!(
+            path = %now.path.display(),
+            before = %before,
+            now = %now,
+            "kubelet's configuration changed: the disk watermarks follow it"
+        );
+        let mut policy = Box::new(self.clone());
+        policy.images.disk = Some(DiskWatermarks::from_kubelet(now));
+        Ok(Some(policy))
     }
 
     /// The policy rendered back as YAML, every default filled in.

@@ -129,6 +129,11 @@ impl Age {
         Self(chrono::Duration::minutes(m))
     }
 
+    #[must_use]
+    pub fn seconds(s: i64) -> Self {
+        Self(chrono::Duration::seconds(s))
+    }
+
     /// The span as chrono's duration, for arithmetic on timestamps.
     #[must_use]
     pub fn as_duration(self) -> chrono::Duration {
@@ -637,6 +642,42 @@ fn path_fault(text: &str) -> Option<String> {
 pub(super) fn absolute_path<'de, D: Deserializer<'de>>(de: D) -> Result<PathBuf, D::Error> {
     de.deserialize_str(Checked(|text: &str| path_fault(text).map_or(Ok(()), Err)))
         .map(PathBuf::from)
+}
+
+/// `images.disk.from_kubelet`: the absolute path of kubelet's
+/// configuration, or `true` for `default` (where kubeadm writes it).
+/// `false` is refused: leaving the key out says it.
+pub(super) fn kubelet_config_path<'de, D: Deserializer<'de>>(
+    de: D,
+    default: &'static str,
+) -> Result<PathBuf, D::Error> {
+    struct PathOrTrue(&'static str);
+    impl Visitor<'_> for PathOrTrue {
+        type Value = PathBuf;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("the absolute path of kubelet's configuration, or true")
+        }
+
+        fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<PathBuf, E> {
+            if v {
+                Ok(PathBuf::from(self.0))
+            } else {
+                Err(E::custom(format!(
+                    "from_kubelet: false says nothing: remove the key (and write high_percent \
+                     and low_percent, or take their defaults), or write true for {}",
+                    self.0
+                )))
+            }
+        }
+
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PathBuf, E> {
+            Checked(|text: &str| path_fault(text).map_or(Ok(()), Err))
+                .visit_str(v)
+                .map(PathBuf::from)
+        }
+    }
+    de.deserialize_any(PathOrTrue(default))
 }
 
 /// A report path: an absolute path, or `""` for none.

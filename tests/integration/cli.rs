@@ -128,3 +128,95 @@ fn unknown_command_and_flag_are_usage_errors() {
         Some(2)
     );
 }
+
+/// A kubelet configuration of `tests/fixtures/kubelet/`, by its full path.
+fn kubelet_fixture(name: &str) -> String {
+    format!(
+        "{}/tests/fixtures/kubelet/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[test]
+fn check_and_plan_say_what_from_kubelet_derived_and_from_where() {
+    for (name, derived) in [
+        (
+            "tuned.yaml",
+            "high_percent 85, low_percent 65 (5 under imageGCHighThresholdPercent 90 and \
+             imageGCLowThresholdPercent 70); no image younger than imageMinimumGCAge 1h30m is \
+             removed",
+        ),
+        (
+            "kubeadm.yaml",
+            "high_percent 80, low_percent 75 (5 under imageGCHighThresholdPercent 85, kubelet's \
+             default and imageGCLowThresholdPercent 80, kubelet's default); no image younger \
+             than imageMinimumGCAge 2m, kubelet's default is removed (images.min_age 1h is the \
+             stricter, and applies)",
+        ),
+    ] {
+        let path = kubelet_fixture(name);
+        let cli = unreachable_engine();
+        let endpoint = format!("unix://{}", cli.path("nothing.sock").display());
+        cli.rewrite(
+            &Runtime::Docker(&endpoint),
+            &format!("images:\n  min_age: 1h\n  disk:\n    from_kubelet: {path}\n"),
+        );
+        let line = format!("safeprune: images.disk from {path}: {derived}\n");
+        let out = cli.run(&["check"]);
+        assert_eq!(out.status.code(), Some(0));
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.ends_with(&line), "{err}");
+        // stdout is the policy as written: it reads back the same.
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            stdout.contains(&format!("  disk:\n    from_kubelet: {path}\n")),
+            "{stdout}"
+        );
+        // plan says it before it reaches the (absent) engine.
+        let out = cli.run(&["plan", "--output", "json"]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.starts_with(&line), "{err}");
+        let quiet = cli.run(&["-q", "check"]);
+        assert!(quiet.stderr.is_empty(), "-q says nothing but errors");
+    }
+}
+
+#[test]
+fn a_kubelet_configuration_it_cannot_use_exits_2_before_contacting_anything() {
+    for (file, says) in [
+        (
+            "/nonexistent/kubelet/config.yaml".to_owned(),
+            "cannot use kubelet's configuration /nonexistent/kubelet/config.yaml \
+             (images.disk.from_kubelet): no such file: give the path of kubelet's --config file, \
+             or write images.disk.high_percent and low_percent instead",
+        ),
+        (
+            kubelet_fixture("wrong-kind.yaml"),
+            "it is not a kubelet configuration (apiVersion kubeproxy.config.k8s.io/v1alpha1",
+        ),
+        (
+            kubelet_fixture("gc-off.yaml"),
+            "imageGCHighThresholdPercent is 100: kubelet's image garbage collection is off",
+        ),
+    ] {
+        let cli = unreachable_engine();
+        let endpoint = format!("unix://{}", cli.path("nothing.sock").display());
+        cli.rewrite(
+            &Runtime::Docker(&endpoint),
+            &format!("images:\n  disk:\n    from_kubelet: {file}\n"),
+        );
+        // An engine reached would be exit 1: exit 2 says it was not.
+        for cmd in ["check", "plan", "run"] {
+            let out = cli.run(&[cmd]);
+            let err = String::from_utf8(out.stderr).unwrap();
+            assert_eq!(out.status.code(), Some(2), "{cmd}: {err}");
+            assert!(
+                err.starts_with("safeprune: error: invalid policy "),
+                "{err}"
+            );
+            assert!(err.contains(says), "{cmd}: {err}");
+            assert!(out.stdout.is_empty(), "nothing on stdout for {cmd}");
+        }
+    }
+}

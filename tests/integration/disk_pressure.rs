@@ -31,8 +31,9 @@ docker_tests! {
     the_usage_history_remembers_uses_whose_containers_are_gone,
 }
 
+/// How full the file system holding `path` is, in percent as `df` says.
 #[expect(clippy::cast_precision_loss, reason = "a percentage")]
-fn percent(path: &Path) -> f64 {
+pub(crate) fn percent(path: &Path) -> f64 {
     let (used, avail) = df(path);
     used as f64 * 100.0 / (used + avail) as f64
 }

@@ -26,6 +26,7 @@ mod engine_faults;
 mod exit_codes;
 mod hostile_policies;
 mod image;
+mod kubelet_gc;
 mod layers;
 mod metrics_promtool;
 mod pace;

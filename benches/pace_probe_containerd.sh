@@ -31,6 +31,8 @@
 # Run: benches/pace_probe_containerd.sh [FIXTURE]   (default 600/150)
 #      CONTAINERD=1.6 (Debian's, default) or 2.3 (2.3.4, from
 #      $SAFEPRUNE_TEST_RUNTIMES/containerd-2.3.4); REPEATS=N (default 3)
+# A repeat at 600/150 takes about 8 minutes on 2 cores, mostly building
+# its three fixtures; p99 wants many operations (see pace_probe.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fixture=${1:-600/150}
@@ -90,9 +92,9 @@ expect_left() { # WHAT WANT LIST...
 snapshot_keys() { bctr -n "$namespace" snapshots ls | awk 'NR > 1 { print $1 }' | sort; }
 
 # After a side that removed: exactly the fixture's candidates are gone,
-# their snapshots too (the kept container's and the base image's layer,
-# KEEP_SNAPSHOTS, remain), and so are the kept container and the base
-# image; after safeprune, its JSON report says it deleted exactly them.
+# their snapshots too, and the kept container and the base image remain
+# with theirs (KEEP_SNAPSHOTS: the kept container's and the base layer's);
+# after safeprune, its JSON report says it deleted exactly the candidates.
 check_removed() { # NAME PREFIX KEEP_SNAPSHOTS
   local name=$1 p=$2
   expect_left containers "$p-kept" containers ls -q

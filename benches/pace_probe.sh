@@ -40,9 +40,11 @@ bin="$PWD/target/release/safeprune"
 
 # shellcheck source=benches/private_dockerd.sh
 . benches/private_dockerd.sh
+# shellcheck source=benches/probe_windows.sh
+. benches/probe_windows.sh
 dir=$(mktemp -d /var/tmp/sppace-XXXXXX)
 cleanup() {
-  if [ -n "${probe:-}" ]; then kill "$probe" 2>/dev/null || true; wait "$probe" 2>/dev/null || true; fi
+  stop_probe
   stop_private_dockerd
   remove_dir "$dir"
 }
@@ -53,98 +55,38 @@ start_private_dockerd "$dir"
 busybox_root "$dir/rootfs"
 IFS=/ read -r containers images volumes <<<"$fixture"
 
-for side in unpaced paced; do
-  {
-    echo "runtime: { kind: docker, docker: { endpoint: unix://$engine_sock } }"
-    echo 'containers: { min_age: "0" }'
-    echo 'images: { min_age: "0" }'
-    echo 'volumes: { enabled: true, anonymous_only: false, min_age: "0" }'
-    echo 'networks: { min_age: "0" }'
-    echo 'build_cache: { min_age: "0" }'
-    if [ $side = paced ]; then
-      echo "safety: { max_deletions: 1000000, pace: $pace }"
-    else
-      echo "safety: { max_deletions: 1000000 }"
-    fi
-    echo "lock_file: $dir/lock"
-    echo "state_dir: $dir/state"
-    echo "report: { json_path: $dir/$side.json }"
-  } >"$dir/$side.yaml"
-done
+pace_policies "$dir" "$pace" \
+  "runtime: { kind: docker, docker: { endpoint: unix://$engine_sock } }" \
+  'containers: { min_age: "0" }' \
+  'images: { min_age: "0" }' \
+  'volumes: { enabled: true, anonymous_only: false, min_age: "0" }' \
+  'networks: { min_age: "0" }' \
+  'build_cache: { min_age: "0" }'
 
-# PSI io `some` total (microseconds stalled) now.
-psi_total() { awk '/^some/ { sub("total=", "", $5); print $5 }' /proc/pressure/io; }
-
-mkdir -p "$dir/probe"
-python3 benches/io_probe.py "$dir/probe" "$dir/probe.log" &
-probe=$!
-sleep 2
-: >"$dir/windows"
+start_probe "$dir"
 
 # One side: its window (start and end, Unix seconds), wall time and the
 # share of it PSI io `some` covered, into $dir/windows.
 side() { # NAME
-  local name=$1 begin end psi0 psi1
+  local name=$1
   if [ "$name" != idle ]; then
     python3 benches/fixture.py "$engine_sock" "$dir/rootfs" "$containers" "$images" "$volumes" \
       --started "$containers" --write-kib "$write_kib" --image-kib "$image_kib" --prefix "b$RANDOM"
     sync
     sleep 5 # let the fixture's own writes settle out of the probe's way
   fi
-  psi0=$(psi_total)
-  begin=$(date +%s.%N)
+  window_begin
   case $name in
     idle) sleep "$idle_secs" ;;
     docker) docker system prune -a -f --volumes >/dev/null ;;
     unpaced) "$bin" --config "$dir/unpaced.yaml" -q run >/dev/null ;;
     paced) "$bin" --config "$dir/paced.yaml" -q run >/dev/null ;;
   esac
-  end=$(date +%s.%N)
-  psi1=$(psi_total)
-  echo "$name $begin $end $(echo "($psi1 - $psi0) / 1000000 / ($end - $begin)" | bc -l)" >>"$dir/windows"
-  if [ "$name" = paced ]; then
-    python3 -c 'import json,sys; print("    paced:", json.dumps(json.load(open(sys.argv[1]))["pace"]))' "$dir/paced.json"
-  fi
+  window_end "$name" "$dir"
+  [ "$name" != paced ] || print_pace "$dir/paced.json"
   [ "$name" = idle ] || docker system prune -a -f --volumes >/dev/null
 }
 
 echo "dockerd $(dockerd --version | cut -d' ' -f3 | tr -d ,), $(nproc) cores, fixture $fixture" \
   "(${write_kib} KiB written per container, ${image_kib} KiB per image), $repeats repeats"
-order=(idle docker unpaced paced)
-for r in $(seq 1 "$repeats"); do
-  echo "repeat $r: ${order[*]}"
-  for name in "${order[@]}"; do side "$name"; done
-  order=("${order[@]:1}" "${order[0]}")
-done
-kill "$probe"
-wait "$probe" 2>/dev/null || true
-probe=""
-
-python3 - "$dir/probe.log" "$dir/windows" <<'PY'
-import sys
-ops = [tuple(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
-windows = [l.split() for l in open(sys.argv[2]) if l.strip()]
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(p / 100.0 * len(xs)))] if xs else float("nan")
-
-sides = {}
-for name, begin, end, psi in windows:
-    begin, end = float(begin), float(end)
-    lat = [ms for t, ms in ops if begin <= t < end]
-    sides.setdefault(name, {"lat": [], "wall": [], "psi": []})
-    sides[name]["lat"] += lat
-    sides[name]["wall"].append(end - begin)
-    sides[name]["psi"].append(float(psi))
-    print(f"  {name:8} wall {end - begin:7.2f} s  ops {len(lat):5d}  p50 {pct(lat, 50):6.2f} ms"
-          f"  p99 {pct(lat, 99):7.2f} ms  max {max(lat, default=float('nan')):8.2f} ms  psi some {float(psi) * 100:5.1f}%")
-idle = pct(sides.get("idle", {"lat": []})["lat"], 99)
-print("all repeats:")
-for name, s in sides.items():
-    p99 = pct(s["lat"], 99)
-    walls = sorted(s["wall"])
-    print(f"  {name:8} ops {len(s['lat']):6d}  p50 {pct(s['lat'], 50):6.2f} ms  p99 {p99:7.2f} ms"
-          f" ({p99 / idle:5.2f}x idle)  max {max(s['lat'], default=float('nan')):8.2f} ms"
-          f"  median wall {walls[len(walls) // 2]:7.2f} s")
-PY
+run_sides "$dir" "$repeats" idle docker unpaced paced

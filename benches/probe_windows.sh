@@ -1,0 +1,89 @@
+# shellcheck shell=bash
+# Sourced by the latency-probe benchmarks (benches/pace_probe.sh on
+# dockerd, benches/pace_probe_containerd.sh on containerd): the probe
+# (benches/io_probe.py) beside the runs, and each run's window.
+#
+#   start_probe DIR        runs the probe on a file in DIR/probe (DIR on the
+#                          file system of the engine's data), logging to
+#                          DIR/probe.log; sets probe (its pid)
+#   stop_probe             stops it (also from the caller's EXIT trap)
+#   window_begin           marks a run's start (time and PSI io `some`)
+#   window_end NAME DIR    appends "NAME begin end psi-share" to DIR/windows
+#   pace_policies DIR PACE LINE...
+#                          writes DIR/unpaced.yaml and DIR/paced.yaml: the
+#                          LINEs (runtime and kinds), no deletion limit
+#                          (paced: with `pace: PACE`), the lock, state and
+#                          JSON report (DIR/<side>.json) in DIR
+#   print_pace REPORT      prints the `pace` object of a JSON report
+#   run_sides DIR REPEATS SIDE...
+#                          REPEATS times, calls the caller's `side NAME` for
+#                          each SIDE, the order rotating each repeat; then
+#                          stops the probe and prints the figures: per
+#                          window, then per side over all repeats
+#                          (benches/probe_report.py)
+
+start_probe() {
+  mkdir -p "$1/probe"
+  python3 benches/io_probe.py "$1/probe" "$1/probe.log" &
+  probe=$!
+  sleep 2
+  : >"$1/windows"
+}
+
+stop_probe() {
+  if [ -n "${probe:-}" ]; then
+    kill "$probe" 2>/dev/null || true
+    wait "$probe" 2>/dev/null || true
+  fi
+  probe=""
+}
+
+# PSI io `some` total (microseconds stalled) now.
+psi_total() { awk '/^some/ { sub("total=", "", $5); print $5 }' /proc/pressure/io; }
+
+window_begin() {
+  window_psi=$(psi_total)
+  window_start=$(date +%s.%N)
+}
+
+window_end() { # NAME DIR
+  local end psi1
+  end=$(date +%s.%N)
+  psi1=$(psi_total)
+  echo "$1 $window_start $end $(echo "($psi1 - $window_psi) / 1000000 / ($end - $window_start)" | bc -l)" >>"$2/windows"
+}
+
+pace_policies() {
+  local dir=$1 pace=$2 side
+  shift 2
+  for side in unpaced paced; do
+    {
+      printf '%s\n' "$@"
+      if [ $side = paced ]; then
+        echo "safety: { max_deletions: 1000000, pace: $pace }"
+      else
+        echo "safety: { max_deletions: 1000000 }"
+      fi
+      echo "lock_file: $dir/lock"
+      echo "state_dir: $dir/state"
+      echo "report: { json_path: $dir/$side.json }"
+    } >"$dir/$side.yaml"
+  done
+}
+
+print_pace() {
+  python3 -c 'import json,sys; print("    paced:", json.dumps(json.load(open(sys.argv[1]))["pace"]))' "$1"
+}
+
+run_sides() {
+  local dir=$1 repeats=$2 r name
+  shift 2
+  local order=("$@")
+  for r in $(seq 1 "$repeats"); do
+    echo "repeat $r: ${order[*]}"
+    for name in "${order[@]}"; do side "$name"; done
+    order=("${order[@]:1}" "${order[0]}")
+  done
+  stop_probe
+  python3 benches/probe_report.py "$dir/probe.log" "$dir/windows"
+}

@@ -8,8 +8,8 @@
 //! two removals per slot, and [`MIN_ROUND`]) measures removals per second;
 //! after a round at a raised concurrency that was not at least
 //! [`GAIN`] times faster than the round before the raise, the concurrency
-//! goes back down to where it was and stays. Settled, a round that falls
-//! under [`FALL`] of the settled rate halves it (the engine no longer
+//! goes back down to where it was and stays. Settled, two rounds in a row
+//! under [`FALL`] of the settled rate halve it (the engine no longer
 //! keeps up: another client, a slower disk), and the climb starts again
 //! from there. Each kind starts a new climb from where the last ended: a
 //! volume's removal costs the engine other work than a container's.
@@ -30,10 +30,15 @@ pub const GAIN: f64 = 1.15;
 pub const FALL: f64 = 0.6;
 
 /// The shortest round: shorter ones measure the engine's jitter.
-pub const MIN_ROUND: Duration = Duration::from_millis(150);
+pub const MIN_ROUND: Duration = Duration::from_millis(250);
 
 /// Removals per slot in a round.
-const PER_SLOT: usize = 2;
+const PER_SLOT: usize = 3;
+
+/// Settled, this many slow rounds in a row halve the concurrency: one is
+/// as often a run of dearer objects (a container with a volume, an image
+/// with more layers) as an engine that slowed.
+const SLOW_ROUNDS: u32 = 2;
 
 /// Fewest removals in a round.
 const MIN_REMOVALS: usize = 8;
@@ -49,6 +54,8 @@ pub struct Climb {
     /// that did not pay, the settled concurrency and its rate.
     before: Option<(usize, f64)>,
     settled: bool,
+    /// Slow rounds in a row, settled.
+    slow: u32,
 }
 
 impl Climb {
@@ -63,6 +70,7 @@ impl Climb {
             done: 0,
             before: None,
             settled: false,
+            slow: 0,
         }
     }
 
@@ -77,6 +85,7 @@ impl Climb {
     pub fn restart(&mut self, now: Instant) {
         self.before = None;
         self.settled = false;
+        self.slow = 0;
         self.new_round(now);
     }
 
@@ -121,7 +130,13 @@ impl Climb {
                 }
             }
             Some((settled, settled_rate)) => {
-                if rate < settled_rate * FALL && settled > 1 {
+                self.slow = if rate < settled_rate * FALL {
+                    self.slow + 1
+                } else {
+                    0
+                };
+                if self.slow >= SLOW_ROUNDS && settled > 1 {
+                    self.slow = 0;
                     self.limit = (settled / 2).max(1);
                     tracing::debug!(
                         concurrency = self.limit,
@@ -204,7 +219,9 @@ mod tests {
         let mut climb = Climb::new(8, CEILING, now);
         assert_eq!(round(&mut climb, &mut now, |_| 400.0), 16);
         assert_eq!(round(&mut climb, &mut now, |_| 400.0), 8);
-        // Another client takes the engine: a third of the rate.
+        // Another client takes the engine: a third of the rate. One slow
+        // round may be dearer objects; two in a row halve it.
+        assert_eq!(round(&mut climb, &mut now, |_| 130.0), 8);
         assert_eq!(round(&mut climb, &mut now, |_| 130.0), 4);
         assert_eq!(round(&mut climb, &mut now, |_| 130.0), 8);
     }

@@ -121,7 +121,10 @@ impl Drop for IoWriters {
         // A killed writer's dd may still hold its file for a moment: a
         // lazy unmount lets the mount go with it, so that the directory
         // is removed and no mount is left behind.
-        let _ = Command::new("umount").arg("-l").arg(&self.mountpoint).status();
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(&self.mountpoint)
+            .status();
         eprintln!("writers in {} stopped", self.path().display());
     }
 }

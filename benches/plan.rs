@@ -5,7 +5,8 @@
 //! images and 20,000 volumes, planned in under 200 ms).
 //!
 //! Run: `cargo bench --bench plan` (`PLAN_SIZES=1000,100000` for other
-//! sizes). Prints figures and the targets met or not; asserts nothing.
+//! sizes, `PLAN_REPS=3` for that many plans of each kind per size). Prints
+//! figures and the targets met or not; asserts nothing.
 //!
 //! Each size is timed two ways:
 //!
@@ -246,13 +247,26 @@ fn main() {
         |_| vec![1_000, 10_000, 100_000],
         |v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect(),
     );
+    // PLAN_REPS=3: that many plans of each kind at every size, e.g. under
+    // valgrind, to count cache misses.
+    let reps: Option<usize> = std::env::var("PLAN_REPS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n > 0);
     let mut rows: Vec<Row> = Vec::new();
     for containers in sizes {
         let inv = node(containers);
         let objects =
             inv.containers.len() + inv.images.len() + inv.volumes.len() + inv.networks.len();
-        let warm_reps = repetitions(objects, 2_000_000, 9, 501);
-        let cold_reps = repetitions(objects, 300_000, 9, 101);
+        let (warm_reps, cold_reps) = reps.map_or_else(
+            || {
+                (
+                    repetitions(objects, 2_000_000, 9, 501),
+                    repetitions(objects, 300_000, 9, 101),
+                )
+            },
+            |n| (n, n),
+        );
         // One plan first, untimed: the allocator grows its heap once, as in
         // any process that has planned before.
         drop(black_box(plan(&inv, &policy, now())));

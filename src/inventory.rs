@@ -283,6 +283,20 @@ impl Container {
         })
     }
 
+    /// The uses it makes of the images it was made from or mounts: its
+    /// creation, then its exit when it has exited.
+    pub fn image_uses(&self) -> impl Iterator<Item = Use> + use<> {
+        let created = Use {
+            at: self.created,
+            source: UseSource::ContainerCreate,
+        };
+        let exited = self.finished.map(|at| Use {
+            at,
+            source: UseSource::ContainerExit,
+        });
+        std::iter::once(created).chain(exited)
+    }
+
     /// What `explain` shows of it besides its decision: (what, value).
     #[must_use]
     pub fn facts(&self) -> Vec<(&'static str, String)> {

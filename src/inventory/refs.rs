@@ -57,7 +57,20 @@ fn split(reference: &str) -> (&str, Option<(char, &str)>) {
 /// `docker.io/library/`, and with them when it names a Docker Hub image.
 #[must_use]
 pub fn reference_forms(reference: &str) -> Vec<String> {
-    let mut forms = vec![reference.to_owned()];
+    let mut forms = other_forms(reference);
+    forms.push(reference.to_owned());
+    forms.sort();
+    forms.dedup();
+    forms
+}
+
+/// The forms of [`reference_forms`] but the one given, in no order, and
+/// perhaps with it again. Empty, with nothing allocated, for a reference
+/// to another registry than Docker Hub: a node's commonest case, asked of
+/// every container the planner indexes.
+#[must_use]
+pub fn other_forms(reference: &str) -> Vec<String> {
+    let mut forms = Vec::new();
     let bare = reference
         .strip_prefix("docker.io/library/")
         .or_else(|| reference.strip_prefix("docker.io/"))
@@ -76,8 +89,6 @@ pub fn reference_forms(reference: &str) -> Vec<String> {
             forms.push(format!("library/{bare}"));
         }
     }
-    forms.sort();
-    forms.dedup();
     forms
 }
 

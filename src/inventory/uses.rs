@@ -22,7 +22,8 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use super::{Container, Image, reference_forms};
+use super::refs::other_forms;
+use super::{Container, Image};
 
 /// How a container uses an image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -71,7 +72,7 @@ pub fn container_image_keys(c: &Container) -> Vec<(Cow<'_, str>, ContainerUse)> 
         }
         keys.push((Cow::Borrowed(name.as_str()), how));
         keys.extend(
-            reference_forms(name)
+            other_forms(name)
                 .into_iter()
                 .filter(|f| f != name)
                 .map(|f| (Cow::Owned(f), how)),
@@ -109,13 +110,32 @@ pub fn container_uses_image(c: &Container, i: &Image) -> Option<ContainerUse> {
 
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-/// Every image's users in one inventory, indexed once so that asking about
-/// an image costs lookups, not a scan of every container: the planner
-/// decides 20,000 images over 100,000 containers this way.
+/// Each container's place in id order, ties by index: users sorted by it
+/// come in container id order without reading an id again. On a large
+/// node every such read is a miss in the caches (issue 24).
+fn id_ranks(containers: &[Container]) -> Vec<usize> {
+    // Adapters list containers by id: each one's place is then its index.
+    if containers.is_sorted_by(|a, b| a.id <= b.id) {
+        return (0..containers.len()).collect();
+    }
+    let mut order: Vec<usize> = (0..containers.len()).collect();
+    // Stable: equal ids (odd engine data) keep their index order.
+    order.sort_by(|&a, &b| containers[a].id.cmp(&containers[b].id));
+    let mut ranks = vec![0; containers.len()];
+    for (place, n) in order.into_iter().enumerate() {
+        ranks[n] = place;
+    }
+    ranks
+}
+
+/// Every image's users in one inventory, gathered once so that asking
+/// about an image costs a look, not a scan of every container: the
+/// planner decides 20,000 images over 100,000 containers this way.
 pub struct ImageUses<'a> {
-    /// Containers by every key they name an image by (indexes into
-    /// `containers`), with how.
-    by_key: Map<Cow<'a, str>, Vec<(usize, ContainerUse)>>,
+    /// For each image (by index into `images`), the containers that use
+    /// it, each once with how (made from it before mounting it), as
+    /// indexes into `containers`, in container id order.
+    users: Vec<Vec<(usize, ContainerUse)>>,
     /// Images by the id of their parent (indexes into `images`).
     children: Map<&'a str, Vec<usize>>,
     containers: &'a [Container],
@@ -123,14 +143,34 @@ pub struct ImageUses<'a> {
 }
 
 impl<'a> ImageUses<'a> {
-    /// Indexes the uses of `images` by `containers` and by each other.
+    /// Gathers the uses of `images` by `containers` and by each other.
+    ///
+    /// The images are indexed by their keys and the containers read once,
+    /// in order, each asking that index for its own keys: the index is
+    /// the smaller side and stays in the caches, and no container is read
+    /// twice (on a large node, each read out of order is a miss).
     #[must_use]
     pub fn new(containers: &'a [Container], images: &'a [Image]) -> Self {
-        let mut by_key: Map<Cow<'a, str>, Vec<(usize, ContainerUse)>> = Map::default();
+        let mut by_key: Map<&'a str, Vec<usize>> = Map::default();
+        for (m, i) in images.iter().enumerate() {
+            for key in image_keys(i) {
+                by_key.entry(key).or_default().push(m);
+            }
+        }
+        let mut users: Vec<Vec<(usize, ContainerUse)>> = vec![Vec::new(); images.len()];
         for (n, c) in containers.iter().enumerate() {
             for (key, how) in container_image_keys(c) {
-                by_key.entry(key).or_default().push((n, how));
+                for &m in by_key.get(key.as_ref()).into_iter().flatten() {
+                    users[m].push((n, how));
+                }
             }
+        }
+        let ranks = id_ranks(containers);
+        for found in &mut users {
+            // By id, then made from before mounting: the first of each
+            // container stays.
+            found.sort_unstable_by_key(|&(n, how)| (ranks[n], how));
+            found.dedup_by_key(|u| u.0);
         }
         let mut children: Map<&'a str, Vec<usize>> = Map::default();
         for (n, i) in images.iter().enumerate() {
@@ -139,32 +179,19 @@ impl<'a> ImageUses<'a> {
             }
         }
         Self {
-            by_key,
+            users,
             children,
             containers,
             images,
         }
     }
 
-    /// The containers that use `image`, each once with how (made from it
-    /// before mounting it), as indexes into the containers, in container
-    /// id order.
+    /// The containers that use the image at index `image` of those
+    /// gathered, each once with how (made from it before mounting it), as
+    /// indexes into the containers, in container id order.
     #[must_use]
-    pub fn containers_of(&self, image: &Image) -> Vec<(usize, ContainerUse)> {
-        let mut found: Vec<(usize, ContainerUse)> = image_keys(image)
-            .filter_map(|key| self.by_key.get(key))
-            .flatten()
-            .copied()
-            .collect();
-        found.sort_by(|a, b| {
-            self.containers[a.0]
-                .id
-                .cmp(&self.containers[b.0].id)
-                .then(a.0.cmp(&b.0))
-                .then(a.1.cmp(&b.1))
-        });
-        found.dedup_by_key(|u| u.0);
-        found
+    pub fn containers_of(&self, image: usize) -> &[(usize, ContainerUse)] {
+        &self.users[image]
     }
 
     /// The container at index `n` of those indexed.
@@ -173,26 +200,26 @@ impl<'a> ImageUses<'a> {
         &self.containers[n]
     }
 
-    /// The images built directly on `image`, as indexes into the images,
-    /// in id order.
+    /// The images built directly on the image at index `image`, as
+    /// indexes into the images, in id order.
     #[must_use]
-    pub fn children_of(&self, image: &Image) -> Vec<usize> {
+    pub fn children_of(&self, image: usize) -> Vec<usize> {
         let mut found = self
             .children
-            .get(image.id.as_str())
+            .get(self.images[image].id.as_str())
             .cloned()
             .unwrap_or_default();
         found.sort_by(|&a, &b| self.images[a].id.cmp(&self.images[b].id).then(a.cmp(&b)));
         found
     }
 
-    /// Every user of `image`: its containers (in id order), then its
-    /// children (in id order).
+    /// Every user of the image at index `image`: its containers (in id
+    /// order), then its children (in id order).
     #[must_use]
-    pub fn users_of(&self, image: &Image) -> Vec<ImageUser<'a>> {
+    pub fn users_of(&self, image: usize) -> Vec<ImageUser<'a>> {
         self.containers_of(image)
-            .into_iter()
-            .map(|(n, how)| ImageUser::Container(&self.containers[n], how))
+            .iter()
+            .map(|&(n, how)| ImageUser::Container(&self.containers[n], how))
             .chain(
                 self.children_of(image)
                     .into_iter()
@@ -208,7 +235,8 @@ impl<'a> ImageUses<'a> {
 pub struct VolumeAndNetworkUses<'a> {
     volumes: Map<&'a str, Vec<usize>>,
     networks: Map<&'a str, Vec<usize>>,
-    containers: &'a [Container],
+    /// Each container's place in id order.
+    ranks: Vec<usize>,
 }
 
 impl<'a> VolumeAndNetworkUses<'a> {
@@ -217,7 +245,7 @@ impl<'a> VolumeAndNetworkUses<'a> {
         let mut index = Self {
             volumes: Map::default(),
             networks: Map::default(),
-            containers,
+            ranks: id_ranks(containers),
         };
         for (n, c) in containers.iter().enumerate() {
             for v in &c.volumes {
@@ -250,12 +278,7 @@ impl<'a> VolumeAndNetworkUses<'a> {
 
     fn sorted<'i>(&self, found: impl Iterator<Item = &'i usize>) -> Vec<usize> {
         let mut found: Vec<usize> = found.copied().collect();
-        found.sort_by(|&a, &b| {
-            self.containers[a]
-                .id
-                .cmp(&self.containers[b].id)
-                .then(a.cmp(&b))
-        });
+        found.sort_unstable_by_key(|&n| self.ranks[n]);
         found.dedup();
         found
     }

@@ -165,11 +165,11 @@ fn docker_images_prune(
         let i = &inv.images[n];
         let names: Vec<String> = i.tags.iter().chain(&i.digests).cloned().collect();
         let holder = uses
-            .containers_of(i)
-            .into_iter()
-            .map(|(c, _)| uses.container(c))
+            .containers_of(n)
+            .iter()
+            .map(|&(c, _)| uses.container(c))
             .find(|c| left(c));
-        let children = uses.children_of(i);
+        let children = uses.children_of(n);
         let child_left = children.iter().find(|&&c| !removed[c]).copied();
         let verdict = if let Some(holder) = holder {
             Verdict::keeps(format!(
@@ -224,12 +224,13 @@ fn containerd_store_images_prune(
     let uses = ImageUses::new(&inv.containers, &inv.images);
     inv.images
         .iter()
-        .map(|i| {
+        .enumerate()
+        .map(|(m, i)| {
             let holders: Vec<&crate::inventory::Container> = uses
-                .containers_of(i)
-                .into_iter()
+                .containers_of(m)
+                .iter()
                 .filter(|(_, how)| *how == ContainerUse::MadeFrom)
-                .map(|(n, _)| uses.container(n))
+                .map(|&(n, _)| uses.container(n))
                 .filter(|c| left(c))
                 .collect();
             let verdict = if let Some(first) = holders.first() {
@@ -380,19 +381,19 @@ pub fn crictl_rmi_prune(inv: &Inventory) -> HashMap<(Kind, String), Verdict> {
             Verdict::keeps("crictl rmi removes images only"),
         );
     }
-    for i in &inv.images {
+    for (m, i) in inv.images.iter().enumerate() {
         let made_from = || {
-            uses.containers_of(i)
-                .into_iter()
+            uses.containers_of(m)
+                .iter()
                 .filter(|(_, how)| *how == ContainerUse::MadeFrom)
-                .map(|(n, _)| uses.container(n))
+                .map(|&(n, _)| uses.container(n))
                 .find(|c| is_cri_container(c))
         };
         let mounted_by_running = || {
-            uses.containers_of(i)
-                .into_iter()
+            uses.containers_of(m)
+                .iter()
                 .filter(|(_, how)| *how == ContainerUse::Mounts)
-                .map(|(n, _)| uses.container(n))
+                .map(|&(n, _)| uses.container(n))
                 .find(|c| c.state == ContainerState::Running)
         };
         let verdict = if !in_cri_namespace(&i.id) {

@@ -140,9 +140,16 @@ fn decide_images(
     restrict: &impl Fn(&mut [Decision]),
 ) {
     let images_start = decisions.len();
+    // Read off the containers once, in order: an image's users are then
+    // looked up here, not read again out of order.
+    let container_uses: Vec<Option<Use>> = inv
+        .containers
+        .iter()
+        .map(|c| c.image_uses().max_by_key(|u| (u.at, u.source)))
+        .collect();
     let mut last_uses = Vec::with_capacity(inv.images.len());
-    decisions.extend(inv.images.iter().map(|i| {
-        let (decision, last_use) = image(i, image_uses, holds, policy, now);
+    decisions.extend(inv.images.iter().enumerate().map(|(n, i)| {
+        let (decision, last_use) = image((n, i), image_uses, (holds, &container_uses), policy, now);
         last_uses.push(last_use);
         decision
     }));
@@ -332,21 +339,22 @@ impl<'a> Holders<'a> {
     }
 }
 
-/// An image's decision by its own rules, and its last use. `holds` says,
-/// per container of the inventory, whether it holds what it uses.
+/// An image's decision by its own rules, and its last use. `holds` and
+/// `container_uses` say, per container of the inventory, whether it holds
+/// what it uses and the latest of its [`Container::image_uses`].
 fn image(
-    i: &Image,
+    (n, i): (usize, &Image),
     uses: &ImageUses,
-    holds: &[bool],
+    (holds, container_uses): (&[bool], &[Option<Use>]),
     policy: &Policy,
     now: DateTime<Utc>,
 ) -> (Decision, Option<Use>) {
-    let containers: Vec<(&Container, ContainerUse, bool)> = uses
-        .containers_of(i)
-        .into_iter()
-        .map(|(n, how)| (uses.container(n), how, holds[n]))
+    let found = uses.containers_of(n);
+    let containers: Vec<(&Container, ContainerUse, bool)> = found
+        .iter()
+        .map(|&(c, how)| (uses.container(c), how, holds[c]))
         .collect();
-    let last_use = last_use(i, containers.iter().map(|(c, _, _)| *c));
+    let last_use = last_use(i, found.iter().map(|&(c, _)| container_uses[c]));
     let decision = image_rules(i, &containers, last_use, policy, now).with_last_use(last_use);
     (decision, last_use)
 }
@@ -355,15 +363,10 @@ fn image(
 /// or tag, its first sighting where the runtime gives no pull or tag time,
 /// the creation and exit of any container made from it or mounting it
 /// (deleted ones too: they were use), and the use the history recorded.
-fn last_use<'c>(i: &Image, users: impl Iterator<Item = &'c Container>) -> Option<Use> {
+/// `users` gives the latest of each such container's uses.
+fn last_use(i: &Image, users: impl Iterator<Item = Option<Use>>) -> Option<Use> {
     let at = |at: Option<DateTime<Utc>>, source| at.map(|at| Use { at, source });
     users
-        .flat_map(|c| {
-            [
-                at(Some(c.created), UseSource::ContainerCreate),
-                at(c.finished, UseSource::ContainerExit),
-            ]
-        })
         .chain([
             at(i.created, UseSource::Created),
             at(i.last_tagged, UseSource::PullOrTag),
@@ -488,7 +491,7 @@ fn hold_parents(
         }
         // A child no shallower than its parent lies on a chain that loops
         // (engine data gone wrong): no order removes it safely, so it holds.
-        let holder = uses.children_of(&images[n]).into_iter().find(|&child| {
+        let holder = uses.children_of(n).into_iter().find(|&child| {
             use_rule == HeldBy::All
                 || decisions[child].decision == super::Action::Keep
                 || depths[child] >= depths[n]

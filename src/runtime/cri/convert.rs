@@ -14,7 +14,7 @@ use k8s_cri::v1::{
     PodSandbox as CriPod, PodSandboxState,
 };
 
-use crate::inventory::{Container, ContainerState, Image, PodIdentity, PodSandbox, Use, UseSource};
+use crate::inventory::{Container, ContainerState, Image, PodIdentity, PodSandbox, Use};
 
 /// kubelet's pod labels on every container it makes.
 const LABEL_POD_UID: &str = "io.kubernetes.pod.uid";
@@ -212,19 +212,11 @@ pub(crate) fn sandbox(s: &CriPod) -> PodSandbox {
 pub(super) fn uses_of(containers: &[Container]) -> Vec<(String, Use)> {
     let mut uses = Vec::new();
     for c in containers {
-        let created = Use {
-            at: c.created,
-            source: UseSource::ContainerCreate,
-        };
-        let exited = c.finished.map(|at| Use {
-            at,
-            source: UseSource::ContainerExit,
-        });
         let images = std::iter::once(&c.image_id)
             .chain(&c.image_mounts)
             .filter(|id| !id.is_empty());
         for image in images {
-            for used in std::iter::once(created).chain(exited) {
+            for used in c.image_uses() {
                 uses.push((image.clone(), used));
             }
         }
@@ -237,6 +229,7 @@ mod tests {
     use k8s_cri::v1::{ContainerMetadata, ImageSpec, Mount};
 
     use super::*;
+    use crate::inventory::UseSource;
 
     fn cri_image(id: &str, tags: &[&str]) -> CriImage {
         CriImage {

@@ -503,7 +503,7 @@ mod tests {
             let watch = Watch::new(inv.containers.clone(), t, true)
                 .with_images(inv.images.clone());
             let uses = ImageUses::new(&inv.containers, &inv.images);
-            for image in &inv.images {
+            for (m, image) in inv.images.iter().enumerate() {
                 // As `DockerRuntime::recheck` gathers them for a batch of one.
                 let batch: HashSet<&str> = std::iter::once(image.id.as_str()).collect();
                 let mut fresh_images = vec![image.clone()];
@@ -514,12 +514,12 @@ mod tests {
                 let keys: HashSet<&str> = fresh_images.iter().flat_map(image_keys).collect();
                 let containers = watch.users_of_images(&keys);
                 let seen: BTreeSet<&str> = containers.iter().map(|c| c.id.as_str()).collect();
-                for (n, _) in uses.containers_of(image) {
+                for &(n, _) in uses.containers_of(m) {
                     let id = uses.container(n).id.as_str();
                     proptest::prop_assert!(seen.contains(id), "{} misses user {id}", image.id);
                 }
                 let children: BTreeSet<&str> = fresh_images.iter().map(|i| i.id.as_str()).collect();
-                for n in uses.children_of(image) {
+                for n in uses.children_of(m) {
                     let id = inv.images[n].id.as_str();
                     proptest::prop_assert!(children.contains(id), "{} misses child {id}", image.id);
                 }

@@ -64,6 +64,16 @@ impl Node {
         if policy.images.disk.is_some() || policy.images.keep_recent > 0 || undated {
             record_image_uses(&runtime, &mut inventory, &policy.state_dir, started_at).await;
         }
+        // Where sizing a container costs a call of its own (containerd),
+        // only the containers the policy removes are measured: the plan is
+        // the same without sizes, and a kept container's size is unknown.
+        let removed: Vec<String> = plan(&inventory, policy, started_at)
+            .deletions()
+            .filter(|d| d.kind == crate::inventory::Kind::Container)
+            .map(|d| d.id.clone())
+            .collect();
+        let removed: Vec<&str> = removed.iter().map(String::as_str).collect();
+        runtime.measure_containers(&mut inventory, &removed).await;
         tracing::info!(
             runtime = %runtime.kind(),
             reason = %reason,

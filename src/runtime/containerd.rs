@@ -30,6 +30,7 @@ use containerd_client::tonic::Status;
 use containerd_client::tonic::transport::Channel;
 use futures_util::future::try_join_all;
 use futures_util::{StreamExt, stream};
+use tokio::time::Instant;
 
 use self::convert::{
     CriView, NamespaceData, containers_of, qualified, sandboxes_of, split_qualified,
@@ -72,6 +73,9 @@ pub struct ContainerdRuntime {
     /// Whether the inventory measures the image file system (CRI's
     /// `ImageFsInfo` names it; `images.disk`).
     measure_image_fs: bool,
+    /// The last inventory's containers' writable snapshots, by qualified
+    /// id: `(snapshotter, key)`.
+    snapshots: Mutex<HashMap<String, (String, String)>>,
 }
 
 impl ContainerdRuntime {
@@ -155,48 +159,25 @@ impl ContainerdRuntime {
         self.sandbox_image.lock().ok().and_then(|c| c.clone())
     }
 
-    /// `containers` of one namespace with what removing each stopped one
-    /// frees: its writable snapshot, measured by the snapshotter (on
-    /// overlayfs, a walk of its upper directory). Live containers are not
-    /// measured: they are not removed. A snapshot that cannot be measured
-    /// leaves the size unknown.
-    async fn with_writable_sizes(
-        &self,
-        data: &NamespaceData,
-        containers: Vec<Container>,
-    ) -> Vec<Container> {
-        let snapshots: HashMap<String, (&str, &str)> = data
-            .containers
+    /// The writable snapshot of each container of `data`, by qualified id:
+    /// what [`Engine::measure_containers`] measures.
+    fn remember_snapshots(&self, data: &[NamespaceData]) {
+        let snapshots = data
             .iter()
-            .filter(|c| !c.snapshot_key.is_empty() && !c.snapshotter.is_empty())
-            .map(|c| {
-                let id = qualified(&data.namespace, &c.id);
-                (id, (c.snapshotter.as_str(), c.snapshot_key.as_str()))
+            .flat_map(|namespace| {
+                namespace
+                    .containers
+                    .iter()
+                    .filter(|c| !c.snapshot_key.is_empty() && !c.snapshotter.is_empty())
+                    .map(|c| {
+                        let id = qualified(&namespace.namespace, &c.id);
+                        (id, (c.snapshotter.clone(), c.snapshot_key.clone()))
+                    })
             })
             .collect();
-        stream::iter(containers)
-            .map(|mut container| {
-                let snapshot = snapshots
-                    .get(&container.id)
-                    .filter(|_| !container.state.is_live())
-                    .copied();
-                async move {
-                    if let Some((snapshotter, key)) = snapshot {
-                        match native::snapshot_usage(&self.channel, &data.namespace, snapshotter, key)
-                            .await
-                        {
-                            Ok(size) => container.size = size,
-                            Err(e) => {
-                                tracing::debug!(id = %container.id, error = %e, "cannot measure snapshot");
-                            }
-                        }
-                    }
-                    container
-                }
-            })
-            .buffered(USAGE_CONCURRENCY)
-            .collect()
-            .await
+        if let Ok(mut kept) = self.snapshots.lock() {
+            *kept = snapshots;
+        }
     }
 
     /// The configured namespace of a qualified id, with the id in it.
@@ -232,8 +213,25 @@ impl ContainerdRuntime {
     /// Runs `read` on the watch once it is up to date; `None` when there is
     /// no watch or it broke (it is then dropped, with a warning).
     async fn synced<R>(&self, read: impl FnOnce(&Known) -> R) -> Option<R> {
+        self.synced_since(Instant::now(), read).await
+    }
+
+    /// Runs `read` on the watch once it holds every event containerd
+    /// published before a barrier of its own published at or after
+    /// `since`: the last sync's, when it was published late enough, else a
+    /// new one. So the re-checks and removals waiting on the watch at once
+    /// share one barrier, each as fresh as its own would be. `None` when
+    /// there is no watch or it broke (it is then dropped, with a warning).
+    async fn synced_since<R>(&self, since: Instant, read: impl FnOnce(&Known) -> R) -> Option<R> {
         let mut guard = self.watch.lock().await;
         let watch = guard.as_mut()?;
+        if watch.synced_since(since) {
+            return Some(read(watch.known()));
+        }
+        // The callers that began in the same turn of the executor queue on
+        // the lock meanwhile, and this barrier, published after them,
+        // serves them too.
+        tokio::task::yield_now().await;
         match watch.sync(&self.channel).await {
             Ok(()) => Some(read(watch.known())),
             Err(e) => {
@@ -290,8 +288,9 @@ impl Engine for ContainerdRuntime {
         );
         let data = data.map_err(Self::call_error("read namespace"))?;
         if let Some(watch) = watch.as_mut() {
-            watch.fill(&data);
+            watch.fill(&data, cri.as_ref());
         }
+        self.remember_snapshots(&data);
         *self.watch.lock().await = watch;
         let mut inventory = Inventory {
             runtime: RUNTIME.to_owned(),
@@ -319,9 +318,7 @@ impl Engine for ContainerdRuntime {
                     .sandboxes
                     .extend(sandboxes_of(CRI_NAMESPACE, view, &containers));
             }
-            inventory
-                .containers
-                .extend(self.with_writable_sizes(namespace, containers).await);
+            inventory.containers.extend(containers);
         }
         inventory.containers.sort_by(|a, b| a.id.cmp(&b.id));
         inventory.images.sort_by(|a, b| a.id.cmp(&b.id));
@@ -342,6 +339,49 @@ impl Engine for ContainerdRuntime {
 
     async fn recheck(&self, kind: Kind, ids: &[&str]) -> Result<Inventory, RuntimeError> {
         self.recheck_batch(kind, ids).await
+    }
+
+    /// Each stopped container of `ids` with what removing it frees: its
+    /// writable snapshot, measured by the snapshotter (on overlayfs, a walk
+    /// of its upper directory), one call each, a few at once. containerd
+    /// has no call that sizes more than one snapshot, so the inventory
+    /// leaves this to the containers a plan removes. Live containers are
+    /// not measured: they are not removed. A snapshot that cannot be
+    /// measured leaves the size unknown.
+    async fn measure_containers(&self, inventory: &mut Inventory, ids: &[&str]) {
+        let ids: std::collections::HashSet<&str> = ids.iter().copied().collect();
+        let wanted: Vec<(usize, String, String, String)> = {
+            let Ok(snapshots) = self.snapshots.lock() else {
+                return;
+            };
+            inventory
+                .containers
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| !c.state.is_live() && ids.contains(c.id.as_str()))
+                .filter_map(|(at, c)| {
+                    let (namespace, _) = split_qualified(&c.id)?;
+                    let (snapshotter, key) = snapshots.get(&c.id)?;
+                    Some((at, namespace.to_owned(), snapshotter.clone(), key.clone()))
+                })
+                .collect()
+        };
+        let sizes: Vec<(usize, Option<u64>)> = stream::iter(wanted)
+            .map(|(at, namespace, snapshotter, key)| async move {
+                match native::snapshot_usage(&self.channel, &namespace, &snapshotter, &key).await {
+                    Ok(size) => (at, size),
+                    Err(e) => {
+                        tracing::debug!(%namespace, %key, error = %e, "cannot measure snapshot");
+                        (at, None)
+                    }
+                }
+            })
+            .buffer_unordered(USAGE_CONCURRENCY)
+            .collect()
+            .await;
+        for (at, size) in sizes {
+            inventory.containers[at].size = size;
+        }
     }
 
     /// Runs the garbage collector once: it frees the content of the images

@@ -2,6 +2,7 @@
 //! deadlines and message size, the version check that tells containerd from
 //! any other socket, and the namespaces it would accept.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::{ContainerdRuntime, RUNTIME, native};
@@ -77,6 +78,7 @@ impl ContainerdRuntime {
             watch: Box::new(tokio::sync::Mutex::new(None)),
             follow_events: true,
             measure_image_fs: false,
+            snapshots: Mutex::new(HashMap::new()),
         })
     }
 }

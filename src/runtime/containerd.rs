@@ -30,6 +30,8 @@ use containerd_client::tonic::Status;
 use containerd_client::tonic::transport::Channel;
 use futures_util::future::try_join_all;
 use futures_util::{StreamExt, stream};
+use std::time::Duration;
+
 use tokio::time::Instant;
 
 use self::convert::{
@@ -49,6 +51,11 @@ const CRI_NAMESPACE: &str = "k8s.io";
 const STATUS_CONCURRENCY: usize = 8;
 /// How many snapshots are measured at once: each is a walk of a directory.
 const USAGE_CONCURRENCY: usize = 4;
+/// How long a removal waits for a barrier that another re-check or
+/// removal publishes after it began, before it publishes one of its own:
+/// the executor re-checks the next batch once the last of this one has
+/// begun, so its barrier serves the batch's removals.
+const SHARE_WITHIN: Duration = Duration::from_millis(25);
 
 /// A connection to one containerd, over its unix socket.
 pub struct ContainerdRuntime {
@@ -67,6 +74,8 @@ pub struct ContainerdRuntime {
     /// containerd's events; `None` when the subscription failed or broke
     /// (re-checks then list everything).
     watch: Box<tokio::sync::Mutex<Option<Watch>>>,
+    /// Told each time the watch has synced (or failed to).
+    synced: tokio::sync::Notify,
     /// Whether an inventory subscribes to containerd's events for the
     /// re-checks that follow: not for a command that removes nothing.
     follow_events: bool,
@@ -210,38 +219,70 @@ impl ContainerdRuntime {
         }
     }
 
-    /// Runs `read` on the watch once it is up to date; `None` when there is
-    /// no watch or it broke (it is then dropped, with a warning).
+    /// Runs `read` on the watch once it is up to date, for a re-check: see
+    /// [`Self::synced_since`]; it publishes a barrier at once when no sync
+    /// has since it began, and the removals waiting on the watch then
+    /// share it. `None` when there is no watch or it broke.
     async fn synced<R>(&self, read: impl FnOnce(&Known) -> R) -> Option<R> {
-        self.synced_since(Instant::now(), read).await
+        self.synced_since(Instant::now(), Duration::ZERO, read)
+            .await
+    }
+
+    /// Runs `read` on the watch for a removal that began at `began`: see
+    /// [`Self::synced_since`]. It waits up to [`SHARE_WITHIN`] for a
+    /// barrier published by another (the next batch's re-check, mostly)
+    /// before it publishes its own.
+    async fn synced_for_removal<R>(
+        &self,
+        began: Instant,
+        read: impl FnOnce(&Known) -> R,
+    ) -> Option<R> {
+        self.synced_since(began, SHARE_WITHIN, read).await
     }
 
     /// Runs `read` on the watch once it holds every event containerd
     /// published before a barrier of its own published at or after
     /// `since`: the last sync's, when it was published late enough, else a
-    /// new one. So the re-checks and removals waiting on the watch at once
-    /// share one barrier, each as fresh as its own would be. `None` when
-    /// there is no watch or it broke (it is then dropped, with a warning).
-    async fn synced_since<R>(&self, since: Instant, read: impl FnOnce(&Known) -> R) -> Option<R> {
-        let mut guard = self.watch.lock().await;
-        let watch = guard.as_mut()?;
-        if watch.synced_since(since) {
-            return Some(read(watch.known()));
-        }
-        // The callers that began in the same turn of the executor queue on
-        // the lock meanwhile, and this barrier, published after them,
-        // serves them too.
-        tokio::task::yield_now().await;
-        match watch.sync(&self.channel).await {
-            Ok(()) => Some(read(watch.known())),
-            Err(e) => {
-                tracing::warn!(
-                    error = %e,
-                    "lost containerd's events: re-checks list every container from now on"
-                );
-                *guard = None;
-                None
+    /// new one, which this publishes once `wait` has passed since `since`
+    /// without another sync. So the re-checks and removals waiting on the
+    /// watch share barriers, each as fresh as with a barrier of its own.
+    /// `None` when there is no watch or it broke (it is then dropped, with
+    /// a warning).
+    async fn synced_since<R>(
+        &self,
+        since: Instant,
+        wait: Duration,
+        read: impl FnOnce(&Known) -> R,
+    ) -> Option<R> {
+        let deadline = since + wait;
+        loop {
+            let next_sync = self.synced.notified();
+            tokio::pin!(next_sync);
+            next_sync.as_mut().enable();
+            {
+                let mut guard = self.watch.lock().await;
+                let watch = guard.as_mut()?;
+                if watch.synced_since(since) {
+                    return Some(read(watch.known()));
+                }
+                if Instant::now() >= deadline {
+                    let synced = watch.sync(&self.channel).await;
+                    self.synced.notify_waiters();
+                    return match synced {
+                        Ok(()) => Some(read(watch.known())),
+                        Err(e) => {
+                            tracing::warn!(
+                                error = %e,
+                                "lost containerd's events: re-checks list every container from now on"
+                            );
+                            *guard = None;
+                            None
+                        }
+                    };
+                }
             }
+            // Another's sync, or the end of the wait.
+            let _ = tokio::time::timeout_at(deadline, next_sync).await;
         }
     }
 }

@@ -42,7 +42,7 @@ impl ContainerdRuntime {
     async fn remove_cri_container(&self, id: &str) -> Removal {
         let began = Instant::now();
         let watched = self
-            .synced_since(began, |known| {
+            .synced_for_removal(began, |known| {
                 let there = known.container_facts(CRI_NAMESPACE, id).is_some();
                 (there, known.exited_cri_container(id).is_some())
             })
@@ -99,7 +99,7 @@ impl ContainerdRuntime {
     async fn remove_native_container(&self, namespace: &str, id: &str) -> Removal {
         let began = Instant::now();
         let watched = self
-            .synced_since(began, |known| {
+            .synced_for_removal(began, |known| {
                 known
                     .container_facts(namespace, id)
                     .map(|facts| facts.tasks.into_iter().next())
@@ -155,7 +155,7 @@ impl ContainerdRuntime {
             let users = known.users_of_images(&[(namespace, digest)]);
             (known.records_of(namespace, digest), users)
         };
-        let (records, users) = match self.synced_since(began, check).await {
+        let (records, users) = match self.synced_for_removal(began, check).await {
             Some(checked) => checked,
             None => match self.all_containers().await {
                 Ok(everyone) => check(&Known::listed(&everyone)),

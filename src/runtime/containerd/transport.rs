@@ -76,6 +76,7 @@ impl ContainerdRuntime {
             namespaces,
             sandbox_image: Mutex::new(None),
             watch: Box::new(tokio::sync::Mutex::new(None)),
+            synced: tokio::sync::Notify::new(),
             follow_events: true,
             measure_image_fs: false,
             snapshots: Mutex::new(HashMap::new()),

@@ -586,3 +586,93 @@ pub(super) fn unique_nanos() -> u128 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed(id: &str, state: CriState) -> CriContainer {
+        CriContainer {
+            id: id.to_owned(),
+            state: state as i32,
+            ..CriContainer::default()
+        }
+    }
+
+    fn sandbox(id: &str, state: PodSandboxState) -> CriPod {
+        CriPod {
+            id: id.to_owned(),
+            state: state as i32,
+            ..CriPod::default()
+        }
+    }
+
+    #[test]
+    fn only_what_cri_cannot_change_again_is_settled() {
+        let status = ContainerStatus::default();
+        let cri = CriView {
+            containers: [
+                (
+                    "exited",
+                    (listed("exited", CriState::ContainerExited), Some(status)),
+                ),
+                (
+                    "running",
+                    (listed("running", CriState::ContainerRunning), None),
+                ),
+                (
+                    "created",
+                    (listed("created", CriState::ContainerCreated), None),
+                ),
+                // Exited, but its status (its exit time) was not read.
+                (
+                    "unread",
+                    (listed("unread", CriState::ContainerExited), None),
+                ),
+            ]
+            .into_iter()
+            .map(|(id, entry)| (id.to_owned(), entry))
+            .collect(),
+            sandboxes: vec![
+                sandbox("stopped", PodSandboxState::SandboxNotready),
+                sandbox("ready", PodSandboxState::SandboxReady),
+            ],
+            ..CriView::default()
+        };
+        let settled = Settled::of(&cri);
+        let mut containers: Vec<&str> = settled.containers.keys().map(String::as_str).collect();
+        containers.sort_unstable();
+        assert_eq!(containers, ["exited"]);
+        let sandboxes: Vec<&str> = settled.sandboxes.keys().map(String::as_str).collect();
+        assert_eq!(sandboxes, ["stopped"]);
+    }
+
+    #[test]
+    fn a_stopped_sandbox_whose_container_is_gone_is_not_answered() {
+        let mut known = Known::listed(&[NamespaceData {
+            namespace: "k8s.io".to_owned(),
+            containers: vec![NativeContainer {
+                id: "stopped".to_owned(),
+                ..NativeContainer::default()
+            }],
+            ..NamespaceData::default()
+        }]);
+        known.settled = Settled::of(&CriView {
+            sandboxes: vec![
+                sandbox("stopped", PodSandboxState::SandboxNotready),
+                sandbox("removed", PodSandboxState::SandboxNotready),
+            ],
+            ..CriView::default()
+        });
+        let ids: BTreeSet<String> = ["stopped", "removed", "unknown"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let found: Vec<String> = known
+            .stopped_sandboxes("k8s.io", &ids)
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        assert_eq!(found, ["stopped"]);
+    }
+}

@@ -266,6 +266,10 @@ impl ContainerdRuntime {
                     return Some(read(watch.known()));
                 }
                 if Instant::now() >= deadline {
+                    // The removals the executor started in the same turn
+                    // begin meanwhile, and this barrier, published after
+                    // them, serves them too.
+                    tokio::task::yield_now().await;
                     let synced = watch.sync(&self.channel).await;
                     self.synced.notify_waiters();
                     return match synced {

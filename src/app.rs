@@ -106,7 +106,8 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
             print_lossy(&texts.join("\n"));
             Ok(())
         }
-        Command::Daemon => crate::daemon::run(source, policy).await,
+        // Boxed: the daemon's future holds a whole cycle's.
+        Command::Daemon => Box::pin(crate::daemon::run(source, policy)).await,
     }
 }
 

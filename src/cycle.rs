@@ -64,6 +64,17 @@ impl Node {
         if policy.images.disk.is_some() || policy.images.keep_recent > 0 || undated {
             record_image_uses(&runtime, &mut inventory, &policy.state_dir, started_at).await;
         }
+        // Where sizing a container costs a call of its own (containerd),
+        // only the containers the policy removes are measured: the plan is
+        // the same without sizes, and a kept container's size is unknown.
+        let to_measure: Vec<String> = plan(&inventory, policy, started_at)
+            .deletions()
+            .filter(|d| d.kind == crate::inventory::Kind::Container)
+            .map(|d| d.id.clone())
+            .collect();
+        let to_measure: Vec<&str> = to_measure.iter().map(String::as_str).collect();
+        // Boxed: the measuring future is large, and every cycle awaits this.
+        Box::pin(runtime.measure_containers(&mut inventory, &to_measure)).await;
         tracing::info!(
             runtime = %runtime.kind(),
             reason = %reason,

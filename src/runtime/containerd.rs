@@ -30,6 +30,9 @@ use containerd_client::tonic::Status;
 use containerd_client::tonic::transport::Channel;
 use futures_util::future::try_join_all;
 use futures_util::{StreamExt, stream};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use self::convert::{
     CriView, NamespaceData, containers_of, qualified, sandboxes_of, split_qualified,
@@ -48,6 +51,11 @@ const CRI_NAMESPACE: &str = "k8s.io";
 const STATUS_CONCURRENCY: usize = 8;
 /// How many snapshots are measured at once: each is a walk of a directory.
 const USAGE_CONCURRENCY: usize = 4;
+/// How long a removal waits for a barrier that another re-check or
+/// removal publishes after it began, before it publishes one of its own:
+/// the executor re-checks the next batch once the last of this one has
+/// begun, so its barrier serves the batch's removals.
+const SHARE_WITHIN: Duration = Duration::from_millis(25);
 
 /// A connection to one containerd, over its unix socket.
 pub struct ContainerdRuntime {
@@ -66,12 +74,17 @@ pub struct ContainerdRuntime {
     /// containerd's events; `None` when the subscription failed or broke
     /// (re-checks then list everything).
     watch: Box<tokio::sync::Mutex<Option<Watch>>>,
+    /// Told each time the watch has synced (or failed to).
+    synced: tokio::sync::Notify,
     /// Whether an inventory subscribes to containerd's events for the
     /// re-checks that follow: not for a command that removes nothing.
     follow_events: bool,
     /// Whether the inventory measures the image file system (CRI's
     /// `ImageFsInfo` names it; `images.disk`).
     measure_image_fs: bool,
+    /// The last inventory's containers' writable snapshots, by qualified
+    /// id: `(snapshotter, key)`.
+    snapshots: Mutex<HashMap<String, (String, String)>>,
 }
 
 impl ContainerdRuntime {
@@ -155,48 +168,25 @@ impl ContainerdRuntime {
         self.sandbox_image.lock().ok().and_then(|c| c.clone())
     }
 
-    /// `containers` of one namespace with what removing each stopped one
-    /// frees: its writable snapshot, measured by the snapshotter (on
-    /// overlayfs, a walk of its upper directory). Live containers are not
-    /// measured: they are not removed. A snapshot that cannot be measured
-    /// leaves the size unknown.
-    async fn with_writable_sizes(
-        &self,
-        data: &NamespaceData,
-        containers: Vec<Container>,
-    ) -> Vec<Container> {
-        let snapshots: HashMap<String, (&str, &str)> = data
-            .containers
+    /// The writable snapshot of each container of `data`, by qualified id:
+    /// what [`Engine::measure_containers`] measures.
+    fn remember_snapshots(&self, data: &[NamespaceData]) {
+        let snapshots = data
             .iter()
-            .filter(|c| !c.snapshot_key.is_empty() && !c.snapshotter.is_empty())
-            .map(|c| {
-                let id = qualified(&data.namespace, &c.id);
-                (id, (c.snapshotter.as_str(), c.snapshot_key.as_str()))
+            .flat_map(|namespace| {
+                namespace
+                    .containers
+                    .iter()
+                    .filter(|c| !c.snapshot_key.is_empty() && !c.snapshotter.is_empty())
+                    .map(|c| {
+                        let id = qualified(&namespace.namespace, &c.id);
+                        (id, (c.snapshotter.clone(), c.snapshot_key.clone()))
+                    })
             })
             .collect();
-        stream::iter(containers)
-            .map(|mut container| {
-                let snapshot = snapshots
-                    .get(&container.id)
-                    .filter(|_| !container.state.is_live())
-                    .copied();
-                async move {
-                    if let Some((snapshotter, key)) = snapshot {
-                        match native::snapshot_usage(&self.channel, &data.namespace, snapshotter, key)
-                            .await
-                        {
-                            Ok(size) => container.size = size,
-                            Err(e) => {
-                                tracing::debug!(id = %container.id, error = %e, "cannot measure snapshot");
-                            }
-                        }
-                    }
-                    container
-                }
-            })
-            .buffered(USAGE_CONCURRENCY)
-            .collect()
-            .await
+        if let Ok(mut kept) = self.snapshots.lock() {
+            *kept = snapshots;
+        }
     }
 
     /// The configured namespace of a qualified id, with the id in it.
@@ -229,21 +219,74 @@ impl ContainerdRuntime {
         }
     }
 
-    /// Runs `read` on the watch once it is up to date; `None` when there is
-    /// no watch or it broke (it is then dropped, with a warning).
+    /// Runs `read` on the watch once it is up to date, for a re-check: see
+    /// [`Self::synced_since`]; it publishes a barrier at once when no sync
+    /// has since it began, and the removals waiting on the watch then
+    /// share it. `None` when there is no watch or it broke.
     async fn synced<R>(&self, read: impl FnOnce(&Known) -> R) -> Option<R> {
-        let mut guard = self.watch.lock().await;
-        let watch = guard.as_mut()?;
-        match watch.sync(&self.channel).await {
-            Ok(()) => Some(read(watch.known())),
-            Err(e) => {
-                tracing::warn!(
-                    error = %e,
-                    "lost containerd's events: re-checks list every container from now on"
-                );
-                *guard = None;
-                None
+        self.synced_since(Instant::now(), Duration::ZERO, read)
+            .await
+    }
+
+    /// Runs `read` on the watch for a removal that began at `began`: see
+    /// [`Self::synced_since`]. It waits up to [`SHARE_WITHIN`] for a
+    /// barrier published by another (the next batch's re-check, mostly)
+    /// before it publishes its own.
+    async fn synced_for_removal<R>(
+        &self,
+        began: Instant,
+        read: impl FnOnce(&Known) -> R,
+    ) -> Option<R> {
+        self.synced_since(began, SHARE_WITHIN, read).await
+    }
+
+    /// Runs `read` on the watch once it holds every event containerd
+    /// published before a barrier of its own published at or after
+    /// `since`: the last sync's, when it was published late enough, else a
+    /// new one, which this publishes once `wait` has passed since `since`
+    /// without another sync. So the re-checks and removals waiting on the
+    /// watch share barriers, each as fresh as with a barrier of its own.
+    /// `None` when there is no watch or it broke (it is then dropped, with
+    /// a warning).
+    async fn synced_since<R>(
+        &self,
+        since: Instant,
+        wait: Duration,
+        read: impl FnOnce(&Known) -> R,
+    ) -> Option<R> {
+        let deadline = since + wait;
+        loop {
+            let next_sync = self.synced.notified();
+            tokio::pin!(next_sync);
+            next_sync.as_mut().enable();
+            {
+                let mut guard = self.watch.lock().await;
+                let watch = guard.as_mut()?;
+                if watch.synced_since(since) {
+                    return Some(read(watch.known()));
+                }
+                if Instant::now() >= deadline {
+                    // The removals the executor started in the same turn
+                    // begin meanwhile, and this barrier, published after
+                    // them, serves them too.
+                    tokio::task::yield_now().await;
+                    let synced = watch.sync(&self.channel).await;
+                    self.synced.notify_waiters();
+                    return match synced {
+                        Ok(()) => Some(read(watch.known())),
+                        Err(e) => {
+                            tracing::warn!(
+                                error = %e,
+                                "lost containerd's events: re-checks list every container from now on"
+                            );
+                            *guard = None;
+                            None
+                        }
+                    };
+                }
             }
+            // Another's sync, or the end of the wait.
+            let _ = tokio::time::timeout_at(deadline, next_sync).await;
         }
     }
 }
@@ -290,8 +333,9 @@ impl Engine for ContainerdRuntime {
         );
         let data = data.map_err(Self::call_error("read namespace"))?;
         if let Some(watch) = watch.as_mut() {
-            watch.fill(&data);
+            watch.fill(&data, cri.as_ref());
         }
+        self.remember_snapshots(&data);
         *self.watch.lock().await = watch;
         let mut inventory = Inventory {
             runtime: RUNTIME.to_owned(),
@@ -319,9 +363,7 @@ impl Engine for ContainerdRuntime {
                     .sandboxes
                     .extend(sandboxes_of(CRI_NAMESPACE, view, &containers));
             }
-            inventory
-                .containers
-                .extend(self.with_writable_sizes(namespace, containers).await);
+            inventory.containers.extend(containers);
         }
         inventory.containers.sort_by(|a, b| a.id.cmp(&b.id));
         inventory.images.sort_by(|a, b| a.id.cmp(&b.id));
@@ -342,6 +384,49 @@ impl Engine for ContainerdRuntime {
 
     async fn recheck(&self, kind: Kind, ids: &[&str]) -> Result<Inventory, RuntimeError> {
         self.recheck_batch(kind, ids).await
+    }
+
+    /// Each stopped container of `ids` with what removing it frees: its
+    /// writable snapshot, measured by the snapshotter (on overlayfs, a walk
+    /// of its upper directory), one call each, a few at once. containerd
+    /// has no call that sizes more than one snapshot, so the inventory
+    /// leaves this to the containers a plan removes. Live containers are
+    /// not measured: they are not removed. A snapshot that cannot be
+    /// measured leaves the size unknown.
+    async fn measure_containers(&self, inventory: &mut Inventory, ids: &[&str]) {
+        let ids: std::collections::HashSet<&str> = ids.iter().copied().collect();
+        let wanted: Vec<(usize, String, String, String)> = {
+            let Ok(snapshots) = self.snapshots.lock() else {
+                return;
+            };
+            inventory
+                .containers
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| !c.state.is_live() && ids.contains(c.id.as_str()))
+                .filter_map(|(at, c)| {
+                    let (namespace, _) = split_qualified(&c.id)?;
+                    let (snapshotter, key) = snapshots.get(&c.id)?;
+                    Some((at, namespace.to_owned(), snapshotter.clone(), key.clone()))
+                })
+                .collect()
+        };
+        let sizes: Vec<(usize, Option<u64>)> = stream::iter(wanted)
+            .map(|(at, namespace, snapshotter, key)| async move {
+                match native::snapshot_usage(&self.channel, &namespace, &snapshotter, &key).await {
+                    Ok(size) => (at, size),
+                    Err(e) => {
+                        tracing::debug!(%namespace, %key, error = %e, "cannot measure snapshot");
+                        (at, None)
+                    }
+                }
+            })
+            .buffer_unordered(USAGE_CONCURRENCY)
+            .collect()
+            .await;
+        for (at, size) in sizes {
+            inventory.containers[at].size = size;
+        }
     }
 
     /// Runs the garbage collector once: it frees the content of the images

@@ -46,6 +46,11 @@ pub struct CriRuntime {
     /// The image uses the last inventory's containers showed, for the
     /// usage history (`image_uses`).
     last_uses: Mutex<Vec<(String, Use)>>,
+    /// The last inventory's exited containers, by id: final (CRI never
+    /// starts a container again; kubelet makes a new one), so a re-check
+    /// takes them as they were, and the removal's own `ContainerStatus`
+    /// says whether one is still there.
+    exited: Mutex<std::collections::HashMap<String, crate::inventory::Container>>,
 }
 
 impl CriRuntime {
@@ -91,6 +96,7 @@ impl CriRuntime {
             name,
             measure_image_fs: false,
             last_uses: Mutex::new(Vec::new()),
+            exited: Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -176,6 +182,25 @@ impl CriRuntime {
             (Some(listed), Some(status)) => Some(convert::container(&listed, Some(&status), index)),
             _ => None,
         })
+    }
+
+    /// One container as a re-check finds it: as the last inventory found
+    /// it when it had exited then (final), else read again.
+    async fn rechecked_container(
+        &self,
+        id: &str,
+        index: &ImageIndex,
+    ) -> Result<Option<crate::inventory::Container>, Status> {
+        let exited = self
+            .exited
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(id)
+            .cloned();
+        match exited {
+            Some(container) => Ok(Some(container)),
+            None => self.one_container(id, index).await,
+        }
     }
 
     /// Every container with its status, and every pod sandbox: what
@@ -321,6 +346,14 @@ impl Engine for CriRuntime {
             .last_uses
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = convert::uses_of(&containers);
+        *self
+            .exited
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = containers
+            .iter()
+            .filter(|c| c.state == crate::inventory::ContainerState::Exited)
+            .map(|c| (c.id.clone(), c.clone()))
+            .collect();
         let image_fs = if self.measure_image_fs {
             self.image_fs().await
         } else {
@@ -351,7 +384,7 @@ impl Engine for CriRuntime {
                 let (containers, sandboxes) = tokio::try_join!(
                     async {
                         futures_util::future::try_join_all(
-                            ids.iter().map(|id| self.one_container(id, &index)),
+                            ids.iter().map(|id| self.rechecked_container(id, &index)),
                         )
                         .await
                         .map_err(Self::call_error("container status"))

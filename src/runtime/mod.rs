@@ -235,6 +235,13 @@ pub trait Engine: Sync {
     /// any container left counts as kept).
     async fn recheck(&self, kind: Kind, ids: &[&str]) -> Result<Inventory, RuntimeError>;
 
+    /// Measures what removing each container of `inventory` named in `ids`
+    /// frees, where the inventory leaves that to one call per container
+    /// (containerd: a writable snapshot's usage): the caller asks for the
+    /// containers its plan removes, and the others keep an unknown size.
+    /// Nothing to do where the inventory sized every container already.
+    async fn measure_containers(&self, _inventory: &mut Inventory, _ids: &[&str]) {}
+
     /// Removes one object as its re-check found it, never with force. An
     /// image is removed by id; an adapter removes a multi-tagged image
     /// name by name, the names the re-check read.
@@ -506,6 +513,14 @@ impl Engine for Runtime {
             Self::Docker(d) => d.recheck(kind, ids).await,
             Self::Containerd(c) => c.recheck(kind, ids).await,
             Self::Cri(c) => c.recheck(kind, ids).await,
+        }
+    }
+
+    async fn measure_containers(&self, inventory: &mut Inventory, ids: &[&str]) {
+        match self {
+            Self::Docker(d) => d.measure_containers(inventory, ids).await,
+            Self::Containerd(c) => c.measure_containers(inventory, ids).await,
+            Self::Cri(c) => c.measure_containers(inventory, ids).await,
         }
     }
 

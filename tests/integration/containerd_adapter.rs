@@ -143,8 +143,26 @@ async fn inventory_reads_pods_through_cri_and_plain_containers_natively(
         return;
     };
     let node = lay_out(&containerd).await;
-    let inventory = runtime.inventory().await.expect("inventory");
+    let mut inventory = runtime.inventory().await.expect("inventory");
     let now = Utc::now();
+    assert!(
+        inventory.containers.iter().all(|c| c.size.is_none()),
+        "the inventory measures no snapshot: a kept container's size is left unknown"
+    );
+    // What a plan removes is measured, and only that.
+    let (quick_id, init_id, runner_id) = (
+        other_id("quick"),
+        cri_id(&node.istio_init),
+        other_id("runner"),
+    );
+    runtime
+        .measure_containers(&mut inventory, &[&quick_id, &init_id, &runner_id])
+        .await;
+    assert_eq!(
+        container(&inventory, &other_id("never")).size,
+        None,
+        "not asked for"
+    );
     assert_eq!(inventory.runtime, "containerd");
     assert_eq!(
         runtime.kind(),

@@ -184,6 +184,77 @@ async fn a_run_removes_what_kubelet_no_longer_needs_and_crio_still_answers() {
 
 /// CRI has no pull or tag time: an image is dated by safeprune's first
 /// sighting, kept in `state_dir`, so `min_age` counts from there.
+/// A container's removal costs CRI-O two calls beyond what the inventory
+/// makes (`plan` alone): the `ContainerStatus` that shows it still exited,
+/// just before `RemoveContainer`. Its re-check takes the exited container
+/// as the inventory found it (CRI never starts it again), and lists the
+/// pods once per batch, not per container.
+#[tokio::test]
+async fn a_container_removal_costs_two_calls_beyond_the_inventory() {
+    const FINISHED: usize = 6;
+    let Some(crio) = PrivateCrio::start().await.or_skip() else {
+        return;
+    };
+    crio.import_image(JOB, "job");
+    for i in 0..FINISHED {
+        let pod = crio.run_pod(&Pod::new(&format!("job-{i}"), "batch"));
+        let task = pod.container("task", JOB, EXIT_0);
+        pod.wait_exited(&task);
+        pod.stop();
+    }
+    let cli = Cli::new(
+        &Runtime::Cri(&crio.endpoint()),
+        "containers: { min_age: \"0\" }\nimages: { enabled: false }\n",
+    );
+    let since = |before: &std::collections::BTreeMap<String, u64>,
+                 after: &std::collections::BTreeMap<String, u64>| {
+        after
+            .iter()
+            .map(|(method, n)| (method.clone(), n - before.get(method).copied().unwrap_or(0)))
+            .filter(|(_, n)| *n > 0)
+            .collect::<std::collections::BTreeMap<String, u64>>()
+    };
+    let start = crio.operations();
+    let (code, plan) = cli.json(&["plan", "--output", "json"]);
+    assert_eq!(code, Some(0), "{plan}");
+    let planned = crio.operations();
+    let (code, run) = cli.json(&["run", "--output", "json"]);
+    assert_eq!(code, Some(0), "{run}");
+    let ran = crio.operations();
+    let (inventory, run_calls) = (since(&start, &planned), since(&planned, &ran));
+    let deleted = run["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["result"] == "deleted")
+        .count();
+    assert_eq!(deleted, FINISHED, "{run}");
+    let beyond: std::collections::BTreeMap<&str, u64> = run_calls
+        .iter()
+        .map(|(method, n)| {
+            let listed = inventory.get(method).copied().unwrap_or(0);
+            (method.as_str(), n.saturating_sub(listed))
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    let why = format!("inventory {inventory:?}, run {run_calls:?}");
+    let per_batch = beyond.get("ListPodSandbox").copied().unwrap_or(0);
+    assert!(
+        (1..=u64::try_from(FINISHED).unwrap()).contains(&per_batch),
+        "the pods are listed once per re-check batch: {why}"
+    );
+    let per_container: std::collections::BTreeMap<&str, u64> = beyond
+        .into_iter()
+        .filter(|(method, _)| *method != "ListPodSandbox")
+        .collect();
+    let finished = u64::try_from(FINISHED).unwrap();
+    assert_eq!(
+        per_container,
+        [("ContainerStatus", finished), ("RemoveContainer", finished)].into(),
+        "{why}"
+    );
+}
+
 #[tokio::test]
 async fn an_image_is_as_old_as_safepruness_first_sighting_of_it() {
     let Some(crio) = PrivateCrio::start().await.or_skip() else {

@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashSet};
 use containerd_client::services::v1::{Container as NativeContainer, Image as ImageRecord};
 use containerd_client::types::v1::Process;
 use futures_util::future::{join_all, try_join_all};
-use k8s_cri::v1::PodSandbox as CriPod;
+use k8s_cri::v1::{Container as CriContainer, ContainerStatus, PodSandbox as CriPod};
 
 use super::convert::{
     CriView, NamespaceData, containers_of, is_cri_kind, is_cri_sandbox, sandboxes_of,
@@ -155,20 +155,31 @@ impl ContainerdRuntime {
             tasks: task.into_iter().collect(),
             ..NamespaceData::default()
         };
-        Ok(self.rechecked_container(data).await)
+        Ok(self.rechecked_container(data, None).await)
     }
 
     /// One container as a re-check finds it, from what containerd says of
     /// it (`data`: its record and task), with CRI's status when it is a CRI
-    /// container and CRI answers: the only place with an exited CRI
-    /// container's state and exit time (CRI deletes its task). Its removal
-    /// acts on what this finds (its id and the labels CRI put on it).
-    async fn rechecked_container(&self, data: NamespaceData) -> Vec<Container> {
+    /// container: the only place with an exited CRI container's state and
+    /// exit time (CRI deletes its task). `settled` is what CRI said of it
+    /// at the inventory when it had exited then (final: CRI never starts it
+    /// again), taken as it is; else CRI is asked, when it answers. Its
+    /// removal acts on what this finds (its id and the labels CRI put on
+    /// it).
+    async fn rechecked_container(
+        &self,
+        data: NamespaceData,
+        settled: Option<(CriContainer, Option<ContainerStatus>)>,
+    ) -> Vec<Container> {
         let Some(found) = data.containers.first() else {
             return Vec::new();
         };
         let view = if data.namespace == CRI_NAMESPACE && is_cri_kind(&found.labels) {
-            match cri::container(&self.channel, &found.id).await {
+            let known = match settled {
+                Some(exited) => Ok(Some(exited)),
+                None => cri::container(&self.channel, &found.id).await,
+            };
+            match known {
                 Ok(known) => Some(CriView {
                     containers: known.map(|c| (found.id.clone(), c)).into_iter().collect(),
                     ..CriView::default()
@@ -200,9 +211,13 @@ impl ContainerdRuntime {
             .collect::<Result<Vec<_>, RuntimeError>>()?;
         let watched = self
             .synced(|known| {
-                let facts: Vec<(&str, NamespaceData)> = wanted
+                let facts: Vec<(NamespaceData, Option<_>)> = wanted
                     .iter()
-                    .filter_map(|(id, (ns, local))| Some((*id, known.container_facts(ns, local)?)))
+                    .filter_map(|(_, (ns, local))| {
+                        let settled =
+                            (*ns == CRI_NAMESPACE).then(|| known.exited_cri_container(local));
+                        Some((known.container_facts(ns, local)?, settled.flatten()))
+                    })
                     .collect();
                 let uids: HashSet<&str> = wanted
                     .iter()
@@ -217,7 +232,7 @@ impl ContainerdRuntime {
                 let found = join_all(
                     facts
                         .into_iter()
-                        .map(|(_, data)| self.rechecked_container(data)),
+                        .map(|(data, settled)| self.rechecked_container(data, settled)),
                 )
                 .await;
                 (found, Some(of_pods))
@@ -248,15 +263,33 @@ impl ContainerdRuntime {
     }
 
     /// The CRI namespace's sandboxes with these local ids: their state from
-    /// CRI, or from their tasks when CRI does not answer. One that exists
-    /// in neither is left out.
+    /// CRI, or from their tasks when CRI does not answer. One that CRI said
+    /// at the inventory was not ready is taken as it was (never ready
+    /// again), without a call. One that exists in neither is left out.
     async fn sandboxes_by_id(
         &self,
         ids: &BTreeSet<String>,
     ) -> Result<Vec<PodSandbox>, RuntimeError> {
+        let stopped = self
+            .watch
+            .lock()
+            .await
+            .as_ref()
+            .map(|watch| watch.known().stopped_sandboxes(CRI_NAMESPACE, ids))
+            .unwrap_or_default();
+        let ids: BTreeSet<String> = ids
+            .iter()
+            .filter(|id| !stopped.iter().any(|s| &s.id == *id))
+            .cloned()
+            .collect();
         let from_cri = try_join_all(ids.iter().map(|id| cri::sandbox(&self.channel, id))).await;
         match from_cri {
-            Ok(found) => Ok(cri_sandboxes(found.into_iter().flatten().collect())),
+            Ok(found) => Ok(cri_sandboxes(
+                stopped
+                    .into_iter()
+                    .chain(found.into_iter().flatten())
+                    .collect(),
+            )),
             Err(e) => {
                 tracing::warn!(error = %e, "CRI does not answer: sandboxes read natively");
                 let found = try_join_all(ids.iter().map(|id| async move {
@@ -268,10 +301,12 @@ impl ContainerdRuntime {
                 .await
                 .map_err(Self::call_error("get sandbox container"))?;
                 let (containers, tasks): (Vec<_>, Vec<_>) = found.into_iter().unzip();
-                Ok(native_sandboxes(
+                let mut sandboxes = cri_sandboxes(stopped);
+                sandboxes.extend(native_sandboxes(
                     containers.into_iter().flatten().collect(),
                     tasks.into_iter().flatten().collect(),
-                ))
+                ));
+                Ok(sandboxes)
             }
         }
     }

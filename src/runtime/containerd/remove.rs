@@ -4,6 +4,7 @@
 use containerd_client::tonic::{Code, Status};
 use containerd_client::types::v1::Status as TaskStatus;
 use k8s_cri::v1::ContainerState as CriState;
+use tokio::time::Instant;
 
 use super::convert::cri_made;
 use super::watch::Known;
@@ -34,8 +35,23 @@ impl ContainerdRuntime {
 
     /// Removes a CRI container through CRI, after checking that CRI knows
     /// it and that it is not running: CRI would answer OK for an unknown
-    /// container and stop a running one.
+    /// container and stop a running one. A container that CRI said had
+    /// exited at the inventory (final: CRI never starts it again) and that
+    /// the watch, brought up to date after this removal began, still holds
+    /// needs no more asking: CRI listed it, and cannot run it.
     async fn remove_cri_container(&self, id: &str) -> Removal {
+        let began = Instant::now();
+        let watched = self
+            .synced_for_removal(began, |known| {
+                let there = known.container_facts(CRI_NAMESPACE, id).is_some();
+                (there, known.exited_cri_container(id).is_some())
+            })
+            .await;
+        match watched {
+            Some((false, _)) => return Removal::Gone,
+            Some((true, true)) => return self.remove_through_cri(id).await,
+            Some((true, false)) | None => {}
+        }
         let mut client = cri::client(self.channel.clone());
         match cri::status_of(&mut client, id).await {
             Err(e) => {
@@ -62,6 +78,11 @@ impl ContainerdRuntime {
             }
             Ok(Some(_)) => {}
         }
+        self.remove_through_cri(id).await
+    }
+
+    /// CRI's `RemoveContainer`, once it is known safe.
+    async fn remove_through_cri(&self, id: &str) -> Removal {
         match cri::remove_container(&self.channel, id).await {
             Ok(()) => Removal::Removed,
             Err(e) => removal_from_status("CRI remove container", &e),
@@ -69,12 +90,32 @@ impl ContainerdRuntime {
     }
 
     /// Removes a plain container: a stopped task first, then the container
-    /// (its snapshot goes when the removals settle). A live task (running, paused, created) is a
-    /// conflict: deleting the container would orphan it (measured).
+    /// (its snapshot goes when the removals settle). A live task (running,
+    /// paused, created) is a conflict: deleting the container would orphan
+    /// it (measured). Its task is read after this removal began: from the
+    /// watch, brought up to date by a barrier published since (shared with
+    /// the removals and the re-check that wait at the same time), or, with
+    /// no watch, by `Get`.
     async fn remove_native_container(&self, namespace: &str, id: &str) -> Removal {
-        match native::task(&self.channel, namespace, id).await {
-            Ok(None) => {}
-            Ok(Some(task)) if task.status == TaskStatus::Stopped as i32 => {
+        let began = Instant::now();
+        let watched = self
+            .synced_for_removal(began, |known| {
+                known
+                    .container_facts(namespace, id)
+                    .map(|facts| facts.tasks.into_iter().next())
+            })
+            .await;
+        let task = match watched {
+            Some(Some(task)) => task,
+            Some(None) => return Removal::Gone,
+            None => match native::task(&self.channel, namespace, id).await {
+                Ok(task) => task,
+                Err(e) => return removal_from_status("get task", &e),
+            },
+        };
+        match task {
+            None => {}
+            Some(task) if task.status == TaskStatus::Stopped as i32 => {
                 match native::delete_task(&self.channel, namespace, id).await {
                     Ok(()) => {}
                     // Deleted meanwhile by someone else: fine.
@@ -82,13 +123,12 @@ impl ContainerdRuntime {
                     Err(e) => return removal_from_status("delete task", &e),
                 }
             }
-            Ok(Some(task)) => {
+            Some(task) => {
                 let state = TaskStatus::try_from(task.status)
                     .map_or("unknown", |s| s.as_str_name())
                     .to_lowercase();
                 return Removal::InUse(format!("container has a live task ({state})"));
             }
-            Err(e) => return removal_from_status("get task", &e),
         }
         match native::delete_container(&self.channel, namespace, id).await {
             // Its writable snapshot, which the record does not own, is now
@@ -102,9 +142,11 @@ impl ContainerdRuntime {
     /// Removes every name of one image, after a fresh check that no
     /// container of any configured namespace refers to it by name or by
     /// target: containerd deletes an image in use without a word
-    /// (measured). The check reads the watch brought up to date, or, without
-    /// one, lists every namespace.
+    /// (measured). The check reads the watch brought up to date by a
+    /// barrier published after this removal began, or, without one, lists
+    /// every namespace.
     pub(super) async fn remove_image(&self, id: &str) -> Removal {
+        let began = Instant::now();
         let (namespace, digest) = match self.parse_id(id) {
             Ok(parts) => parts,
             Err(e) => return Removal::Failed(e),
@@ -113,7 +155,7 @@ impl ContainerdRuntime {
             let users = known.users_of_images(&[(namespace, digest)]);
             (known.records_of(namespace, digest), users)
         };
-        let (records, users) = match self.synced(check).await {
+        let (records, users) = match self.synced_for_removal(began, check).await {
             Some(checked) => checked,
             None => match self.all_containers().await {
                 Ok(everyone) => check(&Known::listed(&everyone)),

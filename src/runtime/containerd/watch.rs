@@ -20,6 +20,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use containerd_client::services::v1::events_client::EventsClient;
 use containerd_client::services::v1::{
     Container as NativeContainer, Image as ImageRecord, PublishRequest, SubscribeRequest,
@@ -32,8 +34,14 @@ use containerd_client::types::v1::Process;
 use prost::Message;
 use prost_types::Any;
 
+use k8s_cri::v1::{
+    Container as CriContainer, ContainerState as CriState, ContainerStatus, PodSandbox as CriPod,
+    PodSandboxState,
+};
+
 use super::convert::{
-    NamespaceData, image_mounts, plain_container, qualified, slim_record, tasks_by_container,
+    CriView, NamespaceData, image_mounts, plain_container, qualified, slim_record,
+    tasks_by_container,
 };
 use super::images;
 use super::native;
@@ -70,6 +78,9 @@ pub(super) struct Watch {
     /// This watch's barrier tokens start with this; the counter follows.
     token_prefix: String,
     next_token: u64,
+    /// When the last sync that completed published its barrier: every
+    /// event published before then has been read.
+    synced_at: Option<Instant>,
     known: Known,
 }
 
@@ -79,6 +90,20 @@ pub(super) struct Watch {
 #[derive(Default)]
 pub(super) struct Known {
     namespaces: HashMap<String, Namespace>,
+    /// What CRI said at the inventory that cannot change.
+    settled: Settled,
+}
+
+/// What CRI said at the inventory that no later event can change, by
+/// local id: its exited containers (CRI never starts a container again:
+/// kubelet makes a new one) with their status, and its sandboxes that are
+/// not ready (never ready again: a pod that comes back gets a new
+/// sandbox). A re-check takes these as they are; the watch says whether
+/// the container is still there.
+#[derive(Default)]
+struct Settled {
+    containers: HashMap<String, (CriContainer, Option<ContainerStatus>)>,
+    sandboxes: HashMap<String, CriPod>,
 }
 
 /// One namespace as the watch knows it.
@@ -143,18 +168,30 @@ impl Watch {
             barrier_namespace,
             token_prefix,
             next_token: 0,
+            synced_at: None,
             known: Known::default(),
         })
     }
 
-    /// Takes in what the inventory listed, after subscribing.
-    pub(super) fn fill(&mut self, data: &[NamespaceData]) {
+    /// Takes in what the inventory listed, after subscribing, and what CRI
+    /// said then.
+    pub(super) fn fill(&mut self, data: &[NamespaceData], cri: Option<&CriView>) {
         self.known = Known::listed(data);
+        if let Some(cri) = cri {
+            self.known.settled = Settled::of(cri);
+        }
     }
 
     /// What the watch knows, as of its last sync.
     pub(super) fn known(&self) -> &Known {
         &self.known
+    }
+
+    /// Whether the last completed sync published its barrier at or after
+    /// `since`: then the watch holds every event containerd published
+    /// before that barrier, which it served after `since`.
+    pub(super) fn synced_since(&self, since: Instant) -> bool {
+        self.synced_at.is_some_and(|at| at >= since)
     }
 
     /// Brings the watch up to date: publishes a barrier, reads every event
@@ -166,6 +203,7 @@ impl Watch {
     pub(super) async fn sync(&mut self, channel: &Channel) -> Result<(), Status> {
         let token = format!("{}-{}", self.token_prefix, self.next_token);
         self.next_token += 1;
+        let published_at = Instant::now();
         publish(channel, &self.barrier_namespace, &token).await?;
         let mut dirty = Dirty::default();
         tokio::time::timeout(BARRIER_TIMEOUT, async {
@@ -186,7 +224,9 @@ impl Watch {
         .map_err(|_| {
             Status::deadline_exceeded("containerd did not deliver the watch's barrier")
         })??;
-        self.reread(channel, dirty).await
+        self.reread(channel, dirty).await?;
+        self.synced_at = Some(published_at);
+        Ok(())
     }
 
     async fn reread(&mut self, channel: &Channel, dirty: Dirty) -> Result<(), Status> {
@@ -254,7 +294,32 @@ impl Known {
                 (namespace.namespace.clone(), state)
             })
             .collect();
-        Self { namespaces }
+        Self {
+            namespaces,
+            settled: Settled::default(),
+        }
+    }
+
+    /// An exited CRI container of the CRI namespace, by local id, as CRI
+    /// gave it at the inventory (its exit is final), if CRI did.
+    pub(super) fn exited_cri_container(
+        &self,
+        local: &str,
+    ) -> Option<(CriContainer, Option<ContainerStatus>)> {
+        self.settled.containers.get(local).cloned()
+    }
+
+    /// The sandboxes of `ids` (local ids of `namespace`, the CRI one) that
+    /// CRI said at the inventory were not ready (they never are again), and
+    /// whose container is still there.
+    pub(super) fn stopped_sandboxes(&self, namespace: &str, ids: &BTreeSet<String>) -> Vec<CriPod> {
+        let Some(state) = self.namespaces.get(namespace) else {
+            return Vec::new();
+        };
+        ids.iter()
+            .filter(|id| state.containers.contains_key(id.as_str()))
+            .filter_map(|id| self.settled.sandboxes.get(id).cloned())
+            .collect()
     }
 
     /// What containerd says of one container of `namespace`, by local id:
@@ -391,6 +456,27 @@ impl Known {
     }
 }
 
+impl Settled {
+    fn of(cri: &CriView) -> Self {
+        Self {
+            containers: cri
+                .containers
+                .iter()
+                .filter(|(_, (listed, status))| {
+                    listed.state == CriState::ContainerExited as i32 && status.is_some()
+                })
+                .map(|(id, entry)| (id.clone(), entry.clone()))
+                .collect(),
+            sandboxes: cri
+                .sandboxes
+                .iter()
+                .filter(|s| !s.id.is_empty() && s.state == PodSandboxState::SandboxNotready as i32)
+                .map(|s| (s.id.clone(), s.clone()))
+                .collect(),
+        }
+    }
+}
+
 impl Dirty {
     /// Notes what one event names; events of other topics name nothing the
     /// watch keeps.
@@ -499,4 +585,94 @@ pub(super) fn unique_nanos() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed(id: &str, state: CriState) -> CriContainer {
+        CriContainer {
+            id: id.to_owned(),
+            state: state as i32,
+            ..CriContainer::default()
+        }
+    }
+
+    fn sandbox(id: &str, state: PodSandboxState) -> CriPod {
+        CriPod {
+            id: id.to_owned(),
+            state: state as i32,
+            ..CriPod::default()
+        }
+    }
+
+    #[test]
+    fn only_what_cri_cannot_change_again_is_settled() {
+        let status = ContainerStatus::default();
+        let cri = CriView {
+            containers: [
+                (
+                    "exited",
+                    (listed("exited", CriState::ContainerExited), Some(status)),
+                ),
+                (
+                    "running",
+                    (listed("running", CriState::ContainerRunning), None),
+                ),
+                (
+                    "created",
+                    (listed("created", CriState::ContainerCreated), None),
+                ),
+                // Exited, but its status (its exit time) was not read.
+                (
+                    "unread",
+                    (listed("unread", CriState::ContainerExited), None),
+                ),
+            ]
+            .into_iter()
+            .map(|(id, entry)| (id.to_owned(), entry))
+            .collect(),
+            sandboxes: vec![
+                sandbox("stopped", PodSandboxState::SandboxNotready),
+                sandbox("ready", PodSandboxState::SandboxReady),
+            ],
+            ..CriView::default()
+        };
+        let settled = Settled::of(&cri);
+        let mut containers: Vec<&str> = settled.containers.keys().map(String::as_str).collect();
+        containers.sort_unstable();
+        assert_eq!(containers, ["exited"]);
+        let sandboxes: Vec<&str> = settled.sandboxes.keys().map(String::as_str).collect();
+        assert_eq!(sandboxes, ["stopped"]);
+    }
+
+    #[test]
+    fn a_stopped_sandbox_whose_container_is_gone_is_not_answered() {
+        let mut known = Known::listed(&[NamespaceData {
+            namespace: "k8s.io".to_owned(),
+            containers: vec![NativeContainer {
+                id: "stopped".to_owned(),
+                ..NativeContainer::default()
+            }],
+            ..NamespaceData::default()
+        }]);
+        known.settled = Settled::of(&CriView {
+            sandboxes: vec![
+                sandbox("stopped", PodSandboxState::SandboxNotready),
+                sandbox("removed", PodSandboxState::SandboxNotready),
+            ],
+            ..CriView::default()
+        });
+        let ids: BTreeSet<String> = ["stopped", "removed", "unknown"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let found: Vec<String> = known
+            .stopped_sandboxes("k8s.io", &ids)
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        assert_eq!(found, ["stopped"]);
+    }
 }

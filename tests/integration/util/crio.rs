@@ -323,6 +323,50 @@ impl PrivateCrio {
         self.process.pid().expect("CRI-O has answered")
     }
 
+    /// How many times CRI-O has served each CRI call since it started, by
+    /// method (`ContainerStatus`, `RemoveContainer`, …): its
+    /// `operations_total` counter, read from its metrics socket.
+    ///
+    /// # Panics
+    /// When the socket does not answer with the counter.
+    pub fn operations(&self) -> std::collections::BTreeMap<String, u64> {
+        use std::io::{Read, Write};
+        let mut stream = std::os::unix::net::UnixStream::connect(self.dir().join("metrics.sock"))
+            .expect("CRI-O's metrics socket");
+        stream
+            .write_all(b"GET /metrics HTTP/1.0\r\nHost: crio\r\n\r\n")
+            .expect("ask CRI-O for its metrics");
+        let mut body = String::new();
+        stream
+            .read_to_string(&mut body)
+            .expect("read CRI-O's metrics");
+        let counts: std::collections::BTreeMap<String, u64> = body
+            .lines()
+            .filter_map(|line| {
+                let (name, rest) = line.split_once('{')?;
+                if !name.ends_with("operations_total") {
+                    return None;
+                }
+                let (labels, count) = rest.split_once("} ")?;
+                let start = labels.find("operation=\"")? + "operation=\"".len();
+                let end = labels[start..].find('"')? + start;
+                // Counts print as floats ("1.234567e+06" when large).
+                let count = count.trim().parse::<f64>().ok()?;
+                #[expect(
+                    clippy::cast_possible_truncation,
+                    clippy::cast_sign_loss,
+                    reason = "a count of calls"
+                )]
+                Some((labels[start..end].to_owned(), count.round() as u64))
+            })
+            .collect();
+        assert!(
+            !counts.is_empty(),
+            "no operations_total in CRI-O's metrics: {body}"
+        );
+        counts
+    }
+
     /// CRI-O's log so far (`crio.log` in the directory).
     pub fn log(&self) -> String {
         fs::read_to_string(self.process.path("crio.log")).unwrap_or_default()
@@ -596,6 +640,11 @@ plugin_dirs = ["{cni_bin}"]
 
 [crio.nri]
 enable_nri = false
+
+# Counts of the CRI calls served (`operations`), on a socket of its own.
+[crio.metrics]
+enable_metrics = true
+metrics_socket = "{d}/metrics.sock"
 "#,
         pod_events = options.pod_events,
         pinns = tools.pinns.display(),

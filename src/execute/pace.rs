@@ -112,6 +112,11 @@ pub struct Pacer {
     climb: Option<Climb>,
     /// What the pressure allows now (`most` while it is low).
     cap: usize,
+    /// The last reading was above the threshold.
+    pressed: bool,
+    /// The last gate asked for a wait: the next reading covers it, and
+    /// says nothing of how the removals weigh.
+    after_wait: bool,
     lowest: usize,
     waited: Duration,
     readings: u64,
@@ -172,6 +177,8 @@ impl Pacer {
             most,
             climb,
             cap: most,
+            pressed: false,
+            after_wait: false,
             lowest: start,
             waited: Duration::ZERO,
             readings: 0,
@@ -220,14 +227,27 @@ impl Pacer {
         let (Some(pace), Some(read)) = (self.pace, self.read.as_mut()) else {
             return Gate::Go(self.limit());
         };
-        let Reading::Share(pressure, window) = read() else {
-            return Gate::Go(self.limit());
+        let (pressure, window) = match read() {
+            Reading::Share(pressure, window) => (pressure, window),
+            // Down to one at a time under pressure, one removal's weight
+            // is read before the next goes: it waits out the window.
+            Reading::TooSoon(left) if self.pressed && self.cap == 1 && !self.exhausted => {
+                self.after_wait = true;
+                return Gate::Wait(left);
+            }
+            Reading::TooSoon(_) | Reading::Unreadable => return Gate::Go(self.limit()),
         };
         self.readings += 1;
         self.max_seen = Some(self.max_seen.map_or(pressure, |m| m.max(pressure)));
         let threshold = pace.io_pressure_percent;
-        if pressure <= threshold {
-            self.cap = (self.cap * 2).min(self.most);
+        let after_wait = std::mem::take(&mut self.after_wait);
+        self.pressed = pressure > threshold;
+        if !self.pressed {
+            // A window that was mostly a wait is low by its making: only
+            // one with removals in it raises the concurrency.
+            if !after_wait {
+                self.cap = (self.cap * 2).min(self.most);
+            }
             return Gate::Go(self.limit());
         }
         self.cap = (self.limit() / 2).max(1);
@@ -259,6 +279,7 @@ impl Pacer {
             wait_ms = wait.as_millis(),
             "safety.pace: I/O pressure high, waiting"
         );
+        self.after_wait = true;
         Gate::Wait(wait)
     }
 
@@ -352,6 +373,7 @@ mod tests {
                 Some(5.0),
                 Some(5.0),
                 Some(5.0),
+                Some(5.0),
             ],
         );
         // 40% of 200 ms is 80 ms stalled: at 10% that is 800 ms in all,
@@ -364,6 +386,9 @@ mod tests {
         assert_eq!(p.gate(), Gate::Wait(Duration::from_millis(200)));
         assert_eq!(p.limit(), 1);
         p.waited(Duration::from_millis(200));
+        // Low over a window that was the wait: one goes, and its own
+        // window decides whether more may.
+        assert_eq!(p.gate(), Gate::Go(1));
         assert_eq!(p.gate(), Gate::Go(2));
         assert_eq!(p.gate(), Gate::Go(4));
         assert_eq!(p.gate(), Gate::Go(8));
@@ -421,7 +446,11 @@ mod tests {
 
     #[test]
     fn too_soon_to_read_goes_on_as_it_was() {
-        let mut figures = vec![Reading::Share(50.0, WINDOW), Reading::TooSoon].into_iter();
+        let mut figures = vec![
+            Reading::Share(50.0, WINDOW),
+            Reading::TooSoon(Duration::from_millis(30)),
+        ]
+        .into_iter();
         let mut p = Pacer::new(
             Some(pace(10.0, "1m")),
             Concurrency::Fixed(4),
@@ -431,6 +460,35 @@ mod tests {
         assert!(matches!(p.gate(), Gate::Wait(_)));
         assert_eq!(p.gate(), Gate::Go(2));
         assert_eq!(p.report().unwrap().readings, 1);
+    }
+
+    #[test]
+    fn one_at_a_time_under_pressure_each_removal_is_weighed_before_the_next() {
+        let mut figures = vec![
+            Reading::Share(50.0, WINDOW),
+            Reading::Share(50.0, WINDOW),
+            Reading::TooSoon(Duration::from_millis(30)),
+            Reading::TooSoon(Duration::from_millis(30)),
+            Reading::Share(2.0, WINDOW),
+        ]
+        .into_iter();
+        let mut p = Pacer::new(
+            Some(pace(10.0, "1m")),
+            Concurrency::Fixed(2),
+            Some("/proc/pressure/io".into()),
+            Some(Box::new(move || figures.next().unwrap())),
+        );
+        assert!(matches!(p.gate(), Gate::Wait(_)));
+        assert_eq!(p.limit(), 1);
+        assert!(matches!(p.gate(), Gate::Wait(_)));
+        // Too soon for a window: the next does not go until one is read.
+        assert_eq!(p.gate(), Gate::Wait(Duration::from_millis(30)));
+        assert_eq!(p.gate(), Gate::Wait(Duration::from_millis(30)));
+        assert_eq!(
+            p.gate(),
+            Gate::Go(1),
+            "low over a wait: no more at once yet"
+        );
     }
 
     #[test]

@@ -120,8 +120,9 @@ pub enum Reading {
     /// The share of the window since the last reading that was stalled,
     /// percent, and how long that window was.
     Share(f64, Duration),
-    /// Less than [`MIN_WINDOW`] since the last reading: nothing new.
-    TooSoon,
+    /// Less than [`MIN_WINDOW`] since the last reading: nothing new for
+    /// this long yet.
+    TooSoon(Duration),
     /// The file could not be read.
     Unreadable,
 }
@@ -156,7 +157,7 @@ impl PsiWindow {
         if let Some((_, at)) = self.last
             && now.duration_since(at) < MIN_WINDOW
         {
-            return Reading::TooSoon;
+            return Reading::TooSoon(MIN_WINDOW - now.duration_since(at));
         }
         let (total, avg10) = match self.source.read() {
             Ok(read) => read,
@@ -280,7 +281,10 @@ mod tests {
         );
         let mut window = PsiWindow::new(PsiSource::find(root.path()).unwrap());
         assert_eq!(window.read(), Reading::Share(7.5, AVG10), "first, avg10");
-        assert_eq!(window.read(), Reading::TooSoon, "under MIN_WINDOW");
+        assert!(
+            matches!(window.read(), Reading::TooSoon(left) if left <= MIN_WINDOW),
+            "under MIN_WINDOW"
+        );
         std::thread::sleep(MIN_WINDOW + Duration::from_millis(20));
         // 60 ms stalled in a window of at least 120 ms: at most half.
         write(

@@ -231,8 +231,8 @@ impl Pacer {
             Reading::Share(pressure, window) => (pressure, window),
             // Down to one at a time under pressure, one removal's weight
             // is read before the next goes: it waits out the window.
+            // That window has the removal in it: its reading counts.
             Reading::TooSoon(left) if self.pressed && self.cap == 1 && !self.exhausted => {
-                self.after_wait = true;
                 return Gate::Wait(left);
             }
             Reading::TooSoon(_) | Reading::Unreadable => return Gate::Go(self.limit()),
@@ -241,15 +241,16 @@ impl Pacer {
         self.max_seen = Some(self.max_seen.map_or(pressure, |m| m.max(pressure)));
         let threshold = pace.io_pressure_percent;
         let after_wait = std::mem::take(&mut self.after_wait);
-        self.pressed = pressure > threshold;
-        if !self.pressed {
+        if pressure <= threshold {
             // A window that was mostly a wait is low by its making: only
-            // one with removals in it raises the concurrency.
+            // one with removals in it says they weigh little enough.
             if !after_wait {
+                self.pressed = false;
                 self.cap = (self.cap * 2).min(self.most);
             }
             return Gate::Go(self.limit());
         }
+        self.pressed = true;
         self.cap = (self.limit() / 2).max(1);
         self.lowest = self.lowest.min(self.cap);
         let budget = max_delay(pace).saturating_sub(self.waited);
@@ -470,6 +471,9 @@ mod tests {
             Reading::TooSoon(Duration::from_millis(30)),
             Reading::TooSoon(Duration::from_millis(30)),
             Reading::Share(2.0, WINDOW),
+            Reading::TooSoon(Duration::from_millis(40)),
+            Reading::Share(2.0, WINDOW),
+            Reading::TooSoon(Duration::from_millis(40)),
         ]
         .into_iter();
         let mut p = Pacer::new(
@@ -489,6 +493,11 @@ mod tests {
             Gate::Go(1),
             "low over a wait: no more at once yet"
         );
+        // Still weighing each one: that removal's own window is read first.
+        assert_eq!(p.gate(), Gate::Wait(Duration::from_millis(40)));
+        // Low over a window with a removal in it: more at once, unweighed.
+        assert_eq!(p.gate(), Gate::Go(2));
+        assert_eq!(p.gate(), Gate::Go(2), "too soon, and no longer pressed");
     }
 
     #[test]

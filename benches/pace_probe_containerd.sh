@@ -30,7 +30,8 @@
 #
 # Run: benches/pace_probe_containerd.sh [FIXTURE]   (default 600/150)
 #      CONTAINERD=1.6 (Debian's, default) or 2.3 (2.3.4, from
-#      $SAFEPRUNE_TEST_RUNTIMES/containerd-2.3.4); REPEATS=N (default 3)
+#      $SAFEPRUNE_TEST_RUNTIMES/containerd-2.3.4); REPEATS=N (default 3);
+#      SIDES="idle paced" (default "idle ctr-rm unpaced paced"): only these
 # A repeat at 600/150 takes about 8 minutes on 2 cores, mostly building
 # its three fixtures; p99 wants many operations (see pace_probe.sh).
 set -euo pipefail
@@ -166,4 +167,5 @@ echo "containerd $engine_version, $(nproc) cores, fixture $fixture" \
   "(${write_kib} KiB written per container, ${image_kib} KiB per image), $repeats repeats"
 echo "no docker side: containerd has no \`docker system prune\`; ctr-rm stands in" \
   "(ctr containers rm, then ctr images rm --sync, of the same objects)"
-run_sides "$dir" "$repeats" idle ctr-rm unpaced paced
+# shellcheck disable=SC2086 # SIDES is a list of words
+run_sides "$dir" "$repeats" ${SIDES:-idle ctr-rm unpaced paced}

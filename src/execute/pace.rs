@@ -331,17 +331,21 @@ mod tests {
     /// A pacer of a fixed concurrency reading `figures` in turn, each over
     /// [`WINDOW`] (`None`: an unreadable file).
     fn reading(pace: Pace, most: usize, figures: Vec<Option<f64>>) -> Pacer {
-        let mut figures = figures.into_iter();
+        let readings = figures
+            .into_iter()
+            .map(|f| f.map_or(Reading::Unreadable, |f| Reading::Share(f, WINDOW)))
+            .collect();
+        reading_all(pace, most, readings)
+    }
+
+    /// A pacer of a fixed concurrency getting `readings` in turn.
+    fn reading_all(pace: Pace, most: usize, readings: Vec<Reading>) -> Pacer {
+        let mut readings = readings.into_iter();
         Pacer::new(
             Some(pace),
             Concurrency::Fixed(most),
             Some("/proc/pressure/io".into()),
-            Some(Box::new(move || {
-                figures
-                    .next()
-                    .expect("a figure left")
-                    .map_or(Reading::Unreadable, |f| Reading::Share(f, WINDOW))
-            })),
+            Some(Box::new(move || readings.next().expect("a reading left"))),
         )
     }
 
@@ -447,16 +451,13 @@ mod tests {
 
     #[test]
     fn too_soon_to_read_goes_on_as_it_was() {
-        let mut figures = vec![
-            Reading::Share(50.0, WINDOW),
-            Reading::TooSoon(Duration::from_millis(30)),
-        ]
-        .into_iter();
-        let mut p = Pacer::new(
-            Some(pace(10.0, "1m")),
-            Concurrency::Fixed(4),
-            Some("/proc/pressure/io".into()),
-            Some(Box::new(move || figures.next().unwrap())),
+        let mut p = reading_all(
+            pace(10.0, "1m"),
+            4,
+            vec![
+                Reading::Share(50.0, WINDOW),
+                Reading::TooSoon(Duration::from_millis(30)),
+            ],
         );
         assert!(matches!(p.gate(), Gate::Wait(_)));
         assert_eq!(p.gate(), Gate::Go(2));
@@ -465,22 +466,19 @@ mod tests {
 
     #[test]
     fn one_at_a_time_under_pressure_each_removal_is_weighed_before_the_next() {
-        let mut figures = vec![
-            Reading::Share(50.0, WINDOW),
-            Reading::Share(50.0, WINDOW),
-            Reading::TooSoon(Duration::from_millis(30)),
-            Reading::TooSoon(Duration::from_millis(30)),
-            Reading::Share(2.0, WINDOW),
-            Reading::TooSoon(Duration::from_millis(40)),
-            Reading::Share(2.0, WINDOW),
-            Reading::TooSoon(Duration::from_millis(40)),
-        ]
-        .into_iter();
-        let mut p = Pacer::new(
-            Some(pace(10.0, "1m")),
-            Concurrency::Fixed(2),
-            Some("/proc/pressure/io".into()),
-            Some(Box::new(move || figures.next().unwrap())),
+        let mut p = reading_all(
+            pace(10.0, "1m"),
+            2,
+            vec![
+                Reading::Share(50.0, WINDOW),
+                Reading::Share(50.0, WINDOW),
+                Reading::TooSoon(Duration::from_millis(30)),
+                Reading::TooSoon(Duration::from_millis(30)),
+                Reading::Share(2.0, WINDOW),
+                Reading::TooSoon(Duration::from_millis(40)),
+                Reading::Share(2.0, WINDOW),
+                Reading::TooSoon(Duration::from_millis(40)),
+            ],
         );
         assert!(matches!(p.gate(), Gate::Wait(_)));
         assert_eq!(p.limit(), 1);

@@ -157,7 +157,7 @@ impl PsiWindow {
         if let Some((_, at)) = self.last
             && now.duration_since(at) < MIN_WINDOW
         {
-            return Reading::TooSoon(MIN_WINDOW - now.duration_since(at));
+            return Reading::TooSoon(MIN_WINDOW.saturating_sub(now.duration_since(at)));
         }
         let (total, avg10) = match self.source.read() {
             Ok(read) => read,

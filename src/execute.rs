@@ -33,8 +33,8 @@ mod adapt;
 mod pace;
 mod psi;
 use pace::Gate;
-pub use pace::{MIN_WAIT, PaceReport, Pacer, Reader, WAIT_STEP};
-pub use psi::{Reading, some_avg10, some_total};
+pub use pace::{PaceReport, Pacer, Reader};
+pub use psi::{Reading, some_avg10};
 
 /// What came of one removal attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -194,6 +194,7 @@ pub async fn execute<E: Engine>(
         let (targets, limit, disk_target) = removals_of(plan, policy, kind, pacer.begin_kind());
         // Why no more of this kind goes: the disk is down to low_percent.
         let mut target_reached: Option<String> = None;
+        let mut unsettled = Unsettled::new(pacer.reads_pressure() && engine.frees_when_settled());
         let mut done_here = Vec::with_capacity(targets.len());
         let mut report = |outcome: Outcome| {
             on_outcome(&outcome, outcomes.len() + done_here.len() + 1, total);
@@ -210,6 +211,7 @@ pub async fn execute<E: Engine>(
             let mut checking = FuturesUnordered::new();
             let mut in_flight = FuturesUnordered::new();
             let mut pause = Pause::default();
+            let mut settling = FuturesUnordered::new();
             loop {
                 let limit = limit.min(pacer.limit());
                 // Fill free slots from the re-checked, while their answer is
@@ -245,11 +247,15 @@ pub async fn execute<E: Engine>(
                         report(not_attempted(d, why));
                     }
                 }
-                if checking.is_empty()
+                let next_batch = checking.is_empty()
                     && ready.is_empty()
                     && !pending.is_empty()
-                    && let Some(size) = pause.gate(pacer, shutdown, limit)
+                    && settling.is_empty()
+                    && !pause.on();
+                if next_batch && unsettled.step_due(engine_down.is_some() || shutdown.is_stopped())
                 {
+                    settling.push(settle(engine, kind, shutdown));
+                } else if next_batch && let Some(size) = pause.gate(pacer, shutdown, limit) {
                     let batch: Vec<&Decision> = pending.drain(..size.min(pending.len())).collect();
                     checking.push(async move {
                         let (checked, failed) =
@@ -257,26 +263,21 @@ pub async fn execute<E: Engine>(
                         (checked, failed, Instant::now())
                     });
                 }
-                if checking.is_empty() && in_flight.is_empty() && !pause.on() {
+                if checking.is_empty() && in_flight.is_empty() && !pause.on() && settling.is_empty()
+                {
                     break;
                 }
                 tokio::select! {
                     () = pause.wait(pacer, shutdown), if pause.on() => {}
-                    Some((checked, failed, at)) = checking.next(), if !checking.is_empty() => {
-                        if let Some(cause) = failed {
-                            engine_down = Some(format!(
-                                "not attempted: a re-check could not reach the engine ({cause})"
-                            ));
-                        }
-                        for checked in checked {
-                            match checked {
-                                Ok((d, target)) => ready.push_back((d, target, at)),
-                                Err(outcome) => report(outcome),
-                            }
+                    Some(()) = settling.next(), if !settling.is_empty() => {}
+                    Some(answer) = checking.next(), if !checking.is_empty() => {
+                        if let Some(down) = take_rechecked(answer, &mut ready, &mut report) {
+                            engine_down = Some(down);
                         }
                     }
                     Some(outcome) = in_flight.next(), if !in_flight.is_empty() => {
                         pacer.completed();
+                        unsettled.removed(&outcome);
                         report(outcome);
                     }
                 }
@@ -284,20 +285,82 @@ pub async fn execute<E: Engine>(
         }
         // Even after a stop: what was removed is freed now, not later (not
         // by an engine that stopped answering, nor past the stop's grace).
-        if engine_down.is_none() && done_here.iter().any(|o| o.result == RemovalResult::Deleted) {
-            tokio::select! {
-                () = engine.settle(kind) => {}
-                () = shutdown.wait_past(STOP_GRACE) => tracing::warn!(
-                    %kind,
-                    "stopping: settling cut short; the engine frees what was removed at its next garbage collection"
-                ),
-            }
+        if engine_down.is_none() && unsettled.any {
+            settle(engine, kind, shutdown).await;
         }
         // Completion order is noise; the report lists outcomes by id.
         done_here.sort_by(|a, b| a.id.cmp(&b.id));
         outcomes.extend(done_here);
     }
     outcomes
+}
+
+/// The answer of a re-check batch: its objects to remove, the outcomes it
+/// came to, why the engine could not be asked (`None`: it answered), and
+/// when it answered.
+type Rechecked<'a> = (
+    Vec<Result<(&'a Decision, Target), Outcome>>,
+    Option<String>,
+    Instant,
+);
+
+/// Takes a re-check's answer: what stays eligible is ready, with when it
+/// was read; the rest is reported. Returns why nothing more goes when the
+/// re-check could not reach the engine.
+fn take_rechecked<'a>(
+    (checked, failed, at): Rechecked<'a>,
+    ready: &mut VecDeque<(&'a Decision, Target, Instant)>,
+    report: &mut impl FnMut(Outcome),
+) -> Option<String> {
+    for checked in checked {
+        match checked {
+            Ok((d, target)) => ready.push_back((d, target, at)),
+            Err(outcome) => report(outcome),
+        }
+    }
+    failed.map(|cause| format!("not attempted: a re-check could not reach the engine ({cause})"))
+}
+
+/// Whether a kind's removals are settled yet. Where the bytes go only when
+/// the kind settles, a paced run settles before each batch that follows a
+/// removal, so that the pacer's next reading weighs the freeing too (see
+/// [`Engine::frees_when_settled`]); otherwise once, at the end.
+struct Unsettled {
+    in_steps: bool,
+    /// A removal deleted something since the last settle.
+    any: bool,
+}
+
+impl Unsettled {
+    fn new(in_steps: bool) -> Self {
+        Self {
+            in_steps,
+            any: false,
+        }
+    }
+
+    fn removed(&mut self, outcome: &Outcome) {
+        self.any |= outcome.result == RemovalResult::Deleted;
+    }
+
+    /// Before a batch: settle first (and count it settled)? Not once the
+    /// engine is down or a stop is asked (`halted`).
+    fn step_due(&mut self, halted: bool) -> bool {
+        let due = self.in_steps && self.any && !halted;
+        self.any &= !due;
+        due
+    }
+}
+
+/// Lets `engine` settle `kind`'s removals, within [`STOP_GRACE`] of a stop.
+async fn settle<E: Engine>(engine: &E, kind: Kind, shutdown: &Shutdown) {
+    tokio::select! {
+        () = engine.settle(kind) => {}
+        () = shutdown.wait_past(STOP_GRACE) => tracing::warn!(
+            %kind,
+            "stopping: settling cut short; the engine frees what was removed at its next garbage collection"
+        ),
+    }
 }
 
 /// The pacer's wait before the next batch, while one is under way, with

@@ -187,6 +187,13 @@ impl Pacer {
         }
     }
 
+    /// Whether it reads the node's I/O pressure: `safety.pace` on a node
+    /// with PSI.
+    #[must_use]
+    pub fn reads_pressure(&self) -> bool {
+        self.pace.is_some() && self.read.is_some()
+    }
+
     /// The most removals in flight this pacer ever allows.
     #[must_use]
     pub fn most(&self) -> usize {

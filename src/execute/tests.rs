@@ -822,3 +822,59 @@ async fn a_stop_ends_a_paced_wait_at_once() {
     let report = pacer.report().unwrap();
     assert!((report.paced_seconds - 7.0).abs() < 0.01, "{report:?}");
 }
+
+/// The settles of `engine` for containers: how many removals had started
+/// at each.
+fn container_settles(engine: &MemoryEngine) -> Vec<usize> {
+    engine
+        .settled
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(kind, _)| *kind == Kind::Container)
+        .map(|(_, started)| *started)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn paced_on_an_engine_that_frees_when_settled_the_collector_runs_between_batches() {
+    let mut engine = MemoryEngine::new(node_of_containers(12));
+    engine.removal_delay = Duration::from_millis(20);
+    engine.frees_when_settled = true;
+    // Under pressure, every other reading high: one removal at a time,
+    // each weighed before the next; then low, and back up to 4.
+    let mut pacer = pacer_reading("10m", 4, [50.0, 5.0].repeat(6));
+    let (_, outcomes) = run_paced(&engine, &mut pacer, &Shutdown::new()).await;
+    assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
+    let settles = container_settles(&engine);
+    // The freeing is not left to one collection at the end, where the
+    // pacer never sees it: it runs between batches, as the removals go.
+    assert!(settles.len() >= 3, "{settles:?}");
+    assert!(settles[0] < 12, "{settles:?}");
+    assert!(settles.windows(2).all(|w| w[0] < w[1]), "{settles:?}");
+    // Every removal is settled in the end, and only once per batch: never
+    // two settles with no removal between them.
+    assert_eq!(settles.last(), Some(&12), "{settles:?}");
+    // A reading follows each settle before the next batch goes: the pacer
+    // read at least once per settle.
+    assert!(
+        pacer.report().unwrap().readings >= settles.len() as u64 - 1,
+        "{:?} {settles:?}",
+        pacer.report()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn unpaced_or_where_removals_free_at_once_each_kind_settles_once() {
+    // Unpaced on an engine that frees when settled (containerd, no pace).
+    let mut collecting = MemoryEngine::new(node_of_containers(12));
+    collecting.frees_when_settled = true;
+    run(&collecting, &Shutdown::new()).await;
+    assert_eq!(container_settles(&collecting), [12]);
+    // Paced on one whose removals free at once (Docker, CRI).
+    let mut freeing = MemoryEngine::new(node_of_containers(12));
+    freeing.removal_delay = Duration::from_millis(20);
+    let mut pacer = pacer_reading("10m", 4, vec![50.0, 40.0, 30.0]);
+    run_paced(&freeing, &mut pacer, &Shutdown::new()).await;
+    assert_eq!(container_settles(&freeing), [12]);
+}

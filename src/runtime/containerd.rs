@@ -444,6 +444,10 @@ impl Engine for ContainerdRuntime {
         }
     }
 
+    fn frees_when_settled(&self) -> bool {
+        true
+    }
+
     async fn remove(&self, target: &super::Target) -> Removal {
         match target {
             super::Target::Container(container) => self.remove_container(container).await,

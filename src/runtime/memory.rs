@@ -35,6 +35,9 @@ pub struct MemoryEngine {
     pub removals_before_hang: Option<usize>,
     /// Every `settle` waits forever.
     pub settle_hangs: bool,
+    /// Removals free their bytes only when their kind settles, as on
+    /// containerd.
+    pub frees_when_settled: bool,
     /// How long each removal takes.
     pub removal_delay: Duration,
     pub removed: Mutex<Vec<(Kind, String)>>,
@@ -185,6 +188,10 @@ impl Engine for MemoryEngine {
         }
         self.removed.lock().unwrap().push((kind, id.to_owned()));
         Removal::Removed
+    }
+
+    fn frees_when_settled(&self) -> bool {
+        self.frees_when_settled
     }
 
     async fn settle(&self, kind: Kind) {

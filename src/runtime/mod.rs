@@ -250,8 +250,21 @@ pub trait Engine: Sync {
     /// Called once the removals of one kind are over, when at least one
     /// removed something: what the engine would otherwise do after every
     /// removal at a cost that grows with the node (containerd's garbage
-    /// collection of what the removals freed) is done here, once.
+    /// collection of what the removals freed) is done here, once; in a
+    /// paced run on an engine that [frees when settled], also between
+    /// batches.
+    ///
+    /// [frees when settled]: Engine::frees_when_settled
     async fn settle(&self, _kind: Kind) {}
+
+    /// Whether a removal's bytes go only when its kind settles
+    /// (containerd: the garbage collector frees what a removal
+    /// unreferenced). A paced run then settles before each pressure
+    /// reading that follows a removal, so that the reading weighs the
+    /// freeing too, rather than once at the end, outside the pacer.
+    fn frees_when_settled(&self) -> bool {
+        false
+    }
 
     /// The uses of images the engine still remembers from `since` on (all
     /// it holds when `None`): each as the image reference or id a
@@ -537,6 +550,14 @@ impl Engine for Runtime {
             Self::Docker(d) => d.settle(kind).await,
             Self::Containerd(c) => c.settle(kind).await,
             Self::Cri(c) => c.settle(kind).await,
+        }
+    }
+
+    fn frees_when_settled(&self) -> bool {
+        match self {
+            Self::Docker(d) => d.frees_when_settled(),
+            Self::Containerd(c) => c.frees_when_settled(),
+            Self::Cri(c) => c.frees_when_settled(),
         }
     }
 

@@ -67,14 +67,18 @@ impl Node {
         // Where sizing a container costs a call of its own (containerd),
         // only the containers the policy removes are measured: the plan is
         // the same without sizes, and a kept container's size is unknown.
-        let to_measure: Vec<String> = plan(&inventory, policy, started_at)
-            .deletions()
-            .filter(|d| d.kind == crate::inventory::Kind::Container)
-            .map(|d| d.id.clone())
-            .collect();
-        let to_measure: Vec<&str> = to_measure.iter().map(String::as_str).collect();
-        // Boxed: the measuring future is large, and every cycle awaits this.
-        Box::pin(runtime.measure_containers(&mut inventory, &to_measure)).await;
+        // Elsewhere the inventory sized them: no plan to learn which.
+        if runtime.measures_containers() {
+            let to_measure: Vec<String> = plan(&inventory, policy, started_at)
+                .deletions()
+                .filter(|d| d.kind == crate::inventory::Kind::Container)
+                .map(|d| d.id.clone())
+                .collect();
+            let to_measure: Vec<&str> = to_measure.iter().map(String::as_str).collect();
+            // Boxed: the measuring future is large, and every cycle awaits
+            // this.
+            Box::pin(runtime.measure_containers(&mut inventory, &to_measure)).await;
+        }
         tracing::info!(
             runtime = %runtime.kind(),
             reason = %reason,

@@ -386,6 +386,10 @@ impl Engine for ContainerdRuntime {
         self.recheck_batch(kind, ids).await
     }
 
+    fn measures_containers(&self) -> bool {
+        true
+    }
+
     /// Each stopped container of `ids` with what removing it frees: its
     /// writable snapshot, measured by the snapshotter (on overlayfs, a walk
     /// of its upper directory), one call each, a few at once. containerd

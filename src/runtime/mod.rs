@@ -242,6 +242,13 @@ pub trait Engine: Sync {
     /// Nothing to do where the inventory sized every container already.
     async fn measure_containers(&self, _inventory: &mut Inventory, _ids: &[&str]) {}
 
+    /// Whether [`Engine::measure_containers`] has anything to do: whether
+    /// the inventory leaves containers' sizes to it. When not, the caller
+    /// need not plan to learn which containers to measure.
+    fn measures_containers(&self) -> bool {
+        false
+    }
+
     /// Removes one object as its re-check found it, never with force. An
     /// image is removed by id; an adapter removes a multi-tagged image
     /// name by name, the names the re-check read.
@@ -534,6 +541,14 @@ impl Engine for Runtime {
             Self::Docker(d) => d.measure_containers(inventory, ids).await,
             Self::Containerd(c) => c.measure_containers(inventory, ids).await,
             Self::Cri(c) => c.measure_containers(inventory, ids).await,
+        }
+    }
+
+    fn measures_containers(&self) -> bool {
+        match self {
+            Self::Docker(d) => d.measures_containers(),
+            Self::Containerd(c) => c.measures_containers(),
+            Self::Cri(c) => c.measures_containers(),
         }
     }
 

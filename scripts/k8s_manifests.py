@@ -24,6 +24,7 @@ security settings. Last, it proves those checks bite (k8s_breakages.py).
 from __future__ import annotations
 
 import argparse
+import copy
 import difflib
 import subprocess
 import sys
@@ -42,6 +43,11 @@ REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy" / "kubernetes"
 VARIANTS = {"base": DEPLOY, "docker": DEPLOY / "docker", "crio": DEPLOY / "crio"}
 PODMONITOR = DEPLOY / "examples" / "podmonitor.yaml"
+PROMETHEUSRULE = DEPLOY / "examples" / "prometheusrule.yaml"
+RULES = REPO / "deploy" / "prometheus" / "rules.yaml"
+# README's overlay that takes the image from a registry, as an example.
+REGISTRY = DEPLOY / "examples" / "registry"
+REGISTRY_IMAGE = "registry.example.com/safeprune:0.1.0"
 OLDEST = Version("1.31")
 
 Obj = dict[str, Any]
@@ -89,11 +95,11 @@ def render(directory: Path) -> list[Obj]:
     """The objects of the kustomization in `directory`, in order."""
     file = directory / "kustomization.yaml"
     kustomization = load_docs(file)[0]
-    extra = set(kustomization) - {"apiVersion", "kind", "resources", "patches"}
+    extra = set(kustomization) - {"apiVersion", "kind", "resources", "patches", "images"}
     if extra:
         raise ManifestError(
-            f"{file}: {sorted(extra)} not supported: keep to resources and "
-            "JSON patches, or teach scripts/k8s_manifests.py"
+            f"{file}: {sorted(extra)} not supported: keep to resources, "
+            "JSON patches and images, or teach scripts/k8s_manifests.py"
         )
     objects: list[Obj] = []
     for resource in kustomization.get("resources", []):
@@ -110,17 +116,53 @@ def render(directory: Path) -> list[Obj]:
             objects[hits[0]] = jsonpatch.apply_patch(objects[hits[0]], ops)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
             raise ManifestError(f"{directory / patch['path']}: {e}") from e
+    for entry in kustomization.get("images", []):
+        objects = [set_image(obj, entry, file) for obj in objects]
     return objects
+
+
+def image_name(image: str) -> str:
+    """An image reference without its tag or digest, as kustomize's
+    `images` matches it."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return name[: len(name) - len(last)] + last.split(":", 1)[0]
+
+
+def set_image(obj: Obj, entry: dict[str, str], file: Path) -> Obj:
+    """`obj` with kustomize's `images` entry applied to its pod template's
+    containers: those whose image is `name` get `newName`, `newTag` or
+    `digest`."""
+    if not set(entry) <= {"name", "newName", "newTag", "digest"} or "name" not in entry:
+        raise ManifestError(f"{file}: an images entry has a name and newName, newTag or digest")
+    spec = obj.get("spec", {}).get("template", {}).get("spec", {})
+    for group in ("initContainers", "containers"):
+        for container in spec.get(group, []):
+            image = container.get("image", "")
+            if image_name(image) != entry["name"]:
+                continue
+            name = entry.get("newName", entry["name"])
+            if "digest" in entry:
+                container["image"] = f"{name}@{entry['digest']}"
+            elif "newTag" in entry:
+                container["image"] = f"{name}:{entry['newTag']}"
+            else:
+                container["image"] = name + image[len(image_name(image)) :]
+    return obj
 
 
 def dump(objects: list[Obj]) -> str:
     return yaml.safe_dump_all(objects, sort_keys=True)
 
 
-def kubectl_differences(name: str, objects: list[Obj]) -> list[str]:
-    """How `kubectl kustomize` renders the variant differently, if it does."""
+def kubectl_differences(name: str, objects: list[Obj], directory: Path | None = None) -> list[str]:
+    """How `kubectl kustomize` renders the variant (or the kustomization in
+    `directory`) differently, if it does."""
     answer = subprocess.run(
-        ["kubectl", "kustomize", str(VARIANTS[name])], capture_output=True, text=True, check=False
+        ["kubectl", "kustomize", str(directory or VARIANTS[name])],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if answer.returncode != 0:
         return [f"{name}: kubectl kustomize failed: {answer.stderr.strip()}"]
@@ -163,6 +205,47 @@ def schema_problems(obj: Obj, version: str) -> list[str]:
 # ------------------------------------------------------------------ main
 
 
+def registry_problems(base: list[Obj]) -> list[str]:
+    """The registry overlay renders base/ with only the image changed."""
+    problems = []
+    try:
+        objects = render(REGISTRY)
+    except ManifestError as e:
+        return [f"{REGISTRY.relative_to(REPO)}: {e}"]
+    images = [
+        c["image"]
+        for o in objects
+        for c in o.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+    ]
+    if images != [REGISTRY_IMAGE]:
+        problems.append(f"{REGISTRY.relative_to(REPO)}: images {images}, not [{REGISTRY_IMAGE}]")
+    unchanged = copy.deepcopy(base)
+    for obj in unchanged:
+        for c in obj.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+            c["image"] = REGISTRY_IMAGE
+    if dump(objects) != dump(unchanged):
+        problems.append(f"{REGISTRY.relative_to(REPO)}: changes more than the image")
+    return problems
+
+
+def prometheusrule_problems(daemonset_namespace: str) -> list[str]:
+    """The PrometheusRule example holds rules.yaml's groups, word for word,
+    in the DaemonSet's namespace."""
+    rule = load_docs(PROMETHEUSRULE)[0]
+    problems = []
+    if (rule.get("apiVersion"), rule.get("kind")) != ("monitoring.coreos.com/v1", "PrometheusRule"):
+        problems.append(f"{PROMETHEUSRULE.relative_to(REPO)}: not a monitoring.coreos.com/v1 PrometheusRule")
+    if rule.get("metadata", {}).get("namespace") != daemonset_namespace:
+        problems.append(f"{PROMETHEUSRULE.relative_to(REPO)}: not in the DaemonSet's namespace")
+    if set(rule.get("spec", {})) != {"groups"}:
+        problems.append(f"{PROMETHEUSRULE.relative_to(REPO)}: its spec holds groups and nothing else")
+    if rule.get("spec", {}).get("groups") != load_docs(RULES)[0]["groups"]:
+        problems.append(
+            f"{PROMETHEUSRULE.relative_to(REPO)}: its groups differ from {RULES.relative_to(REPO)}"
+        )
+    return problems
+
+
 def run_check(use_kubectl: bool) -> int:
     rendered = {name: render(path) for name, path in VARIANTS.items()}
     podmonitor = load_docs(PODMONITOR)[0]
@@ -171,8 +254,16 @@ def run_check(use_kubectl: bool) -> int:
     if use_kubectl:
         for name, objects in rendered.items():
             problems += kubectl_differences(name, objects)
+        registry = REGISTRY.relative_to(REPO)
+        try:
+            problems += kubectl_differences(str(registry), render(REGISTRY), REGISTRY)
+        except ManifestError as e:
+            problems.append(f"{registry}: {e}")
         if not problems:
-            print(f"k8s: kubectl kustomize renders {' and '.join(rendered)} as this script does")
+            print(
+                f"k8s: kubectl kustomize renders {' and '.join(rendered)} and {registry} "
+                "as this script does"
+            )
     else:
         print("k8s: no kubectl on PATH: skipped the comparison with `kubectl kustomize`")
 
@@ -198,6 +289,13 @@ def run_check(use_kubectl: bool) -> int:
     print(
         "k8s: checked references, the policy against mounts and ports, the pod's privileges; "
         f"{PODMONITOR.relative_to(REPO)} (a CRD, no Kubernetes schema) against the DaemonSet"
+    )
+    daemonset = next(o for o in rendered["base"] if o["kind"] == "DaemonSet")
+    problems += prometheusrule_problems(daemonset["metadata"]["namespace"])
+    problems += registry_problems(rendered["base"])
+    print(
+        f"k8s: {PROMETHEUSRULE.relative_to(REPO)} holds {RULES.relative_to(REPO)}'s groups; "
+        f"{REGISTRY.relative_to(REPO)} renders base/ with the image {REGISTRY_IMAGE}"
     )
 
     if problems:

@@ -84,7 +84,7 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
                 compare(&node, &plan, command, args.output.output, cli.quiet);
                 return Ok(());
             }
-            let report = node.report(&plan, true, vec![]);
+            let report = node.report(&policy, &plan, true, vec![]);
             emit(&report, args.output.output, cli.quiet);
             Ok(())
         }
@@ -193,6 +193,7 @@ async fn run_once(policy: &Policy, args: &RunArgs, quiet: bool) -> Result<(), Ap
         max_deletions: args.max_deletions,
         progress: std::io::stderr().is_terminal() && !quiet,
         reviewed,
+        ..CycleOptions::default()
     };
     let result = cycle(policy, &options, &shutdown).await;
     if let Some(signals) = signals {

@@ -18,7 +18,9 @@ use crate::inventory::{Image, Inventory, RuntimeKind};
 use crate::output::{Chain, eprint_lossy};
 use crate::plan::{Plan, plan};
 use crate::policy::Policy;
-use crate::report::{AuditLog, Refusal, Report, render_metrics, write_atomically};
+use crate::report::{
+    AuditLog, Refusal, Report, RunFacts, last_success_in, render_run_metrics, write_atomically,
+};
 use crate::reviewed::SavedPlan;
 use crate::runtime::{Chosen, Engine, Runtime};
 use crate::shutdown::Shutdown;
@@ -103,9 +105,16 @@ impl Node {
         plan(&self.inventory, policy, self.started_at)
     }
 
-    /// The report of `plan` on this node, with what came of its removals.
+    /// The report of `plan` (made under `policy`) on this node, with what
+    /// came of its removals.
     #[must_use]
-    pub fn report(&self, plan: &Plan, dry_run: bool, outcomes: Vec<Outcome>) -> Report {
+    pub fn report(
+        &self,
+        policy: &Policy,
+        plan: &Plan,
+        dry_run: bool,
+        outcomes: Vec<Outcome>,
+    ) -> Report {
         let report = Report::new(
             self.runtime.kind().as_str(),
             &self.name,
@@ -115,7 +124,8 @@ impl Node {
             outcomes,
         )
         .with_runtime_reason(&self.reason)
-        .with_not_applicable(self.runtime.not_applicable());
+        .with_not_applicable(self.runtime.not_applicable())
+        .with_image_fs_watermarks(policy.images.disk.as_ref());
         if self.runtime.kind() == RuntimeKind::Docker {
             report.with_docker_prune_bytes(&self.inventory)
         } else {
@@ -149,6 +159,13 @@ pub struct CycleOptions {
     pub progress: bool,
     /// `run --plan`: the reviewed plan, and its file.
     pub reviewed: Option<(std::path::PathBuf, SavedPlan)>,
+    /// A daemon's schedule's period, for the metrics
+    /// (`safeprune_schedule_period_seconds`); `None` for `run`.
+    pub schedule_period: Option<std::time::Duration>,
+    /// The figures of the run before, where a daemon holds them (what its
+    /// `/metrics` serves): a failed run carries their last success
+    /// forward. `None`: the textfile's, if one is configured.
+    pub previous_metrics: Option<String>,
 }
 
 /// Runs one cycle and returns its report; removal failures are in the
@@ -207,7 +224,28 @@ pub async fn cycle_with_metrics(
             false,
         ),
     };
-    let text = render_metrics(&report, started.elapsed(), success);
+    // A failed run does not end the last success: the figures before it
+    // say when that was.
+    let last_success = if success {
+        Some(report.started_at)
+    } else {
+        options
+            .previous_metrics
+            .clone()
+            .or_else(|| {
+                configured(&policy.report.metrics_textfile)
+                    .and_then(|path| std::fs::read_to_string(path).ok())
+            })
+            .as_deref()
+            .and_then(last_success_in)
+    };
+    let facts = RunFacts {
+        duration: started.elapsed(),
+        success,
+        last_success,
+        schedule_period: options.schedule_period,
+    };
+    let text = render_run_metrics(&report, &facts);
     let result = unwritten.map_or(result, Err);
     let Some(path) = configured(&policy.report.metrics_textfile) else {
         return (result, Some(text));
@@ -289,7 +327,7 @@ async fn locked_cycle(
             planned,
             limit,
             report: Box::new(
-                node.report(&plan, true, vec![])
+                node.report(policy, &plan, true, vec![])
                     .refused(Refusal { planned, limit }),
             ),
         });
@@ -326,7 +364,7 @@ async fn locked_cycle(
             .and_then(|fs| crate::runtime::fs_usage(Path::new(&fs.path)))
     };
     let report = node
-        .report(&plan, options.dry_run, outcomes)
+        .report(policy, &plan, options.dry_run, outcomes)
         .with_image_fs_after(after.as_ref())
         .with_pace(pace);
     tracing::info!(

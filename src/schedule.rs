@@ -29,6 +29,28 @@ pub fn next_scheduled(policy: &Policy, after: DateTime<Utc>) -> Option<DateTime<
     }
 }
 
+/// How many scheduled times [`longest_gap`] looks at.
+const GAP_SAMPLES: usize = 16;
+
+/// The schedule's period: the longest time between two of the next
+/// [`GAP_SAMPLES`] scheduled times after `after` (a schedule of uneven
+/// gaps, `0 5 * * 1,4`, gives its longest, 4 days), jitter left out;
+/// `None` when it schedules fewer than two runs ahead.
+#[must_use]
+pub fn longest_gap(policy: &Policy, after: DateTime<Utc>) -> Option<std::time::Duration> {
+    let mut previous = next_scheduled(policy, after)?;
+    let mut longest: Option<std::time::Duration> = None;
+    for _ in 1..GAP_SAMPLES {
+        let Some(next) = next_scheduled(policy, previous) else {
+            break;
+        };
+        let gap = (next - previous).to_std().ok()?;
+        longest = Some(longest.map_or(gap, |l| l.max(gap)));
+        previous = next;
+    }
+    longest
+}
+
 /// An offset in `[0, jitter)`, whole milliseconds, from a random number.
 #[must_use]
 pub fn jitter_offset(jitter: Duration, random: u64) -> Duration {
@@ -195,5 +217,25 @@ mod tests {
         let slot = next_slot(&policy, woke, 60_000 * 7).unwrap();
         assert_eq!(slot.scheduled, utc(2026, 12, 3, 5, 0));
         assert_eq!(slot.start, utc(2026, 12, 3, 5, 7));
+    }
+
+    #[test]
+    fn the_period_is_the_longest_gap_between_scheduled_runs() {
+        let mut policy = Policy::builtin();
+        let after = utc(2026, 11, 22, 12, 0);
+        let day = std::time::Duration::from_secs(86_400);
+        // The built-in schedule: Thursdays.
+        assert_eq!(longest_gap(&policy, after), Some(7 * day));
+        // Mondays and Thursdays: 3 days, then 4.
+        policy.schedule = "0 5 * * 1,4".parse().unwrap();
+        assert_eq!(longest_gap(&policy, after), Some(4 * day));
+        policy.schedule = "*/15 * * * *".parse().unwrap();
+        assert_eq!(
+            longest_gap(&policy, after),
+            Some(std::time::Duration::from_secs(900))
+        );
+        // The first of the month: the longest month ahead.
+        policy.schedule = "0 5 1 * *".parse().unwrap();
+        assert_eq!(longest_gap(&policy, after), Some(31 * day));
     }
 }

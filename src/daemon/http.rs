@@ -82,6 +82,11 @@ impl Exposition {
         self.state().metrics = metrics;
     }
 
+    /// What `/metrics` serves now.
+    pub(crate) fn metrics(&self) -> String {
+        self.state().metrics.clone()
+    }
+
     /// The state, also after a panic elsewhere while it was held: it holds
     /// plain values, each always whole.
     fn state(&self) -> MutexGuard<'_, State> {

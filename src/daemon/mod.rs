@@ -414,10 +414,14 @@ impl Cycles for EngineCycles<'_> {
     }
 
     async fn cycle(&self, policy: &Policy, shutdown: &Shutdown) -> Result<Report, AppError> {
-        let options = CycleOptions::default();
+        let mut options = CycleOptions {
+            schedule_period: crate::schedule::longest_gap(policy, Utc::now()),
+            ..CycleOptions::default()
+        };
         let Some(exposition) = &self.exposition else {
             return crate::cycle::cycle(policy, &options, shutdown).await;
         };
+        options.previous_metrics = Some(exposition.metrics());
         exposition.set_phase(Phase::Cycle(tokio::time::Instant::now()));
         let (result, metrics) = cycle_with_metrics(policy, &options, shutdown).await;
         if let Some(text) = metrics {

@@ -30,14 +30,68 @@ const ALWAYS_KEPT: [(Kind, Rule); 3] = [
     (Kind::Container, Rule::LivePodSandbox),
 ];
 
+/// What the textfile says of a run beyond its report.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunFacts {
+    /// How long the run took.
+    pub duration: Duration,
+    /// It finished without error (exit 0).
+    pub success: bool,
+    /// When the last successful run started: this one's start when it
+    /// succeeded, else what the previous figures said; `None` when no run
+    /// is known to have succeeded.
+    pub last_success: Option<DateTime<Utc>>,
+    /// A daemon's: the longest time between two scheduled runs (its
+    /// schedule's period, jitter left out); `None` for a run from cron.
+    pub schedule_period: Option<Duration>,
+}
+
+impl RunFacts {
+    /// A run of `report` that took `duration`, on its own: the last success
+    /// is its own start when `success`, and no schedule is known.
+    #[must_use]
+    pub fn of(report: &Report, duration: Duration, success: bool) -> Self {
+        Self {
+            duration,
+            success,
+            last_success: success.then_some(report.started_at),
+            schedule_period: None,
+        }
+    }
+}
+
+/// The last successful run's start in a textfile this module wrote
+/// (`safeprune_last_success_timestamp_seconds`), if it has one.
+#[must_use]
+pub fn last_success_in(text: &str) -> Option<DateTime<Utc>> {
+    let value = text
+        .lines()
+        .find_map(|line| line.strip_prefix("safeprune_last_success_timestamp_seconds "))?;
+    let seconds: f64 = value.trim().parse().ok()?;
+    if !seconds.is_finite() || seconds < 0.0 {
+        return None;
+    }
+    // Milliseconds, as written.
+    #[allow(clippy::cast_possible_truncation)]
+    let millis = (seconds * 1000.0).round() as i64;
+    DateTime::from_timestamp_millis(millis)
+}
+
 /// Renders the textfile for the run `report` describes: it took `duration`
-/// and `success` says whether it finished without error (exit 0).
+/// and `success` says whether it finished without error (exit 0); see
+/// [`render_run_metrics`].
+#[must_use]
+pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> String {
+    render_run_metrics(report, &RunFacts::of(report, duration, success))
+}
+
+/// Renders the textfile for the run `report` describes, with `facts`.
 ///
 /// The text is deterministic: families in a fixed order, series by kind in
 /// report order ([`Kind::ALL`]), then by rule or result; the order of the
 /// report's outcomes does not matter.
 #[must_use]
-pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> String {
+pub fn render_run_metrics(report: &Report, facts: &RunFacts) -> String {
     let mut reclaimed: BTreeMap<Kind, u64> = BTreeMap::new();
     for o in &report.outcomes {
         if o.result == RemovalResult::Deleted {
@@ -66,26 +120,7 @@ pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> Str
         .filter(|k| !report.summary.not_applicable.contains(k))
         .collect();
     let mut out = Exposition::default();
-    out.gauge(
-        "safeprune_last_run_timestamp_seconds",
-        "Unix time the last safeprune run started (took its inventory).",
-        [(vec![], unix_seconds(report.started_at))],
-    );
-    out.gauge(
-        "safeprune_last_run_success",
-        "1 if the last safeprune run finished without error, else 0.",
-        [(vec![], flag(success))],
-    );
-    out.gauge(
-        "safeprune_last_run_duration_seconds",
-        "How long the last safeprune run took.",
-        [(vec![], duration.as_secs_f64().to_string())],
-    );
-    out.gauge(
-        "safeprune_last_run_dry_run",
-        "1 if the last safeprune run was a dry run (it removed nothing), else 0.",
-        [(vec![], flag(report.dry_run))],
-    );
+    run_families(&mut out, report, facts);
     out.gauge(
         "safeprune_last_run_planned_deletions",
         "Objects the last run's plan decided to delete, by kind.",
@@ -129,7 +164,53 @@ pub fn render_metrics(report: &Report, duration: Duration, success: bool) -> Str
     out.text
 }
 
-/// The removal attempts by result, and the skipped ones by reason.
+/// What the run was: when, how it ended, how long it took; the last
+/// success and the daemon's period.
+fn run_families(out: &mut Exposition, report: &Report, facts: &RunFacts) {
+    let RunFacts {
+        duration, success, ..
+    } = *facts;
+    out.gauge(
+        "safeprune_last_run_timestamp_seconds",
+        "Unix time the last safeprune run started (took its inventory).",
+        [(vec![], unix_seconds(report.started_at))],
+    );
+    out.gauge(
+        "safeprune_last_run_success",
+        "1 if the last safeprune run finished without error, else 0.",
+        [(vec![], flag(success))],
+    );
+    out.gauge(
+        "safeprune_last_run_duration_seconds",
+        "How long the last safeprune run took.",
+        [(vec![], duration.as_secs_f64().to_string())],
+    );
+    out.gauge(
+        "safeprune_last_run_dry_run",
+        "1 if the last safeprune run was a dry run (it removed nothing), else 0.",
+        [(vec![], flag(report.dry_run))],
+    );
+    out.gauge(
+        "safeprune_last_run_refused",
+        "1 if the last safeprune run was refused because its plan deleted more than safety.max_deletions, else 0.",
+        [(vec![], flag(report.refused.is_some()))],
+    );
+    if let Some(at) = facts.last_success {
+        out.gauge(
+            "safeprune_last_success_timestamp_seconds",
+            "Unix time the last successful safeprune run started.",
+            [(vec![], unix_seconds(at))],
+        );
+    }
+    if let Some(period) = facts.schedule_period {
+        out.gauge(
+            "safeprune_schedule_period_seconds",
+            "The daemon's schedule: the longest time between two scheduled runs, jitter left out.",
+            [(vec![], period.as_secs().to_string())],
+        );
+    }
+}
+
 /// The families of what only some runs measure: the image file system
 /// (`images.disk`) and the I/O pressure (`safety.pace`).
 fn measured_families(out: &mut Exposition, report: &Report) {
@@ -142,6 +223,17 @@ fn measured_families(out: &mut Exposition, report: &Report) {
                 .flatten()
                 .map(|(when, percent)| (vec![("when", when)], (percent / 100.0).to_string())),
         );
+        if fs.high_percent.is_some() {
+            out.gauge(
+                "safeprune_last_run_image_fs_watermark_ratio",
+                "The image file system watermarks the last run worked to, 0 to 1: above high it removes images until low (images.disk).",
+                [("high", fs.high_percent), ("low", fs.low_percent)]
+                    .into_iter()
+                    .filter_map(|(level, percent)| {
+                        percent.map(|p| (vec![("level", level)], (f64::from(p) / 100.0).to_string()))
+                    }),
+            );
+        }
     }
     if let Some(pace) = &report.pace {
         out.gauge(
@@ -159,6 +251,7 @@ fn measured_families(out: &mut Exposition, report: &Report) {
     }
 }
 
+/// The removal attempts by result, and the skipped ones by reason.
 fn removal_families(out: &mut Exposition, kinds: &[Kind], outcomes: &[Outcome]) {
     let mut removals: BTreeMap<(Kind, &str), usize> = BTreeMap::new();
     let mut skipped: BTreeMap<(Kind, &str), usize> = BTreeMap::new();

@@ -19,7 +19,7 @@ use crate::inventory::Kind;
 use crate::plan::{Action, Decision, Plan, Rule};
 
 pub use files::{AuditLog, read_bounded, write_atomically};
-pub use metrics::render_metrics;
+pub use metrics::{RunFacts, last_success_in, render_metrics, render_run_metrics};
 pub use table::{human_bytes, render_table};
 
 /// Counts by kind, in the JSON's fixed shape; a kind the runtime does not
@@ -134,6 +134,14 @@ pub struct ImageFs {
     /// After the removals; `None` for a dry run, or when it could not be
     /// measured again.
     pub after_percent: Option<f64>,
+    /// The watermarks the run worked to (`images.disk`, or what
+    /// `from_kubelet` derived): above `high_percent` it removes images
+    /// until `low_percent`. Absent where the report was made without the
+    /// policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub high_percent: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub low_percent: Option<u8>,
 }
 
 /// Why a run was refused: its plan deletes more than the limit.
@@ -211,6 +219,8 @@ impl Report {
                 path: fs.path.clone(),
                 before_percent: round_percent(fs.percent()),
                 after_percent: None,
+                high_percent: None,
+                low_percent: None,
             }),
             refused: None,
             docker_prune_bytes: None,
@@ -241,6 +251,19 @@ impl Report {
     pub fn with_image_fs_after(mut self, after: Option<&crate::inventory::FsUsage>) -> Self {
         if let (Some(fs), Some(after)) = (self.image_fs.as_mut(), after) {
             fs.after_percent = Some(round_percent(after.percent()));
+        }
+        self
+    }
+
+    /// Records the watermarks the run worked to (`images.disk`).
+    #[must_use]
+    pub fn with_image_fs_watermarks(
+        mut self,
+        disk: Option<&crate::policy::DiskWatermarks>,
+    ) -> Self {
+        if let (Some(fs), Some(disk)) = (self.image_fs.as_mut(), disk) {
+            fs.high_percent = Some(disk.high_percent);
+            fs.low_percent = Some(disk.low_percent);
         }
         self
     }

@@ -338,25 +338,6 @@ async fn two_runs_at_once_one_works_and_the_other_exits_4(version: DockerVersion
     assert_eq!(first.wait().unwrap().code(), Some(0));
 }
 
-impl Daemon {
-    /// The address the listener logged it serves.
-    fn listening_on(&self) -> SocketAddr {
-        let log = self.log.lock().unwrap();
-        let line = log
-            .iter()
-            .find(|l| l.contains("serving /metrics and /healthz"))
-            .expect("the listener's line");
-        line.split_once("address=")
-            .unwrap()
-            .1
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
-    }
-}
-
 /// The series of a metrics text, without their values.
 fn series(text: &str) -> Vec<&str> {
     text.lines()

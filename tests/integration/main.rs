@@ -8,6 +8,7 @@
 
 mod util;
 
+mod alert_rules;
 mod cli;
 mod compare_prune;
 mod containerd_adapter;

@@ -523,3 +523,92 @@ fn a_paced_run_says_how_long_it_waited_and_the_pressure_it_saw() {
     let text = render_metrics(&sample_run(), Duration::from_secs(1), true);
     assert!(!text.contains("paced_seconds"), "{text}");
 }
+
+#[test]
+fn the_last_success_is_the_runs_own_or_carried_forward_through_failures() {
+    let report = sample_run();
+    let key = (
+        "safeprune_last_success_timestamp_seconds".to_owned(),
+        vec![],
+    );
+    // A success: its own start.
+    let text = render_metrics(&report, Duration::from_secs(1), true);
+    let own = parse(&text).unwrap()[&key];
+    assert_eq!(
+        own.to_string(),
+        unix_seconds(report.started_at),
+        "exactly as written"
+    );
+    assert_eq!(last_success_in(&text), Some(report.started_at));
+    // A failure with none before: no series (an alert on its age cannot
+    // fire on a node that never succeeded; the failure's own alert does).
+    let text = render_metrics(&report, Duration::from_secs(1), false);
+    assert!(!text.contains("last_success"), "{text}");
+    assert_eq!(last_success_in(&text), None);
+    // A failure after one: the earlier success, read back exactly.
+    let earlier =
+        Utc.with_ymd_and_hms(2026, 11, 19, 5, 0, 3).unwrap() + chrono::Duration::milliseconds(125);
+    let facts = RunFacts {
+        last_success: Some(earlier),
+        ..RunFacts::of(&report, Duration::from_secs(1), false)
+    };
+    let text = render_run_metrics(&report, &facts);
+    assert_eq!(parse(&text).unwrap()[&key], 1_795_064_403.125);
+    assert_eq!(last_success_in(&text), Some(earlier));
+    assert_eq!(
+        last_success_in("safeprune_last_success_timestamp_seconds NaN\n"),
+        None
+    );
+    assert_eq!(
+        last_success_in("safeprune_last_success_timestamp_seconds -1\n"),
+        None
+    );
+}
+
+#[test]
+fn a_refused_run_a_daemons_period_and_the_watermarks_have_their_series() {
+    let refused = sample_run().refused(super::super::Refusal {
+        planned: 12,
+        limit: 10,
+    });
+    let key = |name: &str| (name.to_owned(), vec![]);
+    let series = parse(&render_metrics(&refused, Duration::from_secs(1), false)).unwrap();
+    assert_eq!(series[&key("safeprune_last_run_refused")], 1.0);
+    let series = parse(&render_metrics(
+        &sample_run(),
+        Duration::from_secs(1),
+        false,
+    ))
+    .unwrap();
+    assert_eq!(series[&key("safeprune_last_run_refused")], 0.0);
+    assert!(!series.contains_key(&key("safeprune_schedule_period_seconds")));
+
+    let facts = RunFacts {
+        schedule_period: Some(Duration::from_secs(7 * 86_400)),
+        ..RunFacts::of(&sample_run(), Duration::from_secs(1), true)
+    };
+    let series = parse(&render_run_metrics(&sample_run(), &facts)).unwrap();
+    assert_eq!(series[&key("safeprune_schedule_period_seconds")], 604_800.0);
+
+    let mut report = sample_run();
+    report.image_fs = Some(super::super::ImageFs {
+        path: "/var/lib/docker".into(),
+        before_percent: 91.5,
+        after_percent: Some(86.25),
+        high_percent: Some(85),
+        low_percent: Some(80),
+    });
+    let series = parse(&render_metrics(&report, Duration::from_secs(1), true)).unwrap();
+    let watermark = |level: &str| {
+        series[&(
+            "safeprune_last_run_image_fs_watermark_ratio".to_owned(),
+            vec![("level".to_owned(), level.to_owned())],
+        )]
+    };
+    assert_eq!(watermark("high"), 0.85);
+    assert_eq!(watermark("low"), 0.8);
+    // Without the policy's watermarks (a report made without it), none.
+    report.image_fs.as_mut().unwrap().high_percent = None;
+    let text = render_metrics(&report, Duration::from_secs(1), true);
+    assert!(!text.contains("watermark"), "{text}");
+}

@@ -2,6 +2,7 @@
 //! come, waited for, and its end by SIGTERM.
 
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -72,6 +73,23 @@ impl Daemon {
             .status()
             .unwrap();
         assert!(status.success());
+    }
+
+    /// The address the listener logged it serves.
+    pub fn listening_on(&self) -> SocketAddr {
+        let log = self.log.lock().unwrap();
+        let line = log
+            .iter()
+            .find(|l| l.contains("serving /metrics and /healthz"))
+            .expect("the listener's line");
+        line.split_once("address=")
+            .unwrap()
+            .1
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
     }
 
     /// SIGTERM, then the exit code and how long it took. The log holds

@@ -229,15 +229,13 @@ pub async fn cycle_with_metrics(
     let last_success = if success {
         Some(report.started_at)
     } else {
-        options
-            .previous_metrics
-            .clone()
-            .or_else(|| {
-                configured(&policy.report.metrics_textfile)
-                    .and_then(|path| std::fs::read_to_string(path).ok())
-            })
-            .as_deref()
-            .and_then(last_success_in)
+        let previous = match &options.previous_metrics {
+            Some(text) => Some(Cow::Borrowed(text.as_str())),
+            None => configured(&policy.report.metrics_textfile)
+                .and_then(|path| std::fs::read_to_string(path).ok())
+                .map(Cow::Owned),
+        };
+        previous.as_deref().and_then(last_success_in)
     };
     let facts = RunFacts {
         duration: started.elapsed(),

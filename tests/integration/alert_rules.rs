@@ -81,17 +81,12 @@ fn run(cli: &Cli, args: &[&str], code: i32) -> BTreeMap<Series, f64> {
     samples(&std::fs::read_to_string(cli.path("safeprune.prom")).unwrap())
 }
 
+/// Runs `promtool` (scripts/deps.sh installs it) in deploy/prometheus.
 fn promtool(args: &[&str]) {
-    let out = Command::new("promtool")
-        .args(args)
-        .current_dir(prometheus_dir())
-        .output()
-        .expect("run promtool (scripts/deps.sh installs it)");
-    assert!(
-        out.status.success(),
-        "promtool {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    util::run_ok(
+        Command::new("promtool")
+            .args(args)
+            .current_dir(prometheus_dir()),
     );
 }
 

@@ -50,6 +50,8 @@ const UNREACHABLE_HINT: &str = "is dockerd running, and is the socket path right
 const REQUEST_TIMEOUT_SECS: u64 = 120;
 /// How long the engine has to answer its first calls (version, ping).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection to the engine may stay open unused.
+const IDLE_CONNECTION: Duration = Duration::from_secs(5);
 /// How many inspects run at once: enough to hide latency, few enough not to
 /// load a busy dockerd.
 const INSPECT_CONCURRENCY: usize = 8;
@@ -92,12 +94,7 @@ impl DockerRuntime {
                 source,
             };
         let socket = super::socket_path(RUNTIME, endpoint)?;
-        let docker = Docker::connect_with_socket(
-            &socket.to_string_lossy(),
-            REQUEST_TIMEOUT_SECS,
-            API_DEFAULT_VERSION,
-        )
-        .map_err(|e| unreachable(e.into()))?;
+        let docker = pooled_unix(&socket).map_err(|e| unreachable(e.into()))?;
         // Any unix socket accepts a connection: a socket whose server never
         // answers must not hold the run for the whole request timeout.
         let answered = tokio::time::timeout(CONNECT_TIMEOUT, async {
@@ -558,6 +555,47 @@ async fn containerd_store_root(info: &bollard::models::SystemInfo) -> Result<Str
 fn df_sizes_everything(version: &str) -> bool {
     crate::inventory::ApiVersion::parse(version)
         .is_some_and(|v| v < crate::inventory::ApiVersion::new(1, 42))
+}
+
+/// A client of the engine's unix socket that keeps its connections open
+/// between requests.
+///
+/// bollard's own unix client pools no connection (`pool_max_idle_per_host(0)`):
+/// every request connected anew, and dockerd paid a connection's set-up
+/// (accept, a goroutine, its buffers, the garbage they leave) for each of a
+/// run's thousands of removals (BENCHMARKS.md, "Kept connections"). dockerd
+/// closes no idle connection itself; an idle one is closed here after
+/// [`IDLE_CONNECTION`], so that a daemon's connections do not outlive a
+/// cycle, and one the engine closed (a restart) leaves the pool when it
+/// closes. A request is sent again on a new connection only when the
+/// pooled one closed before the request was written (hyper's rule), so no
+/// removal is ever sent twice.
+fn pooled_unix(socket: &Path) -> Result<Docker, BollardError> {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let path = socket.to_string_lossy().into_owned();
+    if !socket.exists() {
+        return Err(BollardError::SocketNotFoundError(path));
+    }
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .pool_idle_timeout(IDLE_CONNECTION)
+        .pool_timer(hyper_util::rt::TokioTimer::new())
+        .build(hyperlocal::UnixConnector);
+    let transport = move |request: bollard::BollardRequest| {
+        let client = client.clone();
+        async move { client.request(request).await.map_err(BollardError::from) }
+    };
+    // hyperlocal's connector reads the socket's path from the host, in hex.
+    let host = path.bytes().fold(String::new(), |mut hex, b| {
+        hex.push(char::from(HEX[usize::from(b >> 4)]));
+        hex.push(char::from(HEX[usize::from(b & 15)]));
+        hex
+    });
+    Docker::connect_with_custom_transport(
+        transport,
+        Some(format!("unix://{host}")),
+        REQUEST_TIMEOUT_SECS,
+        API_DEFAULT_VERSION,
+    )
 }
 
 impl Engine for DockerRuntime {

@@ -48,6 +48,7 @@ docker_tests! {
     a_bare_socket_path_connects,
     the_image_file_system_is_measured_where_docker_keeps_its_data,
     with_the_disk_measured_images_have_their_unique_sizes,
+    a_run_keeps_its_connections_to_the_engine_open,
 }
 
 async fn image_exists(dockerd: &PrivateDockerd, reference: &str) -> bool {
@@ -907,4 +908,81 @@ fn manifest_and_config_bytes(engine: &PrivateDockerd29, image: &str) -> u64 {
         .to_owned();
     let config = engine.ctr_ok(&["content", "get", &config]);
     u64::try_from(manifest.len() + config.len()).expect("small blobs")
+}
+
+/// Forwards every connection made to `proxy` to the engine's socket
+/// `engine`, counting them.
+fn counting_proxy(
+    proxy: &std::path::Path,
+    engine: &str,
+) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+    let listener = tokio::net::UnixListener::bind(proxy).expect("bind the proxy socket");
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = accepted.clone();
+    let engine = engine.trim_start_matches("unix://").to_owned();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let engine = engine.clone();
+            tokio::spawn(async move {
+                if let Ok(mut upstream) = tokio::net::UnixStream::connect(&engine).await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                }
+            });
+        }
+    });
+    accepted
+}
+
+/// A run's thousands of calls go over a few kept connections: each new
+/// one costs dockerd a connection's set-up, and bollard's own unix client
+/// opened one per call (BENCHMARKS.md, "Kept connections").
+async fn a_run_keeps_its_connections_to_the_engine_open(version: DockerVersion) {
+    let Some(dockerd) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
+    let image = dockerd.import_busybox_image("conn:1", None).await;
+    let mut stopped = Vec::new();
+    for i in 0..40 {
+        let name = format!("conn-{i}");
+        stopped.push(
+            dockerd
+                .create_container(&name, &image, &[], &["true"])
+                .await,
+        );
+    }
+    let dir = tempfile::tempdir().expect("a directory for the proxy");
+    let proxy = dir.path().join("proxy.sock");
+    let accepted = counting_proxy(&proxy, dockerd.endpoint());
+    let endpoint = format!("unix://{}", proxy.display());
+    let runtime = DockerRuntime::connect(&endpoint)
+        .await
+        .expect("connect through the proxy");
+    let cli = util::node::Cli::new(
+        &util::node::Runtime::Docker(&endpoint),
+        "containers: { min_age: \"0\" }\nimages: { enabled: false }\n\
+         networks: { enabled: false }\nbuild_cache: { enabled: false }\n\
+         safety: { concurrency: 2 }\n",
+    );
+    let policy = cli.policy();
+    let planned = util::node::plan_now(&runtime, &policy).await;
+    let after_plan = accepted.load(std::sync::atomic::Ordering::SeqCst);
+    let outcomes = util::node::execute_plan(&runtime, &planned, &policy).await;
+    let deleted: std::collections::BTreeSet<&str> = outcomes
+        .iter()
+        .filter(|o| o.result == safeprune::execute::RemovalResult::Deleted)
+        .map(|o| o.id.as_str())
+        .collect();
+    assert_eq!(
+        deleted,
+        stopped.iter().map(String::as_str).collect(),
+        "{outcomes:?}"
+    );
+    // 40 removals and their re-checks' reads, at most 2 removals and a
+    // re-check in flight at once: a handful of connections, not one a call.
+    let during_run = accepted.load(std::sync::atomic::Ordering::SeqCst) - after_plan;
+    assert!(
+        during_run <= 6,
+        "the run's 40 removals opened {during_run} connections to the engine"
+    );
 }

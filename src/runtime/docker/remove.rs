@@ -25,7 +25,11 @@ impl DockerRuntime {
                     .force(false)
                     .v(false)
                     .build();
-                self.docker.remove_container(id, Some(options)).await
+                let removed = self.docker.remove_container(id, Some(options)).await;
+                if removed.is_ok() || removed.as_ref().is_err_and(|e| status_code(e) == Some(404)) {
+                    self.watch.lock().await.forget(id);
+                }
+                removed
             }
             Target::Image(image) => return self.remove_image(image).await,
             Target::Volume(_) => {

@@ -210,6 +210,17 @@ impl Watch {
         self.cursor = Some(until);
     }
 
+    /// Drops a container the engine has just removed (its `DELETE`
+    /// answered, or said it was already gone): what it used is free now,
+    /// whether or not its `destroy` event has been read yet. A `destroy`
+    /// stamped just before a read's `until` but logged after the read took
+    /// dockerd's history would otherwise be missed by every later read,
+    /// and the container would keep its image, volumes and networks until
+    /// the next listing. An event read later that names it finds it gone.
+    pub(super) fn forget(&mut self, id: &str) {
+        self.containers.remove(id);
+    }
+
     /// Every container made from one of these images (`keys`: their ids,
     /// tags and digests), as the planner matches them.
     pub(super) fn users_of_images(&self, keys: &HashSet<&str>) -> Vec<Container> {
@@ -479,6 +490,29 @@ mod tests {
             update_from(&events[1..]),
             Update::Containers { .. }
         ));
+    }
+
+    #[test]
+    fn a_container_removed_frees_what_it_used_before_its_event_is_read() {
+        let user = Container {
+            id: "c1".to_owned(),
+            image_ref: "app:1".to_owned(),
+            volumes: vec!["data".to_owned()],
+            networks: vec!["net".to_owned()],
+            ..Container::default()
+        };
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let mut w = Watch::new(vec![user], t, true);
+        let image = HashSet::from(["app:1"]);
+        let volume = HashSet::from(["data"]);
+        let network = HashSet::from(["net"]);
+        assert_eq!(w.users_of_images(&image).len(), 1);
+        w.forget("c1");
+        assert!(w.users_of_images(&image).is_empty());
+        assert!(w.users_of_volumes(&volume).is_empty());
+        assert!(w.users_of_networks(&network).is_empty());
+        // The cursor stays: the events since are still to be read.
+        assert_eq!(w.since(), Some(t - OVERLAP));
     }
 
     #[test]

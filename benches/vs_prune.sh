@@ -106,20 +106,29 @@ YAML
 # One side on a fresh fixture, on SOCKET: wall seconds, engine CPU
 # seconds, and the API calls the proxy counted (0 when it was not used).
 measure() { # NAME SOCKET C I V
-  local name=$1 sock=$2 before_calls before_ticks wall cpu_ticks n
+  local name=$1 sock=$2 before_calls before_ticks wall own cpu_ticks n timing
   fixture "$3" "$4" "$5"
   sed "s#unix://$proxy_sock#unix://$sock#" "$dir/policy.yaml" >"$dir/run.yaml"
   before_calls=$(wc -l <"$calls")
   before_ticks=$(engine_ticks)
   if [ "$name" = safeprune ]; then
-    wall=$( { /usr/bin/time -f '%e' "$bin" --config "$dir/run.yaml" -q run >/dev/null; } 2>&1 | tail -n 1)
+    timing=$( { /usr/bin/time -f '%e %U %S' "$bin" --config "$dir/run.yaml" -q run --output json >"$dir/report-$name-$(date +%s%N).json"; } 2>&1 | tail -n 1)
   else
-    wall=$( { DOCKER_HOST="unix://$sock" /usr/bin/time -f '%e' docker system prune -a -f --volumes >/dev/null; } 2>&1 | tail -n 1)
+    timing=$( { DOCKER_HOST="unix://$sock" /usr/bin/time -f '%e %U %S' docker system prune -a -f --volumes >/dev/null; } 2>&1 | tail -n 1)
   fi
+  wall=${timing%% *}
+  # What the report did not delete, by kind and reason (nothing when all went).
+  if [ "$name" = safeprune ]; then
+    python3 -c 'import json, sys, collections
+r = json.load(open(sys.argv[1]))
+c = collections.Counter((o["kind"], o["result"], o["reason"], (o.get("error") or "")[:90]) for o in r.get("outcomes", []) if o["result"] != "deleted")
+for k, n in sorted(c.items()): print("    not deleted:", n, *k)' "$(ls -t "$dir"/report-safeprune-*.json | head -n 1)"
+  fi
+  own=$(awk '{print $2 + $3}' <<<"$timing")
   cpu_ticks=$(($(engine_ticks) - before_ticks))
   n=$(($(wc -l <"$calls") - before_calls))
-  printf '  %-9s wall %6.2f s  engine cpu %6.2f s  api calls %6d  left: %s\n' \
-    "$name" "$wall" "$(echo "$cpu_ticks / $ticks" | bc -l)" "$n" "$(left)"
+  printf '  %-9s wall %6.2f s  own cpu %5.2f s  engine cpu %6.2f s  api calls %6d  left: %s\n' \
+    "$name" "$wall" "$own" "$(echo "$cpu_ticks / $ticks" | bc -l)" "$n" "$(left)"
   echo "$name $wall $(echo "$cpu_ticks / $ticks" | bc -l) $n" >>"$dir/${6:-results}"
 }
 

@@ -27,7 +27,12 @@ impl DockerRuntime {
                     .build();
                 let removed = self.docker.remove_container(id, Some(options)).await;
                 if removed.is_ok() || removed.as_ref().is_err_and(|e| status_code(e) == Some(404)) {
-                    self.watch.lock().await.forget(id);
+                    // Not the watch's lock: a removal must not wait out a
+                    // re-check's read. The next sync applies it.
+                    self.removed
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(id.to_owned());
                 }
                 removed
             }

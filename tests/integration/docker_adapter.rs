@@ -49,6 +49,7 @@ docker_tests! {
     the_image_file_system_is_measured_where_docker_keeps_its_data,
     with_the_disk_measured_images_have_their_unique_sizes,
     a_run_keeps_its_connections_to_the_engine_open,
+    a_sandbox_the_watch_missed_still_keeps_its_pods_containers,
 }
 
 async fn image_exists(dockerd: &PrivateDockerd, reference: &str) -> bool {
@@ -984,5 +985,48 @@ async fn a_run_keeps_its_connections_to_the_engine_open(version: DockerVersion) 
     assert!(
         during_run <= 6,
         "the run's 40 removals opened {during_run} connections to the engine"
+    );
+}
+
+/// The watch learns of a new sandbox from dockerd's events, and an event
+/// appended to dockerd's history after a read took it is read by no later
+/// read. A pod the watch finds dead is therefore asked of the engine itself
+/// before its containers go: kubelet's new sandbox keeps them.
+async fn a_sandbox_the_watch_missed_still_keeps_its_pods_containers(version: DockerVersion) {
+    let Some((dockerd, runtime)) = engine(version).await else {
+        return;
+    };
+    let image = dockerd.import_busybox_image("sp/missed:v1", None).await;
+    let pod = Pod::new("web", "default");
+    let sandbox = dockerd.create_sandbox(&pod, &image, false).await;
+    let init = dockerd
+        .run_pod_container_to_exit(&pod, &sandbox, "setup", 0, &image, util::EXIT_0)
+        .await;
+    runtime.inventory().await.expect("inventory");
+
+    // kubelet brings the pod back; its events are never read.
+    let mut again = pod.clone();
+    again.attempt += 1;
+    let recreated = dockerd.create_sandbox(&again, &image, true).await;
+    runtime.skip_events_until_now().await;
+    let fresh = runtime
+        .recheck(Kind::Container, &[init.as_str()])
+        .await
+        .expect("recheck");
+    assert_eq!(ready_sandbox_ids(&fresh), [recreated.as_str()]);
+    let policy =
+        util::node::Cli::new(&util::node::Runtime::Docker(dockerd.endpoint()), "").policy();
+    let now = safeprune::plan::recheck(
+        Kind::Container,
+        &[init.as_str()],
+        &fresh,
+        &policy,
+        Utc::now(),
+    );
+    let decision = now[0].as_ref().expect("the container is still there");
+    assert_eq!(
+        decision.rule,
+        safeprune::plan::Rule::LivePodSandbox,
+        "{decision:?}"
     );
 }

@@ -7,9 +7,9 @@ use std::collections::{HashMap, HashSet};
 use bollard::models::ImageSummary;
 use futures_util::future::try_join_all;
 
-use super::convert::volume_from_docker;
+use super::convert::{LABEL_DOCKER_TYPE, TYPE_SANDBOX, volume_from_docker};
 use super::{DockerRuntime, RUNTIME, status_code};
-use crate::inventory::{Image, Inventory, Kind, Volume};
+use crate::inventory::{Image, Inventory, Kind, Volume, sandboxes_from_containers};
 use crate::runtime::RuntimeError;
 
 impl DockerRuntime {
@@ -115,6 +115,35 @@ impl DockerRuntime {
             .filter_map(|c| c.pod.as_ref()?.pod_uid.as_deref())
             .collect();
         fresh.sandboxes = watch.sandboxes_of(&sandbox_ids, &pod_uids);
+        drop(watch);
+        // The watch learns of a new sandbox from its events, and an event
+        // dockerd appends to its history after a read took it is read by
+        // no later read (see `Watch::forget`). A pod container whose pod
+        // the watch finds dead would go on that word alone: the engine's
+        // own list of sandboxes decides, one call for the batch.
+        let dead_pod = fresh.containers.iter().any(|c| {
+            c.pod.as_ref().is_some_and(|p| {
+                !p.is_sandbox
+                    && !fresh.sandboxes.iter().any(|s| {
+                        s.ready
+                            && (p.sandbox_id.as_deref() == Some(s.id.as_str())
+                                || (p.pod_uid.is_some() && p.pod_uid == s.pod_uid))
+                    })
+            })
+        });
+        if dead_pod {
+            let sandbox_label = format!("{LABEL_DOCKER_TYPE}={TYPE_SANDBOX}");
+            let filters = HashMap::from([("label", vec![sandbox_label.as_str()])]);
+            let listed = sandboxes_from_containers(&self.containers(&filters, false).await?);
+            for sandbox in listed.into_iter().filter(|s| {
+                sandbox_ids.contains(s.id.as_str())
+                    || s.pod_uid.as_deref().is_some_and(|u| pod_uids.contains(u))
+            }) {
+                fresh.sandboxes.retain(|s| s.id != sandbox.id);
+                fresh.sandboxes.push(sandbox);
+            }
+            fresh.sandboxes.sort_by(|a, b| a.id.cmp(&b.id));
+        }
         Ok(())
     }
 

@@ -172,6 +172,14 @@ impl Watch {
             .map(|cursor| cursor.checked_sub(OVERLAP).unwrap_or(cursor))
     }
 
+    /// Reads no event stamped before `t` from now on (see
+    /// `DockerRuntime::skip_events_until_now`).
+    pub(super) fn skip_until(&mut self, t: SystemTime) {
+        if self.cursor.is_some() {
+            self.cursor = Some(t + OVERLAP);
+        }
+    }
+
     /// Applies what was read up to `until`: `gone` removed, `changed`
     /// replaced by what inspecting them again found (absent: gone too).
     pub(super) fn apply(

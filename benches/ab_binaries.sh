@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Two safeprune builds, A and B, alternately (A B A B ...) on one private
+# dockerd, each run on a fresh identical fixture: wall, user and system
+# time of safeprune itself (/usr/bin/time) and the CPU ticks of every
+# process in the engine's namespace. For a change whose effect is smaller
+# than the spread between runs of `benches/vs_prune.sh`: both sides meet the
+# same engine state, the same number of times.
+#
+# Run: A=path/to/old/safeprune B=target/release/safeprune benches/ab_binaries.sh [C/I/V]
+#      (default fixture 2000/300/300; PAIRS=N, default 3; CMD=plan to time
+#      `plan` instead of `run`)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${A:?A=path of the first safeprune binary}" "${B:?B=path of the second safeprune binary}"
+IFS=/ read -r c i v <<<"${1:-2000/300/300}"
+for tool in /usr/bin/time python3 unshare docker dockerd; do
+  command -v "$tool" >/dev/null || { echo "ab_binaries: needs $tool" >&2; exit 1; }
+done
+# shellcheck source=benches/private_dockerd.sh
+. benches/private_dockerd.sh
+dir=$(mktemp -d /tmp/spab-XXXXXX)
+trap 'stop_private_dockerd; remove_dir "$dir"' EXIT
+trap 'exit 143' INT TERM
+start_private_dockerd "$dir"
+engine_ns=$(readlink "/proc/$engine_pid/ns/pid")
+engine_ticks() {
+  local total=0 pid stat
+  for pid in /proc/[0-9]*; do
+    [ "$(readlink "$pid/ns/pid" 2>/dev/null)" = "$engine_ns" ] || continue
+    stat=$(cut -d')' -f2- "$pid/stat" 2>/dev/null) || continue
+    total=$((total + $(awk '{print $12 + $13 + $14 + $15}' <<<"$stat")))
+  done
+  echo "$total"
+}
+ticks=$(getconf CLK_TCK)
+busybox_root "$dir/rootfs"
+head -c 1024 /dev/urandom >"$dir/rootfs/extra"
+tar -C "$dir/rootfs" -cf - . | docker import - bench/keep:1 >/dev/null
+rm "$dir/rootfs/extra"
+docker volume create keep-vol >/dev/null
+docker run -d --name keeper -v keep-vol:/data bench/keep:1 sleep 1000000 >/dev/null
+cat >"$dir/policy.yaml" <<YAML
+runtime: { kind: docker, docker: { endpoint: unix://$engine_sock } }
+containers: { min_age: "0" }
+images: { min_age: "0" }
+volumes: { enabled: true, anonymous_only: false, min_age: "0" }
+networks: { min_age: "0" }
+build_cache: { min_age: "0" }
+safety: { max_deletions: 1000000 }
+lock_file: $dir/lock
+YAML
+echo "fixture $c/$i/$v, ${CMD:-run}, ${PAIRS:-3} pairs; A=$A B=$B"
+for _ in $(seq 1 "${PAIRS:-3}"); do
+  for side in A B; do
+    bin=$A
+    [ "$side" = B ] && bin=$B
+    python3 benches/fixture.py "$engine_sock" "$dir/rootfs" "$c" "$i" "$v" --started $((c / 10))
+    sync
+    sleep 2
+    t0=$(engine_ticks)
+    timing=$( { /usr/bin/time -f '%e %U %S' "$bin" --config "$dir/policy.yaml" -q "${CMD:-run}" >/dev/null; } 2>&1 | tail -n 1)
+    read -r wall user sys <<<"$timing"
+    printf '%s wall %6.2f s  user %5.2f s  sys %5.2f s  engine cpu %5.2f s\n' "$side" "$wall" "$user" "$sys" \
+      "$(echo "($(engine_ticks) - $t0) / $ticks" | bc -l)"
+    docker system prune -a -f --volumes >/dev/null
+  done
+done

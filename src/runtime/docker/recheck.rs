@@ -29,10 +29,15 @@ impl DockerRuntime {
         match kind {
             Kind::Container => self.recheck_containers(ids, &mut fresh).await?,
             Kind::Image => {
-                // An image no event has named since the snapshot is as the
-                // snapshot read it; any other is read now.
+                // An image no event has named since the snapshot keeps the
+                // snapshot's size and parent, but its names and last tag
+                // time are read again: a delete by id takes the image's tag
+                // with it, and a tag event appended to dockerd's history
+                // after a read took it is read by no later read (see
+                // `Watch::forget`). Any other image is read now in full.
                 let watch = self.synced_watch().await?;
-                let (mut images, unknown) = split_known(ids, |id| watch.unchanged_image(id));
+                let (known, unknown) = split_known(ids, |id| watch.unchanged_image(id));
+                let mut images = self.names_read_again(known).await?;
                 images.extend(self.images_read(&unknown).await?);
                 fresh.images = images;
                 // An image built on one of the batch holds it (the one
@@ -191,6 +196,22 @@ impl DockerRuntime {
             .map(|s| (s.id.clone(), s))
             .collect();
         let read = try_join_all(ids.iter().map(|&id| self.image(id, listed.get(id)))).await?;
+        Ok(read.into_iter().flatten().collect())
+    }
+
+    /// `images` as the snapshot read them, with their names and last tag
+    /// time as an inspect reads them now; those gone since are left out.
+    async fn names_read_again(&self, images: Vec<Image>) -> Result<Vec<Image>, RuntimeError> {
+        let read = try_join_all(images.into_iter().map(|mut image| async move {
+            let now = self.image(&image.id, None).await?;
+            Ok::<_, RuntimeError>(now.map(|now| {
+                image.tags = now.tags;
+                image.digests = now.digests;
+                image.last_tagged = now.last_tagged;
+                image
+            }))
+        }))
+        .await?;
         Ok(read.into_iter().flatten().collect())
     }
 

@@ -50,6 +50,7 @@ docker_tests! {
     with_the_disk_measured_images_have_their_unique_sizes,
     a_run_keeps_its_connections_to_the_engine_open,
     a_sandbox_the_watch_missed_still_keeps_its_pods_containers,
+    a_tag_the_watch_missed_still_keeps_the_image,
 }
 
 async fn image_exists(dockerd: &PrivateDockerd, reference: &str) -> bool {
@@ -1002,7 +1003,21 @@ async fn a_sandbox_the_watch_missed_still_keeps_its_pods_containers(version: Doc
     let init = dockerd
         .run_pod_container_to_exit(&pod, &sandbox, "setup", 0, &image, util::EXIT_0)
         .await;
-    runtime.inventory().await.expect("inventory");
+    // The snapshot must hold it exited: dockerd's list can still say
+    // running just after the wait, and the events that would correct it
+    // are skipped below.
+    for _ in 0..50 {
+        let snapshot = runtime.inventory().await.expect("inventory");
+        let c = snapshot
+            .containers
+            .iter()
+            .find(|c| c.id == init)
+            .expect("listed");
+        if !c.state.is_live() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 
     // kubelet brings the pod back; its events are never read.
     let mut again = pod.clone();
@@ -1029,4 +1044,31 @@ async fn a_sandbox_the_watch_missed_still_keeps_its_pods_containers(version: Doc
         safeprune::plan::Rule::LivePodSandbox,
         "{decision:?}"
     );
+}
+
+/// A dangling image tagged after the snapshot, the tag's event never read:
+/// its re-check still reads its names, and `images.mode: dangling` keeps
+/// it (a delete by id would take the new tag with it).
+async fn a_tag_the_watch_missed_still_keeps_the_image(version: DockerVersion) {
+    let Some((dockerd, runtime)) = engine(version).await else {
+        return;
+    };
+    let image = dockerd.import_dangling_image(Some("missed tag")).await;
+    runtime.inventory().await.expect("inventory");
+    dockerd.tag_image(&image, "sp/named:v1").await;
+    runtime.skip_events_until_now().await;
+    let fresh = runtime
+        .recheck(Kind::Image, &[&image])
+        .await
+        .expect("recheck");
+    assert_eq!(fresh.images.len(), 1, "{:?}", fresh.images);
+    assert_eq!(fresh.images[0].tags, ["sp/named:v1"]);
+    let policy = util::node::Cli::new(
+        &util::node::Runtime::Docker(dockerd.endpoint()),
+        "images: { mode: dangling, min_age: \"0\" }\n",
+    )
+    .policy();
+    let now = safeprune::plan::recheck(Kind::Image, &[image.as_str()], &fresh, &policy, Utc::now());
+    let decision = now[0].as_ref().expect("the image is still there");
+    assert_eq!(decision.rule, safeprune::plan::Rule::Tagged, "{decision:?}");
 }

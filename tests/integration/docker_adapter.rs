@@ -451,7 +451,7 @@ async fn recheck_of_a_container_carries_its_pods_sandboxes_and_is_empty_once_rem
         .create_sandbox(&Pod::new("other", "default"), &image, true)
         .await;
     let other = dockerd.run_to_exit("bystander", &image, &[]).await;
-    runtime.inventory().await.expect("inventory");
+    inventory_once_exited(&runtime, &[&init, &other]).await;
 
     let fresh = runtime
         .recheck(Kind::Container, &[init.as_str(), other.as_str()])
@@ -1003,21 +1003,9 @@ async fn a_sandbox_the_watch_missed_still_keeps_its_pods_containers(version: Doc
     let init = dockerd
         .run_pod_container_to_exit(&pod, &sandbox, "setup", 0, &image, util::EXIT_0)
         .await;
-    // The snapshot must hold it exited: dockerd's list can still say
-    // running just after the wait, and the events that would correct it
-    // are skipped below.
-    for _ in 0..50 {
-        let snapshot = runtime.inventory().await.expect("inventory");
-        let c = snapshot
-            .containers
-            .iter()
-            .find(|c| c.id == init)
-            .expect("listed");
-        if !c.state.is_live() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    // The events that would correct a snapshot taken too early are
+    // skipped below.
+    inventory_once_exited(&runtime, &[&init]).await;
 
     // kubelet brings the pod back; its events are never read.
     let mut again = pod.clone();
@@ -1071,4 +1059,26 @@ async fn a_tag_the_watch_missed_still_keeps_the_image(version: DockerVersion) {
     let now = safeprune::plan::recheck(Kind::Image, &[image.as_str()], &fresh, &policy, Utc::now());
     let decision = now[0].as_ref().expect("the image is still there");
     assert_eq!(decision.rule, safeprune::plan::Rule::Tagged, "{decision:?}");
+}
+
+/// An inventory in which each of `ids` has exited. dockerd's list can
+/// still say running just after a container's wait returned (seen once in
+/// `a_sandbox_the_watch_missed_still_keeps_its_pods_containers`, under the
+/// whole suite's load), and a snapshot taken then is corrected only by
+/// events.
+async fn inventory_once_exited(runtime: &DockerRuntime, ids: &[&str]) {
+    for _ in 0..50 {
+        let snapshot = runtime.inventory().await.expect("inventory");
+        let exited = ids.iter().all(|id| {
+            snapshot
+                .containers
+                .iter()
+                .any(|c| c.id == *id && !c.state.is_live())
+        });
+        if exited {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("{ids:?} not all listed as exited within 5 s");
 }

@@ -22,16 +22,6 @@ dir=$(mktemp -d /tmp/spab-XXXXXX)
 trap 'stop_private_dockerd; remove_dir "$dir"' EXIT
 trap 'exit 143' INT TERM
 start_private_dockerd "$dir"
-engine_ns=$(readlink "/proc/$engine_pid/ns/pid")
-engine_ticks() {
-  local total=0 pid stat
-  for pid in /proc/[0-9]*; do
-    [ "$(readlink "$pid/ns/pid" 2>/dev/null)" = "$engine_ns" ] || continue
-    stat=$(cut -d')' -f2- "$pid/stat" 2>/dev/null) || continue
-    total=$((total + $(awk '{print $12 + $13 + $14 + $15}' <<<"$stat")))
-  done
-  echo "$total"
-}
 ticks=$(getconf CLK_TCK)
 busybox_root "$dir/rootfs"
 head -c 1024 /dev/urandom >"$dir/rootfs/extra"
@@ -39,16 +29,7 @@ tar -C "$dir/rootfs" -cf - . | docker import - bench/keep:1 >/dev/null
 rm "$dir/rootfs/extra"
 docker volume create keep-vol >/dev/null
 docker run -d --name keeper -v keep-vol:/data bench/keep:1 sleep 1000000 >/dev/null
-cat >"$dir/policy.yaml" <<YAML
-runtime: { kind: docker, docker: { endpoint: unix://$engine_sock } }
-containers: { min_age: "0" }
-images: { min_age: "0" }
-volumes: { enabled: true, anonymous_only: false, min_age: "0" }
-networks: { min_age: "0" }
-build_cache: { min_age: "0" }
-safety: { max_deletions: 1000000 }
-lock_file: $dir/lock
-YAML
+everything_policy "$dir/policy.yaml" "$engine_sock" "$dir/lock"
 echo "fixture $c/$i/$v, ${CMD:-run}, ${PAIRS:-3} pairs; A=$A B=$B"
 for _ in $(seq 1 "${PAIRS:-3}"); do
   for side in A B; do

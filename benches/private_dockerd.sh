@@ -10,6 +10,11 @@
 #   busybox_root DIR            DIR/bin with the static busybox as sh,
 #                               sleep and true, for `docker import`
 #   stop_private_dockerd        kills it (call from the caller's EXIT trap)
+#   everything_policy FILE SOCK LOCK  writes a policy that removes every
+#                               unused object at any age (what `docker
+#                               system prune -a -f --volumes` removes)
+#   engine_ticks                CPU clock ticks used so far by every process
+#                               in the engine's pid namespace
 #   remove_dir DIR              removes DIR once the engine has let go
 
 start_private_dockerd() {
@@ -49,4 +54,31 @@ busybox_root() {
   mkdir -p "$1/bin"
   cp /bin/busybox "$1/bin/busybox"
   for applet in sh sleep true; do ln -sf busybox "$1/bin/$applet"; done
+}
+
+# CPU seconds (in clock ticks) of every process in the engine's pid
+# namespace, with what their reaped children used.
+engine_ticks() {
+  local total=0 pid stat ns
+  ns=$(readlink "/proc/$engine_pid/ns/pid")
+  for pid in /proc/[0-9]*; do
+    [ "$(readlink "$pid/ns/pid" 2>/dev/null)" = "$ns" ] || continue
+    stat=$(cut -d')' -f2- "$pid/stat" 2>/dev/null) || continue
+    # Fields after "(comm)": utime, stime, cutime, cstime are the 12th-15th.
+    total=$((total + $(awk '{print $12 + $13 + $14 + $15}' <<<"$stat")))
+  done
+  echo "$total"
+}
+
+everything_policy() {
+  cat >"$1" <<YAML
+runtime: { kind: docker, docker: { endpoint: unix://$2 } }
+containers: { min_age: "0" }
+images: { min_age: "0" }
+volumes: { enabled: true, anonymous_only: false, min_age: "0" }
+networks: { min_age: "0" }
+build_cache: { min_age: "0" }
+safety: { max_deletions: 1000000 }
+lock_file: $3
+YAML
 }

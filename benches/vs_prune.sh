@@ -44,23 +44,10 @@ trap cleanup EXIT
 trap 'exit 143' INT TERM
 
 start_private_dockerd "$dir"
-engine_ns=$(readlink "/proc/$engine_pid/ns/pid")
 python3 benches/count_proxy.py "$proxy_sock" "$engine_sock" "$calls" &
 proxy=$!
 for _ in $(seq 1 50); do [ -S "$proxy_sock" ] && break; sleep 0.1; done
 
-# CPU seconds (in clock ticks) of every process in the engine's pid
-# namespace, with what their reaped children used.
-engine_ticks() {
-  local total=0 pid stat
-  for pid in /proc/[0-9]*; do
-    [ "$(readlink "$pid/ns/pid" 2>/dev/null)" = "$engine_ns" ] || continue
-    stat=$(cut -d')' -f2- "$pid/stat" 2>/dev/null) || continue
-    # Fields after "(comm)": utime, stime, cutime, cstime are the 12th-15th.
-    total=$((total + $(awk '{print $12 + $13 + $14 + $15}' <<<"$stat")))
-  done
-  echo "$total"
-}
 ticks=$(getconf CLK_TCK)
 
 # The images: busybox, varied by an extra file of a varied size.
@@ -92,16 +79,7 @@ left() {
 
 timed_sock=$engine_sock
 [ "${TIME_THROUGH_PROXY:-0}" = 1 ] && timed_sock=$proxy_sock
-cat >"$dir/policy.yaml" <<YAML
-runtime: { kind: docker, docker: { endpoint: unix://$proxy_sock } }
-containers: { min_age: "0" }
-images: { min_age: "0" }
-volumes: { enabled: true, anonymous_only: false, min_age: "0" }
-networks: { min_age: "0" }
-build_cache: { min_age: "0" }
-safety: { max_deletions: 1000000 }
-lock_file: $dir/lock
-YAML
+everything_policy "$dir/policy.yaml" "$proxy_sock" "$dir/lock"
 
 # One side on a fresh fixture, on SOCKET: wall seconds, engine CPU
 # seconds, and the API calls the proxy counted (0 when it was not used).

@@ -94,6 +94,22 @@ impl DockerRuntime {
                 }
                 Err(e) => return crate::runtime::failed(&e),
             }
+            // The watch may have missed a container's create event (see
+            // `Watch::forget`), and a lost name does not come back: the
+            // engine's own list of the containers made from the image has
+            // the last word, one call per image removed by its names.
+            let made_from = HashMap::from([("ancestor", vec![id])]);
+            match self.list_containers(&made_from).await {
+                Ok(users) => {
+                    if let Some(user) = users.first() {
+                        return Removal::InUse(format!(
+                            "image is used by container {}",
+                            user.id.as_deref().unwrap_or("?")
+                        ));
+                    }
+                }
+                Err(e) => return crate::runtime::failed(&e),
+            }
             for reference in &refs {
                 // A tag may have moved to another image since the re-check
                 // (a pull of `app:latest`): untag only what still names

@@ -84,24 +84,23 @@ everything_policy "$dir/policy.yaml" "$proxy_sock" "$dir/lock"
 # One side on a fresh fixture, on SOCKET: wall seconds, engine CPU
 # seconds, and the API calls the proxy counted (0 when it was not used).
 measure() { # NAME SOCKET C I V
-  local name=$1 sock=$2 before_calls before_ticks wall own cpu_ticks n timing
+  local name=$1 sock=$2 before_calls before_ticks wall own cpu_ticks n timing report
   fixture "$3" "$4" "$5"
   sed "s#unix://$proxy_sock#unix://$sock#" "$dir/policy.yaml" >"$dir/run.yaml"
   before_calls=$(wc -l <"$calls")
   before_ticks=$(engine_ticks)
   if [ "$name" = safeprune ]; then
-    timing=$( { /usr/bin/time -f '%e %U %S' "$bin" --config "$dir/run.yaml" -q run --output json >"$dir/report-$name-$(date +%s%N).json"; } 2>&1 | tail -n 1)
+    report="$dir/report-$(date +%s%N).json"
+    timing=$( { /usr/bin/time -f '%e %U %S' "$bin" --config "$dir/run.yaml" -q run --output json >"$report"; } 2>&1 | tail -n 1)
+    # What the report did not delete, by kind and reason (nothing when all went).
+    python3 -c 'import json, sys, collections
+r = json.load(open(sys.argv[1]))
+c = collections.Counter((o["kind"], o["result"], o["reason"], (o.get("error") or "")[:90]) for o in r.get("outcomes", []) if o["result"] != "deleted")
+for k, n in sorted(c.items()): print("    not deleted:", n, *k)' "$report"
   else
     timing=$( { DOCKER_HOST="unix://$sock" /usr/bin/time -f '%e %U %S' docker system prune -a -f --volumes >/dev/null; } 2>&1 | tail -n 1)
   fi
   wall=${timing%% *}
-  # What the report did not delete, by kind and reason (nothing when all went).
-  if [ "$name" = safeprune ]; then
-    python3 -c 'import json, sys, collections
-r = json.load(open(sys.argv[1]))
-c = collections.Counter((o["kind"], o["result"], o["reason"], (o.get("error") or "")[:90]) for o in r.get("outcomes", []) if o["result"] != "deleted")
-for k, n in sorted(c.items()): print("    not deleted:", n, *k)' "$(ls -t "$dir"/report-safeprune-*.json | head -n 1)"
-  fi
   own=$(awk '{print $2 + $3}' <<<"$timing")
   cpu_ticks=$(($(engine_ticks) - before_ticks))
   n=$(($(wc -l <"$calls") - before_calls))

@@ -129,13 +129,18 @@ def image_name(image: str) -> str:
     return name[: len(name) - len(last)] + last.split(":", 1)[0]
 
 
+def pod_spec(obj: Obj) -> Obj:
+    """The pod template's spec of a workload; empty for other objects."""
+    return obj.get("spec", {}).get("template", {}).get("spec", {})
+
+
 def set_image(obj: Obj, entry: dict[str, str], file: Path) -> Obj:
     """`obj` with kustomize's `images` entry applied to its pod template's
     containers: those whose image is `name` get `newName`, `newTag` or
     `digest`."""
     if not set(entry) <= {"name", "newName", "newTag", "digest"} or "name" not in entry:
         raise ManifestError(f"{file}: an images entry has a name and newName, newTag or digest")
-    spec = obj.get("spec", {}).get("template", {}).get("spec", {})
+    spec = pod_spec(obj)
     for group in ("initContainers", "containers"):
         for container in spec.get(group, []):
             image = container.get("image", "")
@@ -215,13 +220,13 @@ def registry_problems(base: list[Obj]) -> list[str]:
     images = [
         c["image"]
         for o in objects
-        for c in o.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+        for c in pod_spec(o).get("containers", [])
     ]
     if images != [REGISTRY_IMAGE]:
         problems.append(f"{REGISTRY.relative_to(REPO)}: images {images}, not [{REGISTRY_IMAGE}]")
     unchanged = copy.deepcopy(base)
     for obj in unchanged:
-        for c in obj.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+        for c in pod_spec(obj).get("containers", []):
             c["image"] = REGISTRY_IMAGE
     if dump(objects) != dump(unchanged):
         problems.append(f"{REGISTRY.relative_to(REPO)}: changes more than the image")

@@ -58,11 +58,6 @@ printf '%s\n' "$security" | grep -F 'Overall exposure level'
 # and held to their security settings (deploy/kubernetes).
 scripts/k8s-validate.sh
 
-# The Prometheus rules (deploy/prometheus): checked, and unit-tested on
-# series named as safeprune writes them (tests/integration/alert_rules.rs
-# holds the test's series to real runs' metrics).
-(cd deploy/prometheus && promtool check rules rules.yaml && promtool test rules rules.test.yaml)
-
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --locked --no-fail-fast
 else

@@ -54,11 +54,7 @@ pub(super) fn decide_all(
             }
         }
     };
-    // Sorted so that the sandbox or container named in a detail does not
-    // depend on the order the runtime listed them in.
-    let mut ready: Vec<&PodSandbox> = inv.sandboxes.iter().filter(|s| s.ready).collect();
-    ready.sort_by(|a, b| a.id.cmp(&b.id));
-    let ready = ReadySandboxes::new(&ready);
+    let ready = ReadySandboxes::of(&inv.sandboxes);
     let total = inv.containers.len()
         + inv.networks.len()
         + inv.volumes.len()
@@ -282,8 +278,11 @@ struct ReadySandboxes<'a> {
 }
 
 impl<'a> ReadySandboxes<'a> {
-    /// `ready` must be sorted by id.
-    fn new(ready: &[&'a PodSandbox]) -> Self {
+    /// The READY ones of `sandboxes`, sorted so that the sandbox named in a
+    /// detail does not depend on the order the runtime listed them in.
+    fn of(sandboxes: &'a [PodSandbox]) -> Self {
+        let mut ready: Vec<&PodSandbox> = sandboxes.iter().filter(|s| s.ready).collect();
+        ready.sort_by(|a, b| a.id.cmp(&b.id));
         let mut index = Self {
             by_id: Map::default(),
             by_uid: Map::default(),
@@ -296,6 +295,14 @@ impl<'a> ReadySandboxes<'a> {
         }
         index
     }
+}
+
+/// Whether the pod `pod` names is live among `sandboxes`, as
+/// `live_pod_sandbox` judges it: for an adapter that must know before its
+/// re-check answers.
+#[must_use]
+pub fn pod_is_live(pod: &crate::inventory::PodIdentity, sandboxes: &[PodSandbox]) -> bool {
+    live_sandbox(pod, &ReadySandboxes::of(sandboxes)).is_some()
 }
 
 /// The READY sandbox of a container's pod: its own sandbox, or any sandbox of

@@ -595,7 +595,6 @@ fn df_sizes_everything(version: &str) -> bool {
 /// pooled one closed before the request was written (hyper's rule), so no
 /// removal is ever sent twice.
 fn pooled_unix(socket: &Path) -> Result<Docker, BollardError> {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let path = socket.to_string_lossy().into_owned();
     if !socket.exists() {
         return Err(BollardError::SocketNotFoundError(path));
@@ -608,15 +607,12 @@ fn pooled_unix(socket: &Path) -> Result<Docker, BollardError> {
         let client = client.clone();
         async move { client.request(request).await.map_err(BollardError::from) }
     };
-    // hyperlocal's connector reads the socket's path from the host, in hex.
-    let host = path.bytes().fold(String::new(), |mut hex, b| {
-        hex.push(char::from(HEX[usize::from(b >> 4)]));
-        hex.push(char::from(HEX[usize::from(b & 15)]));
-        hex
-    });
+    // hyperlocal's connector reads the socket's path from the host, in
+    // hex, as its own URIs write it.
+    let uri = hyper::Uri::from(hyperlocal::Uri::new(socket, "/"));
     Docker::connect_with_custom_transport(
         transport,
-        Some(format!("unix://{host}")),
+        Some(format!("unix://{}", uri.host().unwrap_or_default())),
         REQUEST_TIMEOUT_SECS,
         API_DEFAULT_VERSION,
     )

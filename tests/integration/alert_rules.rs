@@ -6,8 +6,8 @@
 //! series the rules' unit tests (`rules.test.yaml`) feed promtool must be
 //! one of those, name and labels, and every `safeprune_` metric the rules
 //! read must be written: a renamed metric or label fails here. Then
-//! `promtool check rules` and `promtool test rules` (scripts/test.sh runs
-//! them too).
+//! `promtool check rules` and `promtool test rules`: this test is where the
+//! suite (scripts/test.sh) checks the rules.
 
 use crate::util;
 

@@ -10,6 +10,7 @@ use futures_util::future::try_join_all;
 use super::convert::{LABEL_DOCKER_TYPE, TYPE_SANDBOX, volume_from_docker};
 use super::{DockerRuntime, RUNTIME, status_code};
 use crate::inventory::{Image, Inventory, Kind, Volume, sandboxes_from_containers};
+use crate::plan::pod_is_live;
 use crate::runtime::RuntimeError;
 
 impl DockerRuntime {
@@ -127,14 +128,9 @@ impl DockerRuntime {
         // the watch finds dead would go on that word alone: the engine's
         // own list of sandboxes decides, one call for the batch.
         let dead_pod = fresh.containers.iter().any(|c| {
-            c.pod.as_ref().is_some_and(|p| {
-                !p.is_sandbox
-                    && !fresh.sandboxes.iter().any(|s| {
-                        s.ready
-                            && (p.sandbox_id.as_deref() == Some(s.id.as_str())
-                                || (p.pod_uid.is_some() && p.pod_uid == s.pod_uid))
-                    })
-            })
+            c.pod
+                .as_ref()
+                .is_some_and(|p| !p.is_sandbox && !pod_is_live(p, &fresh.sandboxes))
         });
         if dead_pod {
             let sandbox_label = format!("{LABEL_DOCKER_TYPE}={TYPE_SANDBOX}");

@@ -64,6 +64,27 @@ pub fn reference_forms(reference: &str) -> Vec<String> {
     forms
 }
 
+/// The name `reference` and all its spellings share: `reference` with
+/// Docker Hub's implicit `docker.io/` and `library/` taken off the front,
+/// as often as they lead. `nginx:1.25`, `library/nginx:1.25` and
+/// `docker.io/library/nginx:1.25` are all `nginx:1.25`; a reference on
+/// another registry is itself. Every form [`reference_forms`] gives has
+/// the same one (a property test), so two references that share one name
+/// the same image: that is how a container's reference is matched to the
+/// images it uses. A slice of `reference`, so nothing is allocated: the
+/// planner asks it of every container of the node.
+#[must_use]
+pub fn canonical(reference: &str) -> &str {
+    let mut rest = reference;
+    while let Some(shorter) = rest
+        .strip_prefix("docker.io/")
+        .or_else(|| rest.strip_prefix("library/"))
+    {
+        rest = shorter;
+    }
+    rest
+}
+
 /// The forms of [`reference_forms`] but the one given, in no order, and
 /// perhaps with it again. Empty, with nothing allocated, for a reference
 /// to another registry than Docker Hub: a node's commonest case, asked of
@@ -166,5 +187,36 @@ mod tests {
         let full = reference_forms("docker.io/library/busybox:latest");
         assert!(short.iter().any(|f| full.contains(f)));
         assert!(!reference_forms("busybox:1").contains(&"busybox:latest".to_owned()));
+    }
+
+    #[test]
+    fn a_reference_and_its_spellings_share_one_canonical_name() {
+        assert_eq!(canonical("nginx:1.25"), "nginx:1.25");
+        assert_eq!(canonical("library/nginx:1.25"), "nginx:1.25");
+        assert_eq!(canonical("docker.io/library/nginx:1.25"), "nginx:1.25");
+        assert_eq!(canonical("docker.io/bitnami/redis:7"), "bitnami/redis:7");
+        assert_eq!(
+            canonical("registry.k8s.io/pause:3.9"),
+            "registry.k8s.io/pause:3.9"
+        );
+        assert_eq!(canonical("localhost:5000/app:1"), "localhost:5000/app:1");
+        assert_eq!(canonical("sha256:abc"), "sha256:abc");
+        // Different names stay apart.
+        assert_ne!(canonical("busybox:1"), canonical("busybox:latest"));
+        assert_ne!(canonical("a/app:1"), canonical("b/app:1"));
+    }
+
+    proptest::proptest! {
+        /// Matching on `canonical` finds every match the spellings find:
+        /// each form of a reference has the reference's canonical name.
+        #[test]
+        fn every_spelling_has_the_references_canonical_name(
+            reference in "(docker\\.io/|library/|localhost(:5000)?/|reg\\.io/|[a-z]{1,3}/){0,3}[a-z0-9:@./]{0,10}"
+        ) {
+            let name = canonical(&reference);
+            for form in reference_forms(&reference) {
+                proptest::prop_assert_eq!(canonical(&form), name, "form {} of {}", form, reference);
+            }
+        }
     }
 }

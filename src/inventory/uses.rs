@@ -4,8 +4,10 @@
 //! questions below and nothing else, so that no part of the code knows a
 //! kind of use another does not. An image is used by
 //!
-//! - a container made from it: by the image's id, or by a reference that,
-//!   in any spelling, is one of the image's tags or digest references;
+//! - a container made from it: by the image's id, or by a reference that
+//!   names the same image as one of the image's tags or digest references,
+//!   in any spelling (`nginx:1`, `library/nginx:1` and
+//!   `docker.io/library/nginx:1` are one name: [`canonical`]);
 //! - a container that mounts it as an image volume (CRI `Mount.image`,
 //!   KEP-4639), named the same ways: the running pod survives the image's
 //!   removal, but its container's next start fails;
@@ -19,11 +21,10 @@
 //! Volumes are used by the containers that mount them, networks by the
 //! containers attached to them (by id or name).
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
-use super::refs::other_forms;
-use super::{Container, Image};
+use super::refs::canonical;
+use super::{Container, Image, Network, Volume};
 
 /// How a container uses an image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -55,53 +56,45 @@ pub enum ImageUser<'a> {
 }
 
 /// The keys a container names images by, each with how it uses that
-/// image: the id it was made from, every spelling of the reference it was
-/// made from, and every spelling of each image it mounts. Sorted, each key
-/// and use once.
-#[must_use]
-pub fn container_image_keys(c: &Container) -> Vec<(Cow<'_, str>, ContainerUse)> {
-    let mut keys: Vec<(Cow<'_, str>, ContainerUse)> = Vec::new();
-    if !c.image_id.is_empty() {
-        keys.push((Cow::Borrowed(c.image_id.as_str()), ContainerUse::MadeFrom));
-    }
-    for (name, how) in std::iter::once((&c.image_ref, ContainerUse::MadeFrom))
-        .chain(c.image_mounts.iter().map(|m| (m, ContainerUse::Mounts)))
-    {
-        if name.is_empty() {
-            continue;
-        }
-        keys.push((Cow::Borrowed(name.as_str()), how));
-        keys.extend(
-            other_forms(name)
-                .into_iter()
-                .filter(|f| f != name)
-                .map(|f| (Cow::Owned(f), how)),
-        );
-    }
-    keys.sort();
-    keys.dedup();
-    keys
+/// image: the id it was made from, the reference it was made from and each
+/// image it mounts, each by its canonical name ([`canonical`]: Docker
+/// Hub's implicit prefixes set aside, so that every spelling of a
+/// reference is one key). A key may come twice. An image is used when one
+/// of these is one of its [`image_keys`].
+pub fn container_image_keys(c: &Container) -> impl Iterator<Item = (&str, ContainerUse)> {
+    [
+        (c.image_id.as_str(), ContainerUse::MadeFrom),
+        (c.image_ref.as_str(), ContainerUse::MadeFrom),
+    ]
+    .into_iter()
+    .chain(
+        c.image_mounts
+            .iter()
+            .map(|m| (m.as_str(), ContainerUse::Mounts)),
+    )
+    .filter(|(name, _)| !name.is_empty())
+    .map(|(name, how)| (canonical(name), how))
 }
 
 /// The keys an image is known by: its id and every reference it has, as
-/// listed. A container matches when one of its
-/// [`container_image_keys`] is one of these.
+/// listed, each by its canonical name. A container matches when one of
+/// its [`container_image_keys`] is one of these.
 pub fn image_keys(i: &Image) -> impl Iterator<Item = &str> {
     std::iter::once(i.id.as_str())
         .chain(i.tags.iter().map(String::as_str))
         .chain(i.digests.iter().map(String::as_str))
+        .map(canonical)
 }
 
 /// How `c` uses `i`, if it does: made from it before mounting it. The
 /// definition [`ImageUses`] applies at scale.
 #[must_use]
 pub fn container_uses_image(c: &Container, i: &Image) -> Option<ContainerUse> {
-    let keys = container_image_keys(c);
     let mut found: Option<ContainerUse> = None;
     for key in image_keys(i) {
-        for (k, how) in &keys {
-            if k.as_ref() == key {
-                found = Some(found.map_or(*how, |f| f.min(*how)));
+        for (k, how) in container_image_keys(c) {
+            if k == key {
+                found = Some(found.map_or(how, |f| f.min(how)));
             }
         }
     }
@@ -112,20 +105,110 @@ type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Each container's place in id order, ties by index: users sorted by it
 /// come in container id order without reading an id again. On a large
-/// node every such read is a miss in the caches (issue 24).
-fn id_ranks(containers: &[Container]) -> Vec<usize> {
-    // Adapters list containers by id: each one's place is then its index.
-    if containers.is_sorted_by(|a, b| a.id <= b.id) {
-        return (0..containers.len()).collect();
+/// node every such read is a miss in the caches (issue 24), so the
+/// planner finds it once ([`IdOrder::of`]) for all its indexes.
+pub struct IdOrder {
+    /// Each container's place; `None` when that is its index, as when an
+    /// adapter listed them by id (all do).
+    places: Option<Vec<usize>>,
+}
+
+impl IdOrder {
+    #[must_use]
+    pub fn of(containers: &[Container]) -> Self {
+        if containers.is_sorted_by(|a, b| a.id <= b.id) {
+            return Self { places: None };
+        }
+        let mut order: Vec<usize> = (0..containers.len()).collect();
+        // Stable: equal ids (odd engine data) keep their index order.
+        order.sort_by(|&a, &b| containers[a].id.cmp(&containers[b].id));
+        let mut places = vec![0; containers.len()];
+        for (place, n) in order.into_iter().enumerate() {
+            places[n] = place;
+        }
+        Self {
+            places: Some(places),
+        }
     }
-    let mut order: Vec<usize> = (0..containers.len()).collect();
-    // Stable: equal ids (odd engine data) keep their index order.
-    order.sort_by(|&a, &b| containers[a].id.cmp(&containers[b].id));
-    let mut ranks = vec![0; containers.len()];
-    for (place, n) in order.into_iter().enumerate() {
-        ranks[n] = place;
+
+    /// The place of the container at index `n`.
+    fn place(&self, n: usize) -> usize {
+        self.places.as_ref().map_or(n, |p| p[n])
     }
-    ranks
+
+    /// Whether every place is its index.
+    fn is_identity(&self) -> bool {
+        self.places.is_none()
+    }
+}
+
+/// Puts one list in order.
+type Sort<'s, T> = &'s dyn Fn(&mut [T]);
+
+/// Lists of indexes, one per slot, held in one array (a slot's list is a
+/// range of it): built from the pairs in one pass each way, with no
+/// allocation per slot, and read in order.
+struct Lists<T> {
+    /// Where each slot's list starts in `items`; one more than the slots,
+    /// the last being `items.len()`.
+    starts: Vec<usize>,
+    items: Vec<T>,
+}
+
+impl<T: Copy> Lists<T> {
+    /// `slots` lists of the `pairs`' items, each in the pairs' order.
+    fn of(slots: usize, pairs: &[(usize, T)]) -> Self {
+        let mut starts = vec![0_usize; slots + 1];
+        for &(slot, _) in pairs {
+            starts[slot + 1] += 1;
+        }
+        for s in 0..slots {
+            starts[s + 1] += starts[s];
+        }
+        let Some(&(_, fill)) = pairs.first() else {
+            return Self {
+                starts,
+                items: Vec::new(),
+            };
+        };
+        let mut next = starts.clone();
+        let mut items = vec![fill; pairs.len()];
+        for &(slot, item) in pairs {
+            items[next[slot]] = item;
+            next[slot] += 1;
+        }
+        Self { starts, items }
+    }
+
+    fn get(&self, slot: usize) -> &[T] {
+        &self.items[self.starts[slot]..self.starts[slot + 1]]
+    }
+
+    /// Each list put in order by `sort` (when given) and then rid of
+    /// items `same` says repeat the one before.
+    fn tidied(mut self, sort: Option<Sort<'_, T>>, same: impl Fn(&T, &T) -> bool) -> Self {
+        let mut kept = 0;
+        let mut start = 0;
+        for slot in 0..self.starts.len() - 1 {
+            let end = self.starts[slot + 1];
+            if let Some(sort) = sort {
+                sort(&mut self.items[start..end]);
+            }
+            let first = kept;
+            for i in start..end {
+                if kept == first || !same(&self.items[kept - 1], &self.items[i]) {
+                    self.items[kept] = self.items[i];
+                    kept += 1;
+                }
+            }
+            self.starts[slot] = first;
+            start = end;
+        }
+        let slots = self.starts.len() - 1;
+        self.starts[slots] = kept;
+        self.items.truncate(kept);
+        self
+    }
 }
 
 /// Every image's users in one inventory, gathered once so that asking
@@ -135,7 +218,7 @@ pub struct ImageUses<'a> {
     /// For each image (by index into `images`), the containers that use
     /// it, each once with how (made from it before mounting it), as
     /// indexes into `containers`, in container id order.
-    users: Vec<Vec<(usize, ContainerUse)>>,
+    users: Lists<(usize, ContainerUse)>,
     /// Images by the id of their parent (indexes into `images`).
     children: Map<&'a str, Vec<usize>>,
     containers: &'a [Container],
@@ -144,34 +227,39 @@ pub struct ImageUses<'a> {
 
 impl<'a> ImageUses<'a> {
     /// Gathers the uses of `images` by `containers` and by each other.
+    #[must_use]
+    pub fn new(containers: &'a [Container], images: &'a [Image]) -> Self {
+        Self::in_order(containers, images, &IdOrder::of(containers))
+    }
+
+    /// The same, with the containers' id order already found.
     ///
     /// The images are indexed by their keys and the containers read once,
     /// in order, each asking that index for its own keys: the index is
     /// the smaller side and stays in the caches, and no container is read
     /// twice (on a large node, each read out of order is a miss).
     #[must_use]
-    pub fn new(containers: &'a [Container], images: &'a [Image]) -> Self {
-        let mut by_key: Map<&'a str, Vec<usize>> = Map::default();
+    pub fn in_order(containers: &'a [Container], images: &'a [Image], order: &IdOrder) -> Self {
+        let mut keys = Slots::with_capacity(images.len() * 2);
         for (m, i) in images.iter().enumerate() {
             for key in image_keys(i) {
-                by_key.entry(key).or_default().push(m);
+                keys.add(key, m);
             }
         }
-        let mut users: Vec<Vec<(usize, ContainerUse)>> = vec![Vec::new(); images.len()];
+        let mut pairs: Vec<(usize, (usize, ContainerUse))> = Vec::with_capacity(containers.len());
         for (n, c) in containers.iter().enumerate() {
             for (key, how) in container_image_keys(c) {
-                for &m in by_key.get(key.as_ref()).into_iter().flatten() {
-                    users[m].push((n, how));
-                }
+                keys.each(key, |m| pairs.push((m, (n, how))));
             }
         }
-        let ranks = id_ranks(containers);
-        for found in &mut users {
-            // By id, then made from before mounting: the first of each
-            // container stays.
-            found.sort_unstable_by_key(|&(n, how)| (ranks[n], how));
-            found.dedup_by_key(|u| u.0);
-        }
+        // Each list is in container index order, a container's made-from
+        // keys before its mounts: in id order already when that is the
+        // index order. The first of each container stays.
+        let by_place = |found: &mut [(usize, ContainerUse)]| {
+            found.sort_unstable_by_key(|&(n, how)| (order.place(n), how));
+        };
+        let sort = (!order.is_identity()).then_some(&by_place as Sort<'_, _>);
+        let users = Lists::of(images.len(), &pairs).tidied(sort, |a, b| a.0 == b.0);
         let mut children: Map<&'a str, Vec<usize>> = Map::default();
         for (n, i) in images.iter().enumerate() {
             if let Some(parent) = i.parent.as_deref().filter(|p| !p.is_empty() && *p != i.id) {
@@ -191,7 +279,7 @@ impl<'a> ImageUses<'a> {
     /// indexes into the containers, in container id order.
     #[must_use]
     pub fn containers_of(&self, image: usize) -> &[(usize, ContainerUse)] {
-        &self.users[image]
+        self.users.get(image)
     }
 
     /// The container at index `n` of those indexed.
@@ -232,55 +320,109 @@ impl<'a> ImageUses<'a> {
 /// The containers that use each volume (by name) and network (by id or
 /// name), indexed once: deciding one costs a lookup, not a scan of every
 /// container.
-pub struct VolumeAndNetworkUses<'a> {
-    volumes: Map<&'a str, Vec<usize>>,
-    networks: Map<&'a str, Vec<usize>>,
-    /// Each container's place in id order.
-    ranks: Vec<usize>,
+pub struct VolumeAndNetworkUses {
+    /// For each volume (by index), the containers that mount it.
+    volumes: Lists<usize>,
+    /// For each network (by index), the containers attached to it.
+    networks: Lists<usize>,
 }
 
-impl<'a> VolumeAndNetworkUses<'a> {
+impl VolumeAndNetworkUses {
     #[must_use]
-    pub fn new(containers: &'a [Container]) -> Self {
-        let mut index = Self {
-            volumes: Map::default(),
-            networks: Map::default(),
-            ranks: id_ranks(containers),
-        };
-        for (n, c) in containers.iter().enumerate() {
-            for v in &c.volumes {
-                index.volumes.entry(v).or_default().push(n);
-            }
-            for k in &c.networks {
-                index.networks.entry(k).or_default().push(n);
+    pub fn new(containers: &[Container], volumes: &[Volume], networks: &[Network]) -> Self {
+        Self::in_order(containers, volumes, networks, &IdOrder::of(containers))
+    }
+
+    /// The same, with the containers' id order already found. Like
+    /// [`ImageUses::in_order`], the volumes and networks (the smaller
+    /// side) are indexed and each container read once, in order.
+    #[must_use]
+    pub fn in_order(
+        containers: &[Container],
+        volumes: &[Volume],
+        networks: &[Network],
+        order: &IdOrder,
+    ) -> Self {
+        let mut volume_slots = Slots::with_capacity(volumes.len());
+        for (m, v) in volumes.iter().enumerate() {
+            volume_slots.add(&v.name, m);
+        }
+        let mut network_slots = Slots::with_capacity(networks.len() * 2);
+        for (m, n) in networks.iter().enumerate() {
+            network_slots.add(&n.id, m);
+            if n.name != n.id {
+                network_slots.add(&n.name, m);
             }
         }
-        index
+        let mut mounts = Vec::new();
+        let mut attached = Vec::new();
+        for (n, c) in containers.iter().enumerate() {
+            for v in &c.volumes {
+                volume_slots.each(v, |slot| mounts.push((slot, n)));
+            }
+            for k in &c.networks {
+                network_slots.each(k, |slot| attached.push((slot, n)));
+            }
+        }
+        let tidy = |pairs: &[(usize, usize)], slots: usize| {
+            let by_place = |found: &mut [usize]| found.sort_unstable_by_key(|&n| order.place(n));
+            let sort = (!order.is_identity()).then_some(&by_place as Sort<'_, _>);
+            Lists::of(slots, pairs).tidied(sort, |a, b| a == b)
+        };
+        Self {
+            volumes: tidy(&mounts, volumes.len()),
+            networks: tidy(&attached, networks.len()),
+        }
     }
 
-    /// The containers (indexes) that mount `volume`, in container id order.
+    /// The containers (indexes) that mount the volume at index `volume`,
+    /// in container id order.
     #[must_use]
-    pub fn of_volume(&self, volume: &super::Volume) -> Vec<usize> {
-        self.sorted(self.volumes.get(volume.name.as_str()).into_iter().flatten())
+    pub fn of_volume(&self, volume: usize) -> &[usize] {
+        self.volumes.get(volume)
     }
 
-    /// The containers (indexes) attached to `network`, by its id or its
-    /// name, in container id order.
+    /// The containers (indexes) attached to the network at index
+    /// `network`, by its id or its name, in container id order.
     #[must_use]
-    pub fn of_network(&self, network: &super::Network) -> Vec<usize> {
-        self.sorted(
-            [network.id.as_str(), network.name.as_str()]
-                .into_iter()
-                .filter_map(|k| self.networks.get(k))
-                .flatten(),
-        )
+    pub fn of_network(&self, network: usize) -> &[usize] {
+        self.networks.get(network)
+    }
+}
+
+/// Objects by the names they are known by (an image's keys, a volume's
+/// name, a network's id and name), each name to every object it names.
+struct Slots<'a> {
+    /// Each name to its first entry of `named`.
+    by_name: Map<&'a str, usize>,
+    /// (object, next entry of the same name).
+    named: Vec<(usize, usize)>,
+}
+
+impl<'a> Slots<'a> {
+    const END: usize = usize::MAX;
+
+    fn with_capacity(names: usize) -> Self {
+        Self {
+            by_name: Map::with_capacity_and_hasher(names, foldhash::fast::RandomState::default()),
+            named: Vec::with_capacity(names),
+        }
     }
 
-    fn sorted<'i>(&self, found: impl Iterator<Item = &'i usize>) -> Vec<usize> {
-        let mut found: Vec<usize> = found.copied().collect();
-        found.sort_unstable_by_key(|&n| self.ranks[n]);
-        found.dedup();
-        found
+    fn add(&mut self, name: &'a str, object: usize) {
+        let at = self.named.len();
+        let next = self.by_name.insert(name, at).unwrap_or(Self::END);
+        self.named.push((object, next));
+    }
+
+    /// Calls `found` with each object `name` names.
+    fn each(&self, name: &str, mut found: impl FnMut(usize)) {
+        let mut at = self.by_name.get(name).copied().unwrap_or(Self::END);
+        while at != Self::END {
+            let (object, next) = self.named[at];
+            found(object);
+            at = next;
+        }
     }
 }
 

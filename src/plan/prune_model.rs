@@ -75,20 +75,20 @@ pub fn docker_system_prune(inv: &Inventory, volumes: bool) -> HashMap<(Kind, Str
     }
     // Who uses each volume and network: the one index of
     // `inventory::uses`, asked for the first container left.
-    let uses = VolumeAndNetworkUses::new(&inv.containers);
+    let uses = VolumeAndNetworkUses::new(&inv.containers, &inv.volumes, &inv.networks);
     let left_ids: std::collections::HashSet<&str> = left.iter().map(|c| c.id.as_str()).collect();
-    let first_left = |found: Vec<usize>| {
+    let first_left = |found: &[usize]| {
         found
-            .into_iter()
-            .map(|n| &inv.containers[n])
+            .iter()
+            .map(|&n| &inv.containers[n])
             .find(|c| left_ids.contains(c.id.as_str()))
     };
     // Networks (`localNetworksPrune`): predefined ones stay, and those with
     // an endpoint, which only a running container has.
-    for n in &inv.networks {
+    for (m, n) in inv.networks.iter().enumerate() {
         let verdict = if PREDEFINED_NETWORKS.contains(&n.name.as_str()) {
             Verdict::keeps("predefined network")
-        } else if let Some(c) = first_left(uses.of_network(n)) {
+        } else if let Some(c) = first_left(uses.of_network(m)) {
             Verdict::keeps(format!("used by running container {}", c.display_name()))
         } else {
             Verdict::removes("network with no running container")
@@ -101,10 +101,10 @@ pub fn docker_system_prune(inv: &Inventory, volumes: bool) -> HashMap<(Kind, Str
     // `api/server/router/volume/volume_routes.go`, `postVolumesPrune`:
     // before 1.42 the `all` filter is implied); 1.41 removes named ones too.
     let named_too = inv.api_version.is_none_or(|v| v < ApiVersion::new(1, 42));
-    for v in &inv.volumes {
+    for (m, v) in inv.volumes.iter().enumerate() {
         let verdict = if !volumes {
             Verdict::keeps("volumes are pruned only with --volumes")
-        } else if let Some(c) = first_left(uses.of_volume(v)) {
+        } else if let Some(c) = first_left(uses.of_volume(m)) {
             Verdict::keeps(format!("mounted by running container {}", c.display_name()))
         } else if !v.anonymous && !named_too {
             Verdict::keeps("named volume: from API 1.42 only anonymous volumes are pruned")

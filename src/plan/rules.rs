@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 
 use super::{Decision, Plan, Rule, Within, human_age};
 use crate::inventory::uses::{
-    ContainerUse, ImageUses, VolumeAndNetworkUses, build_cache_depths, image_depths,
+    ContainerUse, IdOrder, ImageUses, VolumeAndNetworkUses, build_cache_depths, image_depths,
 };
 use crate::inventory::{
     BuildCacheEntry, Container, FsUsage, Image, Inventory, Kind, Network, PodSandbox, Use,
@@ -73,16 +73,28 @@ pub(super) fn decide_all(
         .iter()
         .map(|d| use_rule == HeldBy::All || d.decision == super::Action::Keep)
         .collect();
+    // The containers' id order, found once for every index.
+    let order = IdOrder::of(&inv.containers);
     let users = Holders {
-        index: VolumeAndNetworkUses::new(&inv.containers),
+        index: VolumeAndNetworkUses::in_order(&inv.containers, &inv.volumes, &inv.networks, &order),
         containers: &inv.containers,
         holds: &holds,
     };
-    let image_uses = ImageUses::new(&inv.containers, &inv.images);
+    let image_uses = ImageUses::in_order(&inv.containers, &inv.images, &order);
     let mut kinds = vec![inv.containers.len()];
-    decisions.extend(inv.networks.iter().map(|n| network(n, &users, policy, now)));
+    decisions.extend(
+        inv.networks
+            .iter()
+            .enumerate()
+            .map(|n| network(n, &users, policy, now)),
+    );
     kinds.push(decisions.len());
-    decisions.extend(inv.volumes.iter().map(|v| volume(v, &users, policy, now)));
+    decisions.extend(
+        inv.volumes
+            .iter()
+            .enumerate()
+            .map(|v| volume(v, &users, policy, now)),
+    );
     kinds.push(decisions.len());
     restrict(&mut decisions[inv.containers.len()..]);
     decide_images(
@@ -331,16 +343,17 @@ type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// what they use: when planning, those the plan keeps; when re-checking,
 /// every one left.
 struct Holders<'a> {
-    index: VolumeAndNetworkUses<'a>,
+    index: VolumeAndNetworkUses,
     containers: &'a [Container],
     holds: &'a [bool],
 }
 
 impl<'a> Holders<'a> {
     /// The first of `users` (in container id order) that holds.
-    fn first(&self, users: Vec<usize>) -> Option<&'a Container> {
+    fn first(&self, users: &[usize]) -> Option<&'a Container> {
         users
-            .into_iter()
+            .iter()
+            .copied()
             .find(|&n| self.holds[n])
             .map(|n| &self.containers[n])
     }
@@ -677,11 +690,16 @@ fn repository(reference: &str) -> Option<String> {
     Some(refs::fullest(name))
 }
 
-fn volume(v: &Volume, users: &Holders, policy: &Policy, now: DateTime<Utc>) -> Decision {
+fn volume(
+    (m, v): (usize, &Volume),
+    users: &Holders,
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Decision {
     let d = |rule, detail: String| {
         Decision::new(Kind::Volume, &v.name, v.name.clone(), rule, detail).with_bytes(v.size)
     };
-    if let Some(user) = users.first(users.index.of_volume(v)) {
+    if let Some(user) = users.first(users.index.of_volume(m)) {
         return d(
             Rule::InUse,
             format!("mounted by kept container {}", user.display_name()),
@@ -704,7 +722,12 @@ fn volume(v: &Volume, users: &Holders, policy: &Policy, now: DateTime<Utc>) -> D
     by_creation(d, v.created, rules.min_age, now)
 }
 
-fn network(n: &Network, users: &Holders, policy: &Policy, now: DateTime<Utc>) -> Decision {
+fn network(
+    (m, n): (usize, &Network),
+    users: &Holders,
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Decision {
     let d = |rule, detail: String| {
         Decision::new(Kind::Network, &n.id, n.name.clone(), rule, detail).with_bytes(Some(0))
     };
@@ -712,7 +735,7 @@ fn network(n: &Network, users: &Holders, policy: &Policy, now: DateTime<Utc>) ->
         return d(Rule::Builtin, format!("{} is a built-in network", n.name));
     }
     // By id or by name: the first holder in container id order.
-    if let Some(user) = users.first(users.index.of_network(n)) {
+    if let Some(user) = users.first(users.index.of_network(m)) {
         return d(
             Rule::InUse,
             format!("kept container {} is attached", user.display_name()),

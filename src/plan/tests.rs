@@ -277,6 +277,37 @@ fn image_used_by_reference_counts_as_in_use() {
     assert_eq!(rule_of(&inv, Kind::Image, "sha256:bb"), Rule::InUse);
 }
 
+#[test]
+fn every_spelling_of_a_reference_names_the_same_image() {
+    // Each pair names one Docker Hub image, whichever side the engine
+    // spelled fully; a name on another registry, or another tag, is not it.
+    let same = [
+        ("library/busybox:1", "busybox:1"),
+        ("busybox:1", "library/busybox:1"),
+        ("docker.io/busybox:1", "library/busybox:1"),
+        ("bitnami/redis:7", "docker.io/bitnami/redis:7"),
+    ];
+    let other = [
+        ("busybox:1", "busybox:2"),
+        ("quay.io/busybox:1", "busybox:1"),
+        ("bitnami/redis:7", "redis:7"),
+    ];
+    let cases = same.iter().map(|&(r, t)| (r, t, Rule::InUse));
+    let cases = cases.chain(other.iter().map(|&(r, t)| (r, t, Rule::Eligible)));
+    for (reference, tag, expected) in cases {
+        let mut user = exited("user", 0);
+        user.image_id = String::new();
+        user.image_ref = reference.into();
+        let mut inv = with_containers(vec![user]);
+        inv.images = vec![image("sha256:bb", &[tag], 100)];
+        assert_eq!(
+            rule_of(&inv, Kind::Image, "sha256:bb"),
+            expected,
+            "a container made from {reference} and an image tagged {tag}"
+        );
+    }
+}
+
 fn vol(name: &str, anonymous: bool, hours: i64) -> Volume {
     Volume {
         name: name.to_owned(),

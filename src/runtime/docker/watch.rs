@@ -308,8 +308,7 @@ impl Entry {
         // The one definition of how a container names the images it uses
         // (made from, mounted), as the planner matches them.
         let image_keys = crate::inventory::uses::container_image_keys(&container)
-            .into_iter()
-            .map(|(key, _)| key.into_owned())
+            .map(|(key, _)| key.to_owned())
             .collect();
         Self {
             container,

@@ -240,7 +240,11 @@ impl<'a> ImageUses<'a> {
     /// twice (on a large node, each read out of order is a miss).
     #[must_use]
     pub fn in_order(containers: &'a [Container], images: &'a [Image], order: &IdOrder) -> Self {
-        let mut keys = Slots::with_capacity(images.len() * 2);
+        let count = images
+            .iter()
+            .map(|i| 1 + i.tags.len() + i.digests.len())
+            .sum();
+        let mut keys = Slots::with_capacity(count);
         for (m, i) in images.iter().enumerate() {
             for key in image_keys(i) {
                 keys.add(key, m);

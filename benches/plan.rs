@@ -183,6 +183,69 @@ fn time_plan(
     (median(cpu), median(wall))
 }
 
+/// Touches every string of the node once (first and last byte, as a
+/// compare or a hash does), in inventory order: what any plan must read,
+/// with no index and no decision. Its cost per object, cold, is a floor
+/// under the planner's: how much of the growth from 1k to 100k is the
+/// node's own memory outgrowing the caches and the TLB.
+fn read_node(inv: &Inventory) -> u64 {
+    let touch = |s: &str| {
+        let b = s.as_bytes();
+        u64::from(b.first().copied().unwrap_or(0)) + u64::from(b.last().copied().unwrap_or(0))
+    };
+    let mut sum = 0_u64;
+    for c in &inv.containers {
+        sum += touch(&c.id) + touch(&c.image_id) + touch(&c.image_ref);
+        sum += c
+            .names
+            .iter()
+            .chain(&c.volumes)
+            .chain(&c.networks)
+            .map(|s| touch(s))
+            .sum::<u64>();
+        sum += c
+            .labels
+            .iter()
+            .map(|(k, v)| touch(k) + touch(v))
+            .sum::<u64>();
+        if let Some(p) = &c.pod {
+            sum += [&p.sandbox_id, &p.pod_uid, &p.pod_name, &p.pod_namespace]
+                .into_iter()
+                .flatten()
+                .map(|s| touch(s))
+                .sum::<u64>();
+        }
+    }
+    for i in &inv.images {
+        sum += touch(&i.id)
+            + i.tags
+                .iter()
+                .chain(&i.digests)
+                .map(|s| touch(s))
+                .sum::<u64>();
+    }
+    sum += inv.volumes.iter().map(|v| touch(&v.name)).sum::<u64>();
+    sum += inv
+        .networks
+        .iter()
+        .map(|n| touch(&n.id) + touch(&n.name))
+        .sum::<u64>();
+    sum += inv.sandboxes.iter().map(|s| touch(&s.id)).sum::<u64>();
+    sum
+}
+
+/// The median CPU time of `reps` cold reads of the node ([`read_node`]).
+fn time_read(inv: &Inventory, reps: usize, buffer: &mut [u8]) -> Duration {
+    let mut cpu = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        evict_caches(buffer);
+        let start = cpu_time();
+        black_box(read_node(black_box(inv)));
+        cpu.push(cpu_time().saturating_sub(start));
+    }
+    median(cpu)
+}
+
 /// The CPU time this thread has used.
 fn cpu_time() -> Duration {
     clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID)
@@ -214,6 +277,8 @@ struct Row {
     /// Medians: (CPU, wall), warm then cold.
     warm: (Duration, Duration),
     cold: (Duration, Duration),
+    /// Median CPU time of a cold read of the node alone.
+    read: Duration,
 }
 
 impl Row {
@@ -230,7 +295,7 @@ fn ms(took: Duration) -> f64 {
 fn main() {
     let policy = Policy::builtin();
     println!(
-        "{:>10} {:>8} {:>6} {:>9} {:>9} {:>6} {:>6} {:>9} {:>9} {:>6}",
+        "{:>10} {:>8} {:>6} {:>9} {:>9} {:>6} {:>6} {:>9} {:>9} {:>6} {:>10} {:>6}",
         "containers",
         "objects",
         "warm n",
@@ -240,6 +305,8 @@ fn main() {
         "cold n",
         "cold ms",
         "ns/object",
+        "ratio",
+        "read ns/ob",
         "ratio"
     );
     let mut buffer = vec![0_u8; EVICT_BYTES];
@@ -277,18 +344,21 @@ fn main() {
             objects,
             warm: time_plan(&inv, &policy, warm_reps, None),
             cold: time_plan(&inv, &policy, cold_reps, Some(&mut buffer)),
+            read: time_read(&inv, cold_reps, &mut buffer),
         };
         let base = rows.first().unwrap_or(&row);
         let ratio = |of: fn(&Row) -> Duration| row.per_object(of(&row)) / base.per_object(of(base));
         println!(
             "{containers:>10} {objects:>8} {warm_reps:>6} {:>9.2} {:>9.0} {:>6.2} \
-             {cold_reps:>6} {:>9.2} {:>9.0} {:>6.2}",
+             {cold_reps:>6} {:>9.2} {:>9.0} {:>6.2} {:>10.0} {:>6.2}",
             ms(row.warm.0),
             row.per_object(row.warm.0),
             ratio(|r| r.warm.0),
             ms(row.cold.0),
             row.per_object(row.cold.0),
             ratio(|r| r.cold.0),
+            row.per_object(row.read),
+            ratio(|r| r.read),
         );
         rows.push(row);
     }

@@ -103,6 +103,13 @@ pub fn container_uses_image(c: &Container, i: &Image) -> Option<ContainerUse> {
 
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
+/// An index into the inventory as the indexes below keep it. A node has
+/// far fewer than 2^32 objects; one that had more would be refused here
+/// rather than matched wrong.
+fn index32(n: usize) -> u32 {
+    u32::try_from(n).expect("fewer than 2^32 objects of a kind")
+}
+
 /// Each container's place in id order, ties by index: users sorted by it
 /// come in container id order without reading an id again. On a large
 /// node every such read is a miss in the caches (issue 24), so the
@@ -136,8 +143,9 @@ impl IdOrder {
         self.places.as_ref().map_or(n, |p| p[n])
     }
 
-    /// Whether every place is its index.
-    fn is_identity(&self) -> bool {
+    /// Whether every place is its index: the containers are in id order.
+    #[must_use]
+    pub fn is_identity(&self) -> bool {
         self.places.is_none()
     }
 }
@@ -157,10 +165,10 @@ struct Lists<T> {
 
 impl<T: Copy> Lists<T> {
     /// `slots` lists of the `pairs`' items, each in the pairs' order.
-    fn of(slots: usize, pairs: &[(usize, T)]) -> Self {
+    fn of(slots: usize, pairs: &[(u32, T)]) -> Self {
         let mut starts = vec![0_usize; slots + 1];
         for &(slot, _) in pairs {
-            starts[slot + 1] += 1;
+            starts[slot as usize + 1] += 1;
         }
         for s in 0..slots {
             starts[s + 1] += starts[s];
@@ -174,6 +182,7 @@ impl<T: Copy> Lists<T> {
         let mut next = starts.clone();
         let mut items = vec![fill; pairs.len()];
         for &(slot, item) in pairs {
+            let slot = slot as usize;
             items[next[slot]] = item;
             next[slot] += 1;
         }
@@ -218,7 +227,7 @@ pub struct ImageUses<'a> {
     /// For each image (by index into `images`), the containers that use
     /// it, each once with how (made from it before mounting it), as
     /// indexes into `containers`, in container id order.
-    users: Lists<(usize, ContainerUse)>,
+    users: Lists<(u32, ContainerUse)>,
     /// Images by the id of their parent (indexes into `images`).
     children: Map<&'a str, Vec<usize>>,
     containers: &'a [Container],
@@ -250,17 +259,19 @@ impl<'a> ImageUses<'a> {
                 keys.add(key, m);
             }
         }
-        let mut pairs: Vec<(usize, (usize, ContainerUse))> = Vec::with_capacity(containers.len());
+        // Indexes as u32: the lists are read and written out of order, and
+        // half the bytes is half the misses on a large node.
+        let mut pairs: Vec<(u32, (u32, ContainerUse))> = Vec::with_capacity(containers.len());
         for (n, c) in containers.iter().enumerate() {
             for (key, how) in container_image_keys(c) {
-                keys.each(key, |m| pairs.push((m, (n, how))));
+                keys.each(key, |m| pairs.push((index32(m), (index32(n), how))));
             }
         }
         // Each list is in container index order, a container's made-from
         // keys before its mounts: in id order already when that is the
         // index order. The first of each container stays.
-        let by_place = |found: &mut [(usize, ContainerUse)]| {
-            found.sort_unstable_by_key(|&(n, how)| (order.place(n), how));
+        let by_place = |found: &mut [(u32, ContainerUse)]| {
+            found.sort_unstable_by_key(|&(n, how)| (order.place(n as usize), how));
         };
         let sort = (!order.is_identity()).then_some(&by_place as Sort<'_, _>);
         let users = Lists::of(images.len(), &pairs).tidied(sort, |a, b| a.0 == b.0);
@@ -282,8 +293,14 @@ impl<'a> ImageUses<'a> {
     /// gathered, each once with how (made from it before mounting it), as
     /// indexes into the containers, in container id order.
     #[must_use]
-    pub fn containers_of(&self, image: usize) -> &[(usize, ContainerUse)] {
-        self.users.get(image)
+    pub fn containers_of(
+        &self,
+        image: usize,
+    ) -> impl ExactSizeIterator<Item = (usize, ContainerUse)> + Clone + '_ {
+        self.users
+            .get(image)
+            .iter()
+            .map(|&(n, how)| (n as usize, how))
     }
 
     /// The container at index `n` of those indexed.
@@ -310,8 +327,7 @@ impl<'a> ImageUses<'a> {
     #[must_use]
     pub fn users_of(&self, image: usize) -> Vec<ImageUser<'a>> {
         self.containers_of(image)
-            .iter()
-            .map(|&(n, how)| ImageUser::Container(&self.containers[n], how))
+            .map(|(n, how)| ImageUser::Container(&self.containers[n], how))
             .chain(
                 self.children_of(image)
                     .into_iter()
@@ -326,9 +342,9 @@ impl<'a> ImageUses<'a> {
 /// container.
 pub struct VolumeAndNetworkUses {
     /// For each volume (by index), the containers that mount it.
-    volumes: Lists<usize>,
+    volumes: Lists<u32>,
     /// For each network (by index), the containers attached to it.
-    networks: Lists<usize>,
+    networks: Lists<u32>,
 }
 
 impl VolumeAndNetworkUses {
@@ -362,14 +378,15 @@ impl VolumeAndNetworkUses {
         let mut attached = Vec::new();
         for (n, c) in containers.iter().enumerate() {
             for v in &c.volumes {
-                volume_slots.each(v, |slot| mounts.push((slot, n)));
+                volume_slots.each(v, |slot| mounts.push((index32(slot), index32(n))));
             }
             for k in &c.networks {
-                network_slots.each(k, |slot| attached.push((slot, n)));
+                network_slots.each(k, |slot| attached.push((index32(slot), index32(n))));
             }
         }
-        let tidy = |pairs: &[(usize, usize)], slots: usize| {
-            let by_place = |found: &mut [usize]| found.sort_unstable_by_key(|&n| order.place(n));
+        let tidy = |pairs: &[(u32, u32)], slots: usize| {
+            let by_place =
+                |found: &mut [u32]| found.sort_unstable_by_key(|&n| order.place(n as usize));
             let sort = (!order.is_identity()).then_some(&by_place as Sort<'_, _>);
             Lists::of(slots, pairs).tidied(sort, |a, b| a == b)
         };
@@ -381,16 +398,14 @@ impl VolumeAndNetworkUses {
 
     /// The containers (indexes) that mount the volume at index `volume`,
     /// in container id order.
-    #[must_use]
-    pub fn of_volume(&self, volume: usize) -> &[usize] {
-        self.volumes.get(volume)
+    pub fn of_volume(&self, volume: usize) -> impl Iterator<Item = usize> + '_ {
+        self.volumes.get(volume).iter().map(|&n| n as usize)
     }
 
     /// The containers (indexes) attached to the network at index
     /// `network`, by its id or its name, in container id order.
-    #[must_use]
-    pub fn of_network(&self, network: usize) -> &[usize] {
-        self.networks.get(network)
+    pub fn of_network(&self, network: usize) -> impl Iterator<Item = usize> + '_ {
+        self.networks.get(network).iter().map(|&n| n as usize)
     }
 }
 

@@ -77,10 +77,10 @@ pub fn docker_system_prune(inv: &Inventory, volumes: bool) -> HashMap<(Kind, Str
     // `inventory::uses`, asked for the first container left.
     let uses = VolumeAndNetworkUses::new(&inv.containers, &inv.volumes, &inv.networks);
     let left_ids: std::collections::HashSet<&str> = left.iter().map(|c| c.id.as_str()).collect();
-    let first_left = |found: &[usize]| {
+    let first_left = |mut found: Box<dyn Iterator<Item = usize> + '_>| {
         found
-            .iter()
-            .map(|&n| &inv.containers[n])
+            .by_ref()
+            .map(|n| &inv.containers[n])
             .find(|c| left_ids.contains(c.id.as_str()))
     };
     // Networks (`localNetworksPrune`): predefined ones stay, and those with
@@ -88,7 +88,7 @@ pub fn docker_system_prune(inv: &Inventory, volumes: bool) -> HashMap<(Kind, Str
     for (m, n) in inv.networks.iter().enumerate() {
         let verdict = if PREDEFINED_NETWORKS.contains(&n.name.as_str()) {
             Verdict::keeps("predefined network")
-        } else if let Some(c) = first_left(uses.of_network(m)) {
+        } else if let Some(c) = first_left(Box::new(uses.of_network(m))) {
             Verdict::keeps(format!("used by running container {}", c.display_name()))
         } else {
             Verdict::removes("network with no running container")
@@ -104,7 +104,7 @@ pub fn docker_system_prune(inv: &Inventory, volumes: bool) -> HashMap<(Kind, Str
     for (m, v) in inv.volumes.iter().enumerate() {
         let verdict = if !volumes {
             Verdict::keeps("volumes are pruned only with --volumes")
-        } else if let Some(c) = first_left(uses.of_volume(m)) {
+        } else if let Some(c) = first_left(Box::new(uses.of_volume(m))) {
             Verdict::keeps(format!("mounted by running container {}", c.display_name()))
         } else if !v.anonymous && !named_too {
             Verdict::keeps("named volume: from API 1.42 only anonymous volumes are pruned")
@@ -166,8 +166,7 @@ fn docker_images_prune(
         let names: Vec<String> = i.tags.iter().chain(&i.digests).cloned().collect();
         let holder = uses
             .containers_of(n)
-            .iter()
-            .map(|&(c, _)| uses.container(c))
+            .map(|(c, _)| uses.container(c))
             .find(|c| left(c));
         let children = uses.children_of(n);
         let child_left = children.iter().find(|&&c| !removed[c]).copied();
@@ -228,9 +227,8 @@ fn containerd_store_images_prune(
         .map(|(m, i)| {
             let holders: Vec<&crate::inventory::Container> = uses
                 .containers_of(m)
-                .iter()
                 .filter(|(_, how)| *how == ContainerUse::MadeFrom)
-                .map(|&(n, _)| uses.container(n))
+                .map(|(n, _)| uses.container(n))
                 .filter(|c| left(c))
                 .collect();
             let verdict = if let Some(first) = holders.first() {
@@ -384,16 +382,14 @@ pub fn crictl_rmi_prune(inv: &Inventory) -> HashMap<(Kind, String), Verdict> {
     for (m, i) in inv.images.iter().enumerate() {
         let made_from = || {
             uses.containers_of(m)
-                .iter()
                 .filter(|(_, how)| *how == ContainerUse::MadeFrom)
-                .map(|&(n, _)| uses.container(n))
+                .map(|(n, _)| uses.container(n))
                 .find(|c| is_cri_container(c))
         };
         let mounted_by_running = || {
             uses.containers_of(m)
-                .iter()
                 .filter(|(_, how)| *how == ContainerUse::Mounts)
-                .map(|&(n, _)| uses.container(n))
+                .map(|(n, _)| uses.container(n))
                 .find(|c| c.state == ContainerState::Running)
         };
         let verdict = if !in_cri_namespace(&i.id) {

@@ -121,10 +121,13 @@ pub(super) fn decide_all(
     // in), then id. Adapters list by id, so a kind is usually in order
     // already; a stable sort keeps duplicate ids (odd engine data) in
     // their input order.
+    // The containers' decisions are in the containers' order, already
+    // read: sorted when that is id order.
     let mut start = 0;
-    for end in kinds {
+    for (k, end) in kinds.into_iter().enumerate() {
         let kind = &mut decisions[start..end];
-        if !kind.is_sorted_by(|a, b| a.id <= b.id) {
+        let known_sorted = k == 0 && order.is_identity();
+        if !known_sorted && !kind.is_sorted_by(|a, b| a.id <= b.id) {
             kind.sort_by(|a, b| a.id.cmp(&b.id));
         }
         start = end;
@@ -350,12 +353,8 @@ struct Holders<'a> {
 
 impl<'a> Holders<'a> {
     /// The first of `users` (in container id order) that holds.
-    fn first(&self, users: &[usize]) -> Option<&'a Container> {
-        users
-            .iter()
-            .copied()
-            .find(|&n| self.holds[n])
-            .map(|n| &self.containers[n])
+    fn first(&self, mut users: impl Iterator<Item = usize>) -> Option<&'a Container> {
+        users.find(|&n| self.holds[n]).map(|n| &self.containers[n])
     }
 }
 
@@ -371,10 +370,10 @@ fn image(
 ) -> (Decision, Option<Use>) {
     let found = uses.containers_of(n);
     let containers: Vec<(&Container, ContainerUse, bool)> = found
-        .iter()
-        .map(|&(c, how)| (uses.container(c), how, holds[c]))
+        .clone()
+        .map(|(c, how)| (uses.container(c), how, holds[c]))
         .collect();
-    let last_use = last_use(i, found.iter().map(|&(c, _)| container_uses[c]));
+    let last_use = last_use(i, found.map(|(c, _)| container_uses[c]));
     let decision = image_rules(i, &containers, last_use, policy, now).with_last_use(last_use);
     (decision, last_use)
 }

@@ -555,7 +555,7 @@ mod tests {
                 let keys: HashSet<&str> = fresh_images.iter().flat_map(image_keys).collect();
                 let containers = watch.users_of_images(&keys);
                 let seen: BTreeSet<&str> = containers.iter().map(|c| c.id.as_str()).collect();
-                for &(n, _) in uses.containers_of(m) {
+                for (n, _) in uses.containers_of(m) {
                     let id = uses.container(n).id.as_str();
                     proptest::prop_assert!(seen.contains(id), "{} misses user {id}", image.id);
                 }

@@ -451,6 +451,11 @@ impl<'a> Slots<'a> {
 /// before its parent.
 #[must_use]
 pub fn image_depths(images: &[Image]) -> Vec<u32> {
+    // Most nodes keep no chains (containerd, Docker's containerd store):
+    // then no image's id need be read again.
+    if images.iter().all(|i| i.parent.is_none()) {
+        return vec![0; images.len()];
+    }
     let index: Map<&str, usize> = images
         .iter()
         .enumerate()
@@ -474,6 +479,9 @@ pub fn image_depths(images: &[Image]) -> Vec<u32> {
 /// `BuildKit` refuses to prune a record while a child is left.
 #[must_use]
 pub fn build_cache_depths(records: &[super::BuildCacheEntry]) -> Vec<u32> {
+    if records.iter().all(|r| r.parents.is_empty()) {
+        return vec![0; records.len()];
+    }
     let index: Map<&str, usize> = records
         .iter()
         .enumerate()

@@ -369,12 +369,13 @@ fn image(
     now: DateTime<Utc>,
 ) -> (Decision, Option<Use>) {
     let found = uses.containers_of(n);
-    let containers: Vec<(&Container, ContainerUse, bool)> = found
+    // The first user (in id order) that holds it: the one a detail names.
+    let holder = found
         .clone()
-        .map(|(c, how)| (uses.container(c), how, holds[c]))
-        .collect();
+        .find(|&(c, _)| holds[c])
+        .map(|(c, how)| (uses.container(c), how));
     let last_use = last_use(i, found.map(|(c, _)| container_uses[c]));
-    let decision = image_rules(i, &containers, last_use, policy, now).with_last_use(last_use);
+    let decision = image_rules(i, holder, last_use, policy, now).with_last_use(last_use);
     (decision, last_use)
 }
 
@@ -406,13 +407,13 @@ fn used_ago(last_use: Option<Use>, now: DateTime<Utc>) -> String {
 
 fn image_rules(
     i: &Image,
-    containers: &[(&Container, ContainerUse, bool)],
+    holder: Option<(&Container, ContainerUse)>,
     last_use: Option<Use>,
     policy: &Policy,
     now: DateTime<Utc>,
 ) -> Decision {
     let d = |rule, detail: String| image_decision(i, rule, detail);
-    if let Some((user, how, _)) = containers.iter().find(|(_, _, holds)| *holds) {
+    if let Some((user, how)) = holder {
         let sandbox = user
             .pod
             .as_ref()

@@ -16,6 +16,11 @@
 //!   written through before each plan, so that no cache holds the
 //!   inventory, as when a cycle plans what it has just read.
 //!
+//! Beside them, `read ns/ob`: a cold read of the node alone (each string
+//! touched once, no index, no decision), the floor under a cold plan's
+//! cost per object; its ratio says how much of the growth is the node's
+//! own memory.
+//!
 //! A figure is the median of many plans, each timed alone (the plan only:
 //! building the inventory and freeing the plan are not timed): hundreds
 //! for the smallest node, whose plan takes under a millisecond, at least

@@ -1,6 +1,8 @@
 """Broken and loosened copies of the manifests, for k8s_manifests.py's
 self-test: each must fail the schemas or the checks, with the problem it
 was made to show. A check that lets one through has stopped checking.
+Most break the base variant; KUBELET breaks examples/kubelet-image-gc, the
+one whose policy sets images.disk.from_kubelet.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 import yaml
 
 Obj = dict[str, Any]
-# Changes a copy of the base variant's objects, or of the PodMonitor.
+# Changes a copy of a variant's objects, or of the PodMonitor.
 Mutation = Callable[[list[Obj], Obj], Any]
 
 
@@ -37,6 +39,20 @@ def _policy(objs: list[Obj], edit: Callable[[Obj], Any]) -> None:
     policy = yaml.safe_load(configmap["data"]["policy.yaml"])
     edit(policy)
     configmap["data"]["policy.yaml"] = yaml.safe_dump(policy)
+
+
+def _volume(objs: list[Obj], name: str) -> Obj:
+    return next(v for v in _pod(objs)["volumes"] if v["name"] == name)
+
+
+def _mount(objs: list[Obj], name: str) -> Obj:
+    return next(m for m in _ctr(objs)["volumeMounts"] if m["name"] == name)
+
+
+def _unmount(objs: list[Obj], name: str) -> None:
+    """The volume `name` and its mount removed."""
+    _pod(objs)["volumes"].remove(_volume(objs, name))
+    _ctr(objs)["volumeMounts"].remove(_mount(objs, name))
 
 
 def _mount_root(objs: list[Obj]) -> None:
@@ -254,24 +270,98 @@ CHECKS: list[tuple[str, str, Mutation]] = [
 ]
 
 
+# What the checks must refuse in examples/kubelet-image-gc, whose policy
+# reads kubelet's configuration (images.disk.from_kubelet) and whose pod
+# mounts it and the image file system: (what, a word of the problem,
+# mutation).
+KUBELET: list[tuple[str, str, Mutation]] = [
+    (
+        "kubelet's configuration writable",
+        "config.yaml must be mounted readOnly",
+        lambda o, _: _mount(o, "kubelet-config").pop("readOnly"),
+    ),
+    (
+        "kubelet's configuration not mounted",
+        "hostPath volumes must be exactly",
+        lambda o, _: _unmount(o, "kubelet-config"),
+    ),
+    (
+        "kubelet's configuration created if missing",
+        "hostPath volumes must be exactly",
+        lambda o, _: _volume(o, "kubelet-config")["hostPath"].update(type="FileOrCreate"),
+    ),
+    (
+        "a kubelet configuration the policy does not name",
+        "hostPath volumes must be exactly",
+        lambda o, _: _policy(
+            o, lambda p: p["images"]["disk"].update(from_kubelet="/etc/kubernetes/kubelet.yaml")
+        ),
+    ),
+    (
+        "from_kubelet: true without kubeadm's path mounted",
+        "'/var/lib/kubelet/config.yaml': 'File'",
+        lambda o, _: (
+            _policy(o, lambda p: p["images"]["disk"].update(from_kubelet=True)),
+            _volume(o, "kubelet-config")["hostPath"].update(path="/etc/kubernetes/kubelet.yaml"),
+            _mount(o, "kubelet-config").update(mountPath="/etc/kubernetes/kubelet.yaml"),
+        ),
+    ),
+    (
+        "the image file system writable",
+        "overlayfs must be mounted readOnly",
+        lambda o, _: _mount(o, "image-fs").update(readOnly=False),
+    ),
+    (
+        "no image file system",
+        "exactly one more hostPath",
+        lambda o, _: _unmount(o, "image-fs"),
+    ),
+    (
+        "the image file system created if missing",
+        "exactly one more hostPath",
+        lambda o, _: _volume(o, "image-fs")["hostPath"].update(type="DirectoryOrCreate"),
+    ),
+    (
+        "the image file system mounted elsewhere",
+        "same path",
+        lambda o, _: _mount(o, "image-fs").update(mountPath="/image-fs"),
+    ),
+    (
+        "kubelet's mounts without from_kubelet",
+        "hostPath volumes must be exactly",
+        lambda o, _: _policy(o, lambda p: p.pop("images")),
+    ),
+    (
+        "the policy changed beyond images.disk",
+        "more than images.disk",
+        lambda o, _: _policy(o, lambda p: p["images"].update(min_age="1h")),
+    ),
+]
+
+
 def self_test(
     base: list[Obj],
     podmonitor: Obj,
     check: Callable[[list[Obj], Obj], list[str]],
     schema_problems: Callable[[Obj, str], list[str]],
     version: str,
+    kubelet: list[Obj],
+    check_kubelet: Callable[[list[Obj], Obj], list[str]],
 ) -> tuple[int, list[str]]:
-    """How many copies were tried, and which ones got through."""
+    """How many copies were tried, and which ones got through: CHECKS of
+    the base with `check`, KUBELET of examples/kubelet-image-gc's objects
+    with `check_kubelet` (which also holds its policy to the base's)."""
     missed = []
     for what, mutate in SCHEMA:
         objs = copy.deepcopy(base)
         mutate(objs, copy.deepcopy(podmonitor))
         if not any(schema_problems(o, version) for o in objs):
             missed.append(f"self-test: Kubernetes {version}'s schemas let through {what}")
-    for what, word, mutate in CHECKS:
-        objs, monitor = copy.deepcopy(base), copy.deepcopy(podmonitor)
-        mutate(objs, monitor)
-        problems = check(objs, monitor)
-        if not any(word in problem for problem in problems):
-            missed.append(f"self-test: the checks let through {what} (said: {problems})")
-    return len(SCHEMA) + len(CHECKS), missed
+    for objects, checks, breakages in ((base, check, CHECKS), (kubelet, check_kubelet, KUBELET)):
+        for what, word, mutate in breakages:
+            objs, monitor = copy.deepcopy(objects), copy.deepcopy(podmonitor)
+            mutate(objs, monitor)
+            problems = checks(objs, monitor)
+            if not any(word in problem for problem in problems):
+                missed.append(f"self-test: the checks let through {what} (said: {problems})")
+    return len(SCHEMA) + len(CHECKS) + len(KUBELET), missed

@@ -16,6 +16,9 @@ REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "safeprune"
 NAME_LABEL = {"app.kubernetes.io/name": "safeprune"}
 STATE_DIR = "/var/lib/safeprune"
+# What the policy's images.disk.from_kubelet reads when it says `true`
+# (where kubeadm writes kubelet's configuration).
+KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
 # The securityContexts, exactly: any other key or value loosens them (or
 # changes a choice README.md documents, such as root).
 POD_SECURITY = {"seccompProfile": {"type": "RuntimeDefault"}}
@@ -158,10 +161,58 @@ def socket_path(policy: Obj) -> str:
     return policy["runtime"][kind]["endpoint"].removeprefix("unix://")
 
 
+def kubelet_config(policy: Obj) -> str | None:
+    """The kubelet configuration file the policy's images.disk.from_kubelet
+    reads (`true`: kubeadm's path); None without from_kubelet."""
+    named = policy.get("images", {}).get("disk", {}).get("from_kubelet")
+    if named is True:
+        return KUBELET_CONFIG
+    if named is None or isinstance(named, str):
+        return named
+    raise CheckError(f"the policy's images.disk.from_kubelet is {named!r}: name a path, or true")
+
+
+def host_path_problems(
+    host: dict[str, tuple[str, Any]], mounts: dict[str, Obj], policy: Obj
+) -> list[str]:
+    """hostPath only for the policy's socket and the state directory, and,
+    with images.disk.from_kubelet, for kubelet's configuration file (type
+    File) and one directory (the image file system the disk rules measure),
+    those two readOnly; each at the same path in the container."""
+    p = []
+    found = {path: kind for path, (_, kind) in host.items()}
+    expected = {socket_path(policy): "Socket", STATE_DIR: "DirectoryOrCreate"}
+    read_only = []
+    kubelet = kubelet_config(policy)
+    if kubelet is not None:
+        expected[kubelet] = "File"
+        image_fs = [
+            path for path, kind in found.items() if path not in expected and kind == "Directory"
+        ]
+        if len(image_fs) != 1:
+            p.append(
+                "with images.disk.from_kubelet, exactly one more hostPath, of type Directory, "
+                f"must be the image file system, not {image_fs}"
+            )
+        expected |= dict.fromkeys(image_fs, "Directory")
+        read_only = [kubelet, *image_fs]
+    if found != expected:
+        p.append(f"the hostPath volumes must be exactly {expected}, not {found}")
+    for path, (name, _) in host.items():
+        mount = mounts.get(name, {})
+        if mount.get("mountPath") != path:
+            p.append(f"hostPath {path} must be mounted at the same path")
+        if path in read_only and mount.get("readOnly") is not True:
+            p.append(f"hostPath {path} must be mounted readOnly")
+    if mounts.get(host.get(STATE_DIR, ("",))[0], {}).get("readOnly"):
+        p.append(f"{STATE_DIR} must be writable")
+    return p
+
+
 def volume_problems(objects: list[Obj], pod: Obj, container: Obj, policy: Obj) -> list[str]:
-    """Each volume mounted once; hostPath only for the policy's socket and
-    the state directory, at the same paths; the policy where --config says;
-    every file the policy writes in the one writable mount."""
+    """Each volume mounted once; hostPath only where host_path_problems
+    says; the policy where --config says; every file the policy writes in
+    the one writable mount."""
     p = []
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     mounts = {m["name"]: m for m in container.get("volumeMounts", [])}
@@ -180,15 +231,7 @@ def volume_problems(objects: list[Obj], pod: Obj, container: Obj, policy: Obj) -
     configmaps = [n for n, v in volumes.items() if set(v) == {"name", "configMap"}]
     if len(host) + len(configmaps) != len(volumes):
         p.append("every volume must be a hostPath or the policy's ConfigMap")
-    expected = {socket_path(policy): "Socket", STATE_DIR: "DirectoryOrCreate"}
-    found = {path: kind for path, (_, kind) in host.items()}
-    if found != expected:
-        p.append(f"the hostPath volumes must be exactly {expected}, not {found}")
-    for path, (name, _) in host.items():
-        if mounts.get(name, {}).get("mountPath") != path:
-            p.append(f"hostPath {path} must be mounted at the same path")
-    if mounts.get(host.get(STATE_DIR, ("",))[0], {}).get("readOnly"):
-        p.append(f"{STATE_DIR} must be writable")
+    p += host_path_problems(host, mounts, policy)
     writes = {f"report.{k}": v for k, v in policy.get("report", {}).items() if v}
     writes["lock_file"] = policy.get("lock_file", "/run/safeprune.lock")
     p += [
@@ -247,14 +290,29 @@ def metrics_problems(policy: Obj, container: Obj, podmonitor: Obj, daemonset: Ob
     return p
 
 
-def policy_difference(base: list[Obj], overlay: list[Obj], name: str) -> list[str]:
-    """An overlay's policy must be the base one but for `runtime`."""
+def policy_difference(
+    base: list[Obj], overlay: list[Obj], name: str, key: str = "runtime"
+) -> list[str]:
+    """An overlay's policy must be the base one but for `key`, dotted for a
+    nested one (`images.disk`)."""
     policies = [yaml.safe_load(one(v, "ConfigMap")["data"]["policy.yaml"]) for v in (base, overlay)]
     for policy in policies:
-        policy.pop("runtime")
+        drop(policy, key.split("."))
     if policies[0] != policies[1]:
-        return [f"{name}: the overlay's policy differs from the base's in more than runtime"]
+        return [f"{name}: the overlay's policy differs from the base's in more than {key}"]
     return []
+
+
+def drop(mapping: Obj, keys: list[str]) -> None:
+    """Removes the key at the path `keys` from `mapping`, and a mapping on
+    the way that it leaves empty (as if never written: its keys' defaults)."""
+    first, *rest = keys
+    if not rest:
+        mapping.pop(first, None)
+    elif isinstance(mapping.get(first), dict):
+        drop(mapping[first], rest)
+        if not mapping[first]:
+            mapping.pop(first)
 
 
 def cargo_version() -> str:

@@ -9,16 +9,22 @@ scripts/k8s-requirements.txt):
 
 A variant is a kustomization: `base` is deploy/kubernetes (containerd),
 `docker` is deploy/kubernetes/docker, `crio` deploy/kubernetes/crio
-(`runtime.kind: cri` on CRI-O's socket). Rendering does what `kubectl
-kustomize` does with the few features they use (resources, and JSON patches
-with a target) and refuses any other kustomization key, so it cannot drift
-from kustomize's silently; with --kubectl, `check` also compares the two.
+(`runtime.kind: cri` on CRI-O's socket), and `kubelet-image-gc` the example
+deploy/kubernetes/examples/kubelet-image-gc (base/ with kubelet's
+configuration file and containerd's image file system mounted read-only,
+and `images.disk.from_kubelet` in the policy). Rendering does what `kubectl
+kustomize` does with the few features they use (resources, JSON patches
+with a target, images) and refuses any other kustomization key, so it
+cannot drift from kustomize's silently; with --kubectl, `check` also
+compares the two.
 
 `check` validates every object strictly (an unknown field is an error)
 against each Kubernetes release from 1.31 to the newest the validator
 bundles, then checks what schemas cannot (k8s_checks.py): names that must
-refer to each other, the policy against the mounts and ports, and the pod's
-security settings. Last, it proves those checks bite (k8s_breakages.py).
+refer to each other, the policy against the mounts and ports, the pod's
+security settings, and each overlay's policy against the base's (only
+`runtime` may differ, in kubelet-image-gc only `images.disk`). Last, it
+proves those checks bite (k8s_breakages.py).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import copy
 import difflib
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +48,17 @@ from packaging.version import Version
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy" / "kubernetes"
-VARIANTS = {"base": DEPLOY, "docker": DEPLOY / "docker", "crio": DEPLOY / "crio"}
+# README's overlay that acts before kubelet's image GC, as an example: a
+# variant, checked as the others are.
+KUBELET_IMAGE_GC = "kubelet-image-gc"
+VARIANTS = {
+    "base": DEPLOY,
+    "docker": DEPLOY / "docker",
+    "crio": DEPLOY / "crio",
+    KUBELET_IMAGE_GC: DEPLOY / "examples" / "kubelet-image-gc",
+}
+# The one key of the base's policy each overlay may change (policy_difference).
+POLICY_CHANGES = {"docker": "runtime", "crio": "runtime", KUBELET_IMAGE_GC: "images.disk"}
 PODMONITOR = DEPLOY / "examples" / "podmonitor.yaml"
 PROMETHEUSRULE = DEPLOY / "examples" / "prometheusrule.yaml"
 RULES = REPO / "deploy" / "prometheus" / "rules.yaml"
@@ -233,6 +250,18 @@ def registry_problems(base: list[Obj]) -> list[str]:
     return problems
 
 
+def overlay_check(base: list[Obj], name: str) -> Callable[[list[Obj], Obj], list[str]]:
+    """What run_check holds the overlay `name`'s objects to, for the
+    self-test: check(), and its policy against the base's."""
+
+    def checks(objects: list[Obj], podmonitor: Obj) -> list[str]:
+        return check(objects, podmonitor) + policy_difference(
+            base, objects, name, POLICY_CHANGES[name]
+        )
+
+    return checks
+
+
 def prometheusrule_problems(daemonset_namespace: str) -> list[str]:
     """The PrometheusRule example holds rules.yaml's groups, word for word,
     in the DaemonSet's namespace."""
@@ -289,11 +318,15 @@ def run_check(use_kubectl: bool) -> int:
 
     for name, objects in rendered.items():
         problems += [f"{name}: {m}" for m in check(objects, podmonitor)]
-    for overlay in ("docker", "crio"):
-        problems += policy_difference(rendered["base"], rendered[overlay], overlay)
+    for overlay, key in POLICY_CHANGES.items():
+        problems += policy_difference(rendered["base"], rendered[overlay], overlay, key)
     print(
         "k8s: checked references, the policy against mounts and ports, the pod's privileges; "
         f"{PODMONITOR.relative_to(REPO)} (a CRD, no Kubernetes schema) against the DaemonSet"
+    )
+    print(
+        "k8s: the overlays' policies are the base's but for "
+        + " and ".join(f"{overlay}'s {key}" for overlay, key in POLICY_CHANGES.items())
     )
     daemonset = next(o for o in rendered["base"] if o["kind"] == "DaemonSet")
     problems += prometheusrule_problems(daemonset["metadata"]["namespace"])
@@ -306,7 +339,15 @@ def run_check(use_kubectl: bool) -> int:
     if problems:
         print("k8s: self-test skipped: the manifests themselves fail")
     else:
-        tried, missed = self_test(rendered["base"], podmonitor, check, schema_problems, checked[0])
+        tried, missed = self_test(
+            rendered["base"],
+            podmonitor,
+            check,
+            schema_problems,
+            checked[0],
+            rendered[KUBELET_IMAGE_GC],
+            overlay_check(rendered["base"], KUBELET_IMAGE_GC),
+        )
         problems += missed
         print(f"k8s: self-test: {tried - len(missed)} of {tried} broken or loosened copies refused")
 

@@ -9,7 +9,10 @@
 //! and exits 0 when kubelet stops the pod.
 //!
 //! It runs on containerd 1.6.20 and on 2.3.4 (`containerd_tests!`), and
-//! `deploy/kubernetes/crio`'s pod on CRI-O 1.36.3 through CRI alone.
+//! `deploy/kubernetes/crio`'s pod on CRI-O 1.36.3 through CRI alone. The
+//! overlay `examples/kubelet-image-gc` runs on containerd too, with a
+//! kubelet configuration file of the test's and the image file system
+//! its CRI names.
 //!
 //! The test changes one thing of the manifest: the `ConfigMap`'s policy gets
 //! a schedule every two seconds, no jitter and no minimum ages, so that the
@@ -433,6 +436,111 @@ async fn the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly(
         fs::read_to_string(&pod.log).unwrap_or_default()
     );
     eprintln!("safeprune's pod stopped in {:?}", begun.elapsed());
+}
+
+containerd_tests! {
+    #[tokio::test(flavor = "multi_thread")]
+    the_kubelet_image_gc_overlay_works_to_kubelets_thresholds_on_the_measured_image_fs,
+}
+
+/// `deploy/kubernetes/examples/kubelet-image-gc`: the pod reads kubelet's
+/// configuration file and measures containerd's image file system through
+/// the two read-only mounts the overlay adds, and works to the watermarks
+/// 5 points under kubelet's.
+async fn the_kubelet_image_gc_overlay_works_to_kubelets_thresholds_on_the_measured_image_fs(
+    version: ContainerdVersion,
+) {
+    let mut manifests = Manifests::load_overlay("examples/kubelet-image-gc");
+    let Some(containerd) = PrivateContainerd::start_version(version).await.or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    import_safeprune_image(
+        &containerd,
+        manifests.container()["image"].as_str().unwrap(),
+    )
+    .await;
+    let layout = lay_out(&containerd).await;
+    let state = dir.path().join("var-lib-safeprune");
+    // kubelet's --config, as kubeadm writes it, with thresholds of its own.
+    let kubelet_config = dir.path().join("kubelet-config.yaml");
+    fs::write(
+        &kubelet_config,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         imageGCHighThresholdPercent: 90\nimageGCLowThresholdPercent: 70\n",
+    )
+    .unwrap();
+    // This node's containerd keeps its root elsewhere than /var/lib: the
+    // image file system its CRI names moves, in both places, as the
+    // overlay tells an operator to.
+    let image_fs = containerd
+        .path("root")
+        .join("io.containerd.snapshotter.v1.overlayfs");
+    let image_fs_text = image_fs.display().to_string();
+    manifests.move_host_path("image-fs", &image_fs_text);
+    let node = Node {
+        name: NODE_NAME,
+        host_paths: HashMap::from([
+            (
+                "/run/containerd/containerd.sock",
+                containerd.socket().to_owned(),
+            ),
+            ("/var/lib/safeprune", state.clone()),
+            ("/var/lib/kubelet/config.yaml", kubelet_config),
+            (image_fs_text.as_str(), image_fs.clone()),
+        ]),
+        volumes_dir: dir.path().join("volumes"),
+        cgroup_parent: format!("/{}", containerd.scope()),
+        labels: HashMap::from([("safeprune.test".to_owned(), containerd.scope().to_owned())]),
+    };
+    let pod = Box::pin(run_pod(containerd.cri(), &manifests, &node)).await;
+
+    let report = wait_for_json(&state.join("last-run.json"), &pod.log).await;
+    let log = || fs::read_to_string(&pod.log).unwrap_or_default();
+    let measured = &report["image_fs"];
+    assert_eq!(
+        measured["path"].as_str(),
+        Some(image_fs_text.as_str()),
+        "the image file system CRI names, measured in the pod; log:\n{}",
+        log()
+    );
+    assert_eq!(measured["high_percent"], 85, "90 - 5, from kubelet's file");
+    assert_eq!(measured["low_percent"], 65, "70 - 5, from kubelet's file");
+    let before = measured["before_percent"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("the usage measured: {measured}; log:\n{}", log()));
+    assert!(before > 0.0 && before <= 100.0, "{measured}");
+    // The unused image, imported seconds ago, is younger than kubelet's
+    // imageMinimumGCAge (its default, 2m, as the file leaves it out),
+    // whatever the policy's min_age (0 here) and the disk say.
+    let unused = decision(&report, &format!("{CRI_NAMESPACE}/{}", layout.unused));
+    assert_eq!(unused["rule"], "too_young", "{unused}");
+    assert!(
+        unused["detail"]
+            .as_str()
+            .unwrap()
+            .contains("younger than kubelet's imageMinimumGCAge 2m"),
+        "{unused}"
+    );
+    for (id, expected) in [
+        (&layout.istio, ("keep", "protected_label")),
+        (&layout.setup, ("keep", "live_pod_sandbox")),
+        (&layout.base, ("keep", "in_use")),
+        (&layout.pinned, ("keep", "pinned")),
+        (&layout.job, ("delete", "eligible")),
+    ] {
+        assert_eq!(rule_of(&report, id), expected, "{id}");
+    }
+
+    containerd
+        .cri()
+        .stop_container(StopContainerRequest {
+            container_id: pod.container.clone(),
+            timeout: manifests.grace_seconds(),
+        })
+        .await
+        .expect("stop safeprune's container");
+    assert_eq!(containerd.wait_container_exited(&pod.container).await, 0);
 }
 
 #[test]

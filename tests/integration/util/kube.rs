@@ -75,6 +75,39 @@ impl Manifests {
         Self { objects }
     }
 
+    /// The `hostPath` volume `volume` moved to `path`, host and mount alike:
+    /// what an operator does for a node that keeps that directory
+    /// elsewhere (the overlays mount each host path at its own path).
+    pub fn move_host_path(&mut self, volume: &str, path: &str) {
+        let daemonset = self
+            .objects
+            .iter_mut()
+            .find(|o| o["kind"] == "DaemonSet")
+            .expect("a DaemonSet");
+        let spec = &mut daemonset["spec"]["template"]["spec"];
+        let old = {
+            let found = spec["volumes"]
+                .as_array_mut()
+                .expect("volumes")
+                .iter_mut()
+                .find(|v| v["name"] == volume)
+                .unwrap_or_else(|| panic!("no volume {volume}"));
+            std::mem::replace(&mut found["hostPath"]["path"], Value::from(path))
+        };
+        for mount in spec["containers"][0]["volumeMounts"]
+            .as_array_mut()
+            .expect("volumeMounts")
+            .iter_mut()
+            .filter(|m| m["name"] == volume)
+        {
+            assert_eq!(
+                mount["mountPath"], old,
+                "{volume} is mounted at its host path"
+            );
+            mount["mountPath"] = Value::from(path);
+        }
+    }
+
     /// The one object of `kind`.
     pub fn one(&self, kind: &str) -> &Value {
         let mut found = self.objects.iter().filter(|o| o["kind"] == kind);
@@ -436,6 +469,12 @@ fn host_path(node: &Node, path: &str, kind: Option<&str>) -> PathBuf {
             mapped.display()
         ),
         Some("DirectoryOrCreate") => fs::create_dir_all(&mapped).expect("create a hostPath"),
+        Some("Directory") => assert!(
+            mapped.is_dir(),
+            "{path}: no directory at {}",
+            mapped.display()
+        ),
+        Some("File") => assert!(mapped.is_file(), "{path}: no file at {}", mapped.display()),
         other => panic!("{path}: hostPath type {other:?} is not one the stand-in checks"),
     }
     mapped
@@ -486,11 +525,29 @@ fn kustomization_objects(dir: &Path, objects: &mut Vec<Value>) {
     }
 }
 
-/// One JSON patch (RFC 6902) operation of `file`: `test` or `replace`,
-/// the only ones the overlays use; kustomize fails the rendering when a
-/// `test` fails, and so does this.
+/// One JSON patch (RFC 6902) operation of `file`: `test`, `replace` or
+/// `add`, the only ones the overlays use; kustomize fails the rendering
+/// when a `test` fails, and so does this.
 fn apply_operation(object: &mut Value, operation: &Value, file: &Path) {
     let pointer = str_of(&operation["path"]);
+    if str_of(&operation["op"]) == "add" {
+        // At the end of an array (`/-`), or a new key of an object.
+        let (parent, last) = pointer.rsplit_once('/').expect("a JSON pointer");
+        let at = object
+            .pointer_mut(parent)
+            .unwrap_or_else(|| panic!("{}: nothing at {parent}", file.display()));
+        match at {
+            Value::Array(items) if last == "-" => items.push(operation["value"].clone()),
+            Value::Object(map) if !map.contains_key(last) => {
+                map.insert(last.to_owned(), operation["value"].clone());
+            }
+            _ => panic!(
+                "{}: the stand-in adds at {pointer} only to the end of an array or as a new key",
+                file.display()
+            ),
+        }
+        return;
+    }
     let at = object
         .pointer_mut(pointer)
         .unwrap_or_else(|| panic!("{}: nothing at {pointer}", file.display()));

@@ -348,6 +348,74 @@ async fn assert_kubelet_sees_the_removals(
     }
 }
 
+/// A private containerd node for the pod: the engine of `version`, with
+/// safeprune's image imported and the node laid out; `None` (the test
+/// skipped) where that containerd is absent.
+struct PodNode {
+    containerd: PrivateContainerd,
+    dir: tempfile::TempDir,
+    layout: Layout,
+    /// The node's directory for the manifest's `/var/lib/safeprune`.
+    state: PathBuf,
+}
+
+impl PodNode {
+    async fn start(manifests: &Manifests, version: ContainerdVersion) -> Option<Self> {
+        let containerd = PrivateContainerd::start_version(version).await.or_skip()?;
+        let dir = tempfile::tempdir().unwrap();
+        import_safeprune_image(
+            &containerd,
+            manifests.container()["image"].as_str().unwrap(),
+        )
+        .await;
+        let layout = lay_out(&containerd).await;
+        let state = dir.path().join("var-lib-safeprune");
+        Some(Self {
+            containerd,
+            dir,
+            layout,
+            state,
+        })
+    }
+
+    /// What this node gives the pod: the engine's socket and the state
+    /// directory for the manifest's two host paths, and `more`.
+    fn node<'a>(&'a self, more: &[(&'a str, PathBuf)]) -> Node<'a> {
+        let mut host_paths = HashMap::from([
+            (
+                "/run/containerd/containerd.sock",
+                self.containerd.socket().to_owned(),
+            ),
+            ("/var/lib/safeprune", self.state.clone()),
+        ]);
+        host_paths.extend(more.iter().cloned());
+        Node {
+            name: NODE_NAME,
+            host_paths,
+            volumes_dir: self.dir.path().join("volumes"),
+            cgroup_parent: format!("/{}", self.containerd.scope()),
+            labels: HashMap::from([(
+                "safeprune.test".to_owned(),
+                self.containerd.scope().to_owned(),
+            )]),
+        }
+    }
+
+    /// kubelet stops the pod: SIGTERM, then the grace period. The
+    /// container's exit code.
+    async fn stop(&self, manifests: &Manifests, pod: &SafeprunePod) -> i32 {
+        self.containerd
+            .cri()
+            .stop_container(StopContainerRequest {
+                container_id: pod.container.clone(),
+                timeout: manifests.grace_seconds(),
+            })
+            .await
+            .expect("stop safeprune's container");
+        self.containerd.wait_container_exited(&pod.container).await
+    }
+}
+
 containerd_tests! {
     #[tokio::test(flavor = "multi_thread")]
     the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly,
@@ -357,31 +425,11 @@ async fn the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly(
     version: ContainerdVersion,
 ) {
     let manifests = Manifests::load();
-    let Some(containerd) = PrivateContainerd::start_version(version).await.or_skip() else {
+    let Some(node) = PodNode::start(&manifests, version).await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    import_safeprune_image(
-        &containerd,
-        manifests.container()["image"].as_str().unwrap(),
-    )
-    .await;
-    let layout = lay_out(&containerd).await;
-    let state = dir.path().join("var-lib-safeprune");
-    let node = Node {
-        name: NODE_NAME,
-        host_paths: HashMap::from([
-            (
-                "/run/containerd/containerd.sock",
-                containerd.socket().to_owned(),
-            ),
-            ("/var/lib/safeprune", state.clone()),
-        ]),
-        volumes_dir: dir.path().join("volumes"),
-        cgroup_parent: format!("/{}", containerd.scope()),
-        labels: HashMap::from([("safeprune.test".to_owned(), containerd.scope().to_owned())]),
-    };
-    let pod = Box::pin(run_pod(containerd.cri(), &manifests, &node)).await;
+    let (containerd, layout, state) = (&node.containerd, &node.layout, &node.state);
+    let pod = Box::pin(run_pod(containerd.cri(), &manifests, &node.node(&[]))).await;
 
     // Its first cycle's report, in the state directory on the node.
     let report = wait_for_json(&state.join("last-run.json"), &pod.log).await;
@@ -403,7 +451,7 @@ async fn the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly(
     ] {
         assert_eq!(rule_of(&report, id), expected, "{id}");
     }
-    assert_kubelet_sees_the_removals(&containerd, &manifests, &layout, &pod).await;
+    assert_kubelet_sees_the_removals(containerd, &manifests, layout, &pod).await;
     assert!(
         state.join("audit.jsonl").exists(),
         "the audit log is on the node"
@@ -414,21 +462,12 @@ async fn the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly(
     assert_probe_and_metrics(containerd.pid(), &manifests, ip);
     eprintln!(
         "safeprune's pod: memory working set {} KiB after its cycles, peak {:?} KiB",
-        working_set_kib(&containerd, &pod.container).await,
+        working_set_kib(containerd, &pod.container).await,
         peak_kib(containerd.scope(), &pod.container)
     );
 
-    // kubelet stops the pod: SIGTERM, then the grace period.
     let begun = Instant::now();
-    containerd
-        .cri()
-        .stop_container(StopContainerRequest {
-            container_id: pod.container.clone(),
-            timeout: manifests.grace_seconds(),
-        })
-        .await
-        .expect("stop safeprune's container");
-    let code = containerd.wait_container_exited(&pod.container).await;
+    let code = node.stop(&manifests, &pod).await;
     assert_eq!(
         code,
         0,
@@ -451,19 +490,12 @@ async fn the_kubelet_image_gc_overlay_works_to_kubelets_thresholds_on_the_measur
     version: ContainerdVersion,
 ) {
     let mut manifests = Manifests::load_overlay("examples/kubelet-image-gc");
-    let Some(containerd) = PrivateContainerd::start_version(version).await.or_skip() else {
+    let Some(node) = PodNode::start(&manifests, version).await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    import_safeprune_image(
-        &containerd,
-        manifests.container()["image"].as_str().unwrap(),
-    )
-    .await;
-    let layout = lay_out(&containerd).await;
-    let state = dir.path().join("var-lib-safeprune");
+    let (containerd, layout, dir) = (&node.containerd, &node.layout, node.dir.path());
     // kubelet's --config, as kubeadm writes it, with thresholds of its own.
-    let kubelet_config = dir.path().join("kubelet-config.yaml");
+    let kubelet_config = dir.join("kubelet-config.yaml");
     fs::write(
         &kubelet_config,
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
@@ -478,24 +510,18 @@ async fn the_kubelet_image_gc_overlay_works_to_kubelets_thresholds_on_the_measur
         .join("io.containerd.snapshotter.v1.overlayfs");
     let image_fs_text = image_fs.display().to_string();
     manifests.move_host_path("image-fs", &image_fs_text);
-    let node = Node {
-        name: NODE_NAME,
-        host_paths: HashMap::from([
-            (
-                "/run/containerd/containerd.sock",
-                containerd.socket().to_owned(),
-            ),
-            ("/var/lib/safeprune", state.clone()),
-            ("/var/lib/kubelet/config.yaml", kubelet_config),
-            (image_fs_text.as_str(), image_fs.clone()),
-        ]),
-        volumes_dir: dir.path().join("volumes"),
-        cgroup_parent: format!("/{}", containerd.scope()),
-        labels: HashMap::from([("safeprune.test".to_owned(), containerd.scope().to_owned())]),
-    };
-    let pod = Box::pin(run_pod(containerd.cri(), &manifests, &node)).await;
+    let host_paths = [
+        ("/var/lib/kubelet/config.yaml", kubelet_config),
+        (image_fs_text.as_str(), image_fs.clone()),
+    ];
+    let pod = Box::pin(run_pod(
+        containerd.cri(),
+        &manifests,
+        &node.node(&host_paths),
+    ))
+    .await;
 
-    let report = wait_for_json(&state.join("last-run.json"), &pod.log).await;
+    let report = wait_for_json(&node.state.join("last-run.json"), &pod.log).await;
     let log = || fs::read_to_string(&pod.log).unwrap_or_default();
     let measured = &report["image_fs"];
     assert_eq!(
@@ -532,15 +558,7 @@ async fn the_kubelet_image_gc_overlay_works_to_kubelets_thresholds_on_the_measur
         assert_eq!(rule_of(&report, id), expected, "{id}");
     }
 
-    containerd
-        .cri()
-        .stop_container(StopContainerRequest {
-            container_id: pod.container.clone(),
-            timeout: manifests.grace_seconds(),
-        })
-        .await
-        .expect("stop safeprune's container");
-    assert_eq!(containerd.wait_container_exited(&pod.container).await, 0);
+    assert_eq!(node.stop(&manifests, &pod).await, 0, "log:\n{}", log());
 }
 
 #[test]

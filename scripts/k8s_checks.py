@@ -169,7 +169,8 @@ def kubelet_config(policy: Obj) -> str | None:
         return KUBELET_CONFIG
     if named is None or isinstance(named, str):
         return named
-    raise CheckError(f"the policy's images.disk.from_kubelet is {named!r}: name a path, or true")
+    written = yaml.safe_dump(named).removesuffix("\n...\n").strip()
+    raise CheckError(f"the policy's images.disk.from_kubelet is {written}: name a path, or true")
 
 
 def host_path_problems(

@@ -150,9 +150,6 @@ impl IdOrder {
     }
 }
 
-/// Puts one list in order.
-type Sort<'s, T> = &'s dyn Fn(&mut [T]);
-
 /// Lists of indexes, one per slot, held in one array (a slot's list is a
 /// range of it): built from the pairs in one pass each way, with no
 /// allocation per slot, and read in order.
@@ -193,19 +190,21 @@ impl<T: Copy> Lists<T> {
         &self.items[self.starts[slot]..self.starts[slot + 1]]
     }
 
-    /// Each list put in order by `sort` (when given) and then rid of
-    /// items `same` says repeat the one before.
-    fn tidied(mut self, sort: Option<Sort<'_, T>>, same: impl Fn(&T, &T) -> bool) -> Self {
+    /// Each list in container id order, each container once: `container`
+    /// names an item's container. The pairs came in container index order,
+    /// which is id order unless `order` says otherwise; the sort is stable,
+    /// so of one container's items the first stays.
+    fn in_id_order(mut self, order: &IdOrder, container: impl Fn(&T) -> u32) -> Self {
         let mut kept = 0;
         let mut start = 0;
         for slot in 0..self.starts.len() - 1 {
             let end = self.starts[slot + 1];
-            if let Some(sort) = sort {
-                sort(&mut self.items[start..end]);
+            if !order.is_identity() {
+                self.items[start..end].sort_by_key(|item| order.place(container(item) as usize));
             }
             let first = kept;
             for i in start..end {
-                if kept == first || !same(&self.items[kept - 1], &self.items[i]) {
+                if kept == first || container(&self.items[kept - 1]) != container(&self.items[i]) {
                     self.items[kept] = self.items[i];
                     kept += 1;
                 }
@@ -267,14 +266,9 @@ impl<'a> ImageUses<'a> {
                 keys.each(key, |m| pairs.push((index32(m), (index32(n), how))));
             }
         }
-        // Each list is in container index order, a container's made-from
-        // keys before its mounts: in id order already when that is the
-        // index order. The first of each container stays.
-        let by_place = |found: &mut [(u32, ContainerUse)]| {
-            found.sort_unstable_by_key(|&(n, how)| (order.place(n as usize), how));
-        };
-        let sort = (!order.is_identity()).then_some(&by_place as Sort<'_, _>);
-        let users = Lists::of(images.len(), &pairs).tidied(sort, |a, b| a.0 == b.0);
+        // A container's made-from keys come before its mounts: of each
+        // container, its first use (made from it before mounting it) stays.
+        let users = Lists::of(images.len(), &pairs).in_id_order(order, |&(n, _)| n);
         let mut children: Map<&'a str, Vec<usize>> = Map::default();
         for (n, i) in images.iter().enumerate() {
             if let Some(parent) = i.parent.as_deref().filter(|p| !p.is_empty() && *p != i.id) {
@@ -384,15 +378,9 @@ impl VolumeAndNetworkUses {
                 network_slots.each(k, |slot| attached.push((index32(slot), index32(n))));
             }
         }
-        let tidy = |pairs: &[(u32, u32)], slots: usize| {
-            let by_place =
-                |found: &mut [u32]| found.sort_unstable_by_key(|&n| order.place(n as usize));
-            let sort = (!order.is_identity()).then_some(&by_place as Sort<'_, _>);
-            Lists::of(slots, pairs).tidied(sort, |a, b| a == b)
-        };
         Self {
-            volumes: tidy(&mounts, volumes.len()),
-            networks: tidy(&attached, networks.len()),
+            volumes: Lists::of(volumes.len(), &mounts).in_id_order(order, |&n| n),
+            networks: Lists::of(networks.len(), &attached).in_id_order(order, |&n| n),
         }
     }
 

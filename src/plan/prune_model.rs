@@ -77,18 +77,14 @@ pub fn docker_system_prune(inv: &Inventory, volumes: bool) -> HashMap<(Kind, Str
     // `inventory::uses`, asked for the first container left.
     let uses = VolumeAndNetworkUses::new(&inv.containers, &inv.volumes, &inv.networks);
     let left_ids: std::collections::HashSet<&str> = left.iter().map(|c| c.id.as_str()).collect();
-    let first_left = |mut found: Box<dyn Iterator<Item = usize> + '_>| {
-        found
-            .by_ref()
-            .map(|n| &inv.containers[n])
-            .find(|c| left_ids.contains(c.id.as_str()))
-    };
+    let left_container =
+        |n: usize| Some(&inv.containers[n]).filter(|c| left_ids.contains(c.id.as_str()));
     // Networks (`localNetworksPrune`): predefined ones stay, and those with
     // an endpoint, which only a running container has.
     for (m, n) in inv.networks.iter().enumerate() {
         let verdict = if PREDEFINED_NETWORKS.contains(&n.name.as_str()) {
             Verdict::keeps("predefined network")
-        } else if let Some(c) = first_left(Box::new(uses.of_network(m))) {
+        } else if let Some(c) = uses.of_network(m).find_map(left_container) {
             Verdict::keeps(format!("used by running container {}", c.display_name()))
         } else {
             Verdict::removes("network with no running container")
@@ -104,7 +100,7 @@ pub fn docker_system_prune(inv: &Inventory, volumes: bool) -> HashMap<(Kind, Str
     for (m, v) in inv.volumes.iter().enumerate() {
         let verdict = if !volumes {
             Verdict::keeps("volumes are pruned only with --volumes")
-        } else if let Some(c) = first_left(Box::new(uses.of_volume(m))) {
+        } else if let Some(c) = uses.of_volume(m).find_map(left_container) {
             Verdict::keeps(format!("mounted by running container {}", c.display_name()))
         } else if !v.anonymous && !named_too {
             Verdict::keeps("named volume: from API 1.42 only anonymous volumes are pruned")

@@ -130,9 +130,9 @@ pub(super) fn decide_all(
     // Stable order: removal order of kinds (the order they were decided
     // in), then id. Adapters list by id, so a kind is usually in order
     // already; a stable sort keeps duplicate ids (odd engine data) in
-    // their input order.
-    // The containers' decisions are in the containers' order, already
-    // read: sorted when that is id order.
+    // their input order. The containers' decisions are in the
+    // containers' order, which `order` has read: sorted when that is id
+    // order.
     let mut start = 0;
     for (k, end) in kinds.into_iter().enumerate() {
         let kind = &mut decisions[start..end];

@@ -129,6 +129,22 @@ async fn objects(e: &PrivateDockerd) -> BTreeMap<(String, String), BTreeSet<Stri
 /// The build cache records of `/system/df` (API 1.41 answers them there;
 /// bollard's type reads the field of later versions), asked over the
 /// socket by hand.
+/// Waits until no build cache record of `e` is in use, for at most 10 s.
+async fn records_released(e: &PrivateDockerd) {
+    let begun = std::time::Instant::now();
+    loop {
+        let records = build_cache(e).await;
+        if !records.iter().any(|r| r["InUse"].as_bool() == Some(true)) {
+            return;
+        }
+        assert!(
+            begun.elapsed() < std::time::Duration::from_secs(10),
+            "records still in use after 10 s: {records:#?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 async fn build_cache(e: &PrivateDockerd) -> Vec<Value> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let socket = e.endpoint().trim_start_matches("unix://");
@@ -307,6 +323,12 @@ async fn a_chain_of_build_cache_records_goes_whole_as_with_docker_builder_prune(
     let (ours, theirs) = tokio::join!(PrivateDockerd::start(), PrivateDockerd::start());
     for e in [&ours, &theirs] {
         e.build_chain_with_buildkit("chain:1", 9);
+    }
+    // BuildKit holds a build's records a moment after the build answers
+    // (on a loaded machine, long enough for a prune to find the dockerfile's
+    // source record in use): both sides start once none is.
+    for e in [&ours, &theirs] {
+        records_released(e).await;
     }
     let before = build_cache(&ours).await.len();
     assert!(before >= 9, "{before} build cache records");

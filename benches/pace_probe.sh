@@ -8,7 +8,9 @@
 #   docker     docker system prune -a -f --volumes
 #   unpaced    safeprune run
 #   paced      safeprune run with safety.pace (PACE, default
-#              {io_pressure_percent: 10, max_delay: 10m})
+#              {io_pressure_percent: 10, max_delay: 10m}; or, with
+#              PACE_OVER_IDLE=M, M points above the node's own pressure
+#              with the probe alone: see benches/probe_windows.sh)
 # For each it prints the wall time, the probe's operations inside it and
 # their p50, p99 and max latency, and the share of the time PSI io `some`
 # covered; then, over all repeats, each one's p99 against idle's.
@@ -65,6 +67,7 @@ pace_policies "$dir" "$pace" \
   'build_cache: { min_age: "0" }'
 
 start_probe "$dir"
+pace_over_idle "$dir"
 
 # One side: its window (start and end, Unix seconds), wall time and the
 # share of it PSI io `some` covered, into $dir/windows.

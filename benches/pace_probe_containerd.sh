@@ -12,7 +12,9 @@
 #   unpaced    safeprune run (runtime.kind containerd, the private socket
 #              and the bench's namespace only)
 #   paced      safeprune run with safety.pace (PACE, default
-#              {io_pressure_percent: 10, max_delay: 10m})
+#              {io_pressure_percent: 10, max_delay: 10m}; or, with
+#              PACE_OVER_IDLE=M, M points above the node's own pressure
+#              with the probe alone: see benches/probe_windows.sh)
 # Its output is pace_probe.sh's (wall time, the probe's operations inside
 # each run with their p50, p99 and max, the share of the window PSI io
 # `some` covered; then all repeats, p99 against idle's), plus, after each
@@ -132,6 +134,7 @@ PY
 }
 
 start_probe "$dir"
+pace_over_idle "$dir"
 
 side() { # NAME
   local name=$1 p="b$RANDOM" keep=""

@@ -14,6 +14,12 @@
 #                          LINEs (runtime and kinds), no deletion limit
 #                          (paced: with `pace: PACE`), the lock, state and
 #                          JSON report (DIR/<side>.json) in DIR
+#   pace_over_idle DIR     with PACE_OVER_IDLE=M set: reads the share of
+#                          the time PSI io `some` covers with only the
+#                          probe running (IDLE_FLOOR_SECS, default 20) and
+#                          sets DIR/paced.yaml's threshold M points above
+#                          it, max_delay PACE_MAX_DELAY (default 60m), as
+#                          an operator sets it from a node's own pressure
 #   print_pace REPORT      prints the `pace` object of a JSON report
 #   run_sides DIR REPEATS SIDE...
 #                          REPEATS times, calls the caller's `side NAME` for
@@ -69,6 +75,18 @@ pace_policies() {
       echo "report: { json_path: $dir/$side.json }"
     } >"$dir/$side.yaml"
   done
+}
+
+pace_over_idle() { # DIR
+  [ -n "${PACE_OVER_IDLE:-}" ] || return 0
+  local floor threshold
+  window_begin
+  sleep "${IDLE_FLOOR_SECS:-20}"
+  floor=$(awk -v t0="$window_psi" -v s0="$window_start" -v t1="$(psi_total)" -v s1="$(date +%s.%N)" \
+    'BEGIN { printf "%.2f", (t1 - t0) / 1e4 / (s1 - s0) }')
+  threshold=$(awk -v f="$floor" -v m="$PACE_OVER_IDLE" 'BEGIN { printf "%.1f", f + m }')
+  echo "the node's own pressure with the probe alone: ${floor}%; paced at ${threshold}% (${PACE_OVER_IDLE} above it)"
+  sed -i "s|^safety: .*|safety: { max_deletions: 1000000, pace: {io_pressure_percent: $threshold, max_delay: ${PACE_MAX_DELAY:-60m}} }|" "$1/paced.yaml"
 }
 
 print_pace() {

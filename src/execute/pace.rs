@@ -9,9 +9,11 @@
 //! and, while it is above the policy's threshold, halves the removals in
 //! flight and waits long enough that the stall it saw, spread over its
 //! window and the wait, is at the threshold (at most [`WAIT_STEP`] at a
-//! time), up to `max_delay` in all per run; past that the run goes on one
-//! removal at a time. Under the threshold the concurrency doubles back. A
-//! node without PSI runs unpaced, and says so once.
+//! time, then read again: what a removal's window owes is carried over
+//! the waits after it until it is paid), up to `max_delay` in all per
+//! run; past that the run goes on one removal at a time. Under the
+//! threshold the concurrency doubles back. A node without PSI runs
+//! unpaced, and says so once.
 
 use std::fmt;
 use std::path::Path;
@@ -45,7 +47,7 @@ pub struct PaceReport {
     /// The file the pressure was read from; `null` when the node has none
     /// (the run was not paced).
     pub source: Option<String>,
-    /// The policy's threshold, percent of `some avg10`.
+    /// The policy's threshold, percent of a window stalled (PSI `some`).
     pub io_pressure_percent: f64,
     /// The policy's most waiting per run, seconds.
     pub max_delay_seconds: u64,
@@ -96,6 +98,16 @@ impl fmt::Display for PaceReport {
     }
 }
 
+/// What the window of the next reading holds.
+#[derive(Debug, Clone, Copy, Default)]
+struct NextWindow {
+    /// A wait the last gate asked for: such a window says nothing of how
+    /// the removals weigh.
+    waited: bool,
+    /// A batch that went: the window has removals in it.
+    removals: bool,
+}
+
 /// Reads the pressure: a PSI file on a node, a list of readings in tests.
 pub type Reader = Box<dyn FnMut() -> Reading + Send>;
 
@@ -114,9 +126,13 @@ pub struct Pacer {
     cap: usize,
     /// The last reading was above the threshold.
     pressed: bool,
-    /// The last gate asked for a wait: the next reading covers it, and
-    /// says nothing of how the removals weigh.
-    after_wait: bool,
+    /// What the next reading's window holds.
+    next: NextWindow,
+    /// The stall (seconds) and the time read since the last window with
+    /// removals in it, that window and the waits after it: a wait pays
+    /// for the removals' stall only when the whole stretch comes to the
+    /// threshold. `None` before the first removal.
+    stretch: Option<(f64, Duration)>,
     lowest: usize,
     waited: Duration,
     readings: u64,
@@ -178,7 +194,8 @@ impl Pacer {
             climb,
             cap: most,
             pressed: false,
-            after_wait: false,
+            next: NextWindow::default(),
+            stretch: None,
             lowest: start,
             waited: Duration::ZERO,
             readings: 0,
@@ -231,6 +248,14 @@ impl Pacer {
 
     /// Before a batch: go on (with how many in flight), or wait first.
     pub fn gate(&mut self) -> Gate {
+        let gate = self.decide();
+        if let Gate::Go(_) = gate {
+            self.next.removals = true;
+        }
+        gate
+    }
+
+    fn decide(&mut self) -> Gate {
         let (Some(pace), Some(read)) = (self.pace, self.read.as_mut()) else {
             return Gate::Go(self.limit());
         };
@@ -247,7 +272,28 @@ impl Pacer {
         self.readings += 1;
         self.max_seen = Some(self.max_seen.map_or(pressure, |m| m.max(pressure)));
         let threshold = pace.io_pressure_percent;
-        let after_wait = std::mem::take(&mut self.after_wait);
+        let NextWindow {
+            waited: after_wait,
+            removals,
+        } = std::mem::take(&mut self.next);
+        // A window with removals in it begins a stretch, and each window
+        // after it (a wait) adds to it: the removals' stall is paid for
+        // only when the whole stretch comes to the threshold, however many
+        // waits that takes. Before any removal (the first reading is what
+        // the node was doing) a window is weighed alone.
+        let stall = window.as_secs_f64() * pressure / 100.0;
+        if removals {
+            self.stretch = Some((stall, window));
+        } else if let Some((stalled, span)) = &mut self.stretch {
+            *stalled += stall;
+            *span += window;
+        }
+        let (stalled, span) = self.stretch.unwrap_or((stall, window));
+        let pressure = if span.is_zero() {
+            pressure
+        } else {
+            100.0 * stalled / span.as_secs_f64()
+        };
         if pressure <= threshold {
             // A window that was mostly a wait is low by its making: only
             // one with removals in it says they weigh little enough.
@@ -274,9 +320,9 @@ impl Pacer {
             self.lowest = 1;
             return Gate::Go(1);
         }
-        // Long enough that the stall seen, spread over its window and the
+        // Long enough that the stall seen, spread over the stretch and the
         // wait, is at the threshold.
-        let wait = window
+        let wait = span
             .mul_f64(pressure / threshold - 1.0)
             .clamp(MIN_WAIT, WAIT_STEP)
             .min(budget);
@@ -287,7 +333,7 @@ impl Pacer {
             wait_ms = wait.as_millis(),
             "safety.pace: I/O pressure high, waiting"
         );
-        self.after_wait = true;
+        self.next.waited = true;
         Gate::Wait(wait)
     }
 
@@ -375,52 +421,98 @@ mod tests {
 
     #[test]
     fn above_it_the_concurrency_halves_and_it_waits_then_climbs_back() {
-        let mut p = reading(
+        let ms = Duration::from_millis;
+        let mut p = reading_all(
             pace(10.0, "1m"),
             8,
             vec![
-                Some(40.0),
-                Some(30.0),
-                Some(20.0),
-                Some(5.0),
-                Some(5.0),
-                Some(5.0),
-                Some(5.0),
+                Reading::Share(5.0, WINDOW),
+                Reading::Share(40.0, WINDOW),
+                Reading::Share(10.0, ms(600)),
+                Reading::Share(10.0, ms(600)),
+                Reading::Share(0.0, ms(600)),
+                Reading::Share(5.0, WINDOW),
+                Reading::Share(5.0, WINDOW),
+                Reading::Share(5.0, WINDOW),
             ],
         );
-        // 40% of 200 ms is 80 ms stalled: at 10% that is 800 ms in all,
-        // so 600 ms more.
-        assert_eq!(p.gate(), Gate::Wait(Duration::from_millis(600)));
+        assert_eq!(p.gate(), Gate::Go(8));
+        // The first batch's window: 40% of 200 ms is 80 ms stalled, which
+        // at 10% is 800 ms in all, so 600 ms more.
+        assert_eq!(p.gate(), Gate::Wait(ms(600)));
         assert_eq!(p.limit(), 4);
-        p.waited(Duration::from_millis(600));
-        assert_eq!(p.gate(), Gate::Wait(Duration::from_millis(400)));
-        p.waited(Duration::from_millis(400));
-        assert_eq!(p.gate(), Gate::Wait(Duration::from_millis(200)));
+        p.waited(ms(600));
+        // The wait was not quiet enough to pay for it: 140 ms stalled in
+        // 800, 600 ms more.
+        assert_eq!(p.gate(), Gate::Wait(ms(600)));
+        assert_eq!(p.limit(), 2);
+        p.waited(ms(600));
+        // 200 ms in 1.4 s.
+        assert_eq!(p.gate(), Gate::Wait(ms(600)));
         assert_eq!(p.limit(), 1);
-        p.waited(Duration::from_millis(200));
-        // Low over a window that was the wait: one goes, and its own
-        // window decides whether more may.
+        p.waited(ms(600));
+        // 200 ms in 2 s: paid. Low over a stretch of waits: one goes, and
+        // its own window decides whether more may.
         assert_eq!(p.gate(), Gate::Go(1));
         assert_eq!(p.gate(), Gate::Go(2));
         assert_eq!(p.gate(), Gate::Go(4));
         assert_eq!(p.gate(), Gate::Go(8));
         let r = p.report().unwrap();
-        assert!((r.paced_seconds - 1.2).abs() < 1e-9, "{r:?}");
+        assert!((r.paced_seconds - 1.8).abs() < 1e-9, "{r:?}");
         assert_eq!(r.max_io_pressure_percent, Some(40.0));
         assert_eq!(r.lowest_concurrency, 1);
         assert_eq!(
             r.to_string(),
-            "waited 1.2s for I/O pressure (up to 40.0%, threshold 10%), concurrency down to 1"
+            "waited 1.8s for I/O pressure (up to 40.0%, threshold 10%), concurrency down to 1"
         );
     }
 
     #[test]
+    fn a_removals_stall_is_paid_for_over_as_many_waits_as_it_takes() {
+        // A threshold just above the node's own idle pressure (1%): a
+        // removal window 40% stalled over 200 ms owes 80 ms, which at
+        // 2% is 4 s, and idle waits pay only 1 point of it, so the
+        // stretch must reach 7.8 s (78 ms + 1% of it = 2% of it).
+        // Readings: before the first batch, then its window, then the waits.
+        let last_wait = std::sync::Arc::new(std::sync::Mutex::new((0, None::<Duration>)));
+        let seen = std::sync::Arc::clone(&last_wait);
+        let mut p = Pacer::new(
+            Some(pace(2.0, "1h")),
+            Concurrency::Fixed(1),
+            Some("/proc/pressure/io".into()),
+            Some(Box::new(move || match *seen.lock().unwrap() {
+                (0, _) => Reading::Share(1.0, WINDOW),
+                (_, None) => Reading::Share(40.0, WINDOW),
+                (_, Some(wait)) => Reading::Share(1.0, wait),
+            })),
+        );
+        assert_eq!(p.gate(), Gate::Go(1));
+        last_wait.lock().unwrap().0 = 1;
+        let mut waits = Vec::new();
+        while let Gate::Wait(wait) = p.gate() {
+            assert!(wait <= WAIT_STEP, "{wait:?}");
+            waits.push(wait);
+            p.waited(wait);
+            last_wait.lock().unwrap().1 = Some(wait);
+            assert!(waits.len() < 100, "never paid: {waits:?}");
+        }
+        let waited: Duration = waits.iter().sum();
+        assert!(
+            waited + WINDOW >= Duration::from_millis(7_800),
+            "went after {waited:?} in {} waits",
+            waits.len()
+        );
+        assert!(waited < Duration::from_secs(9), "{waited:?}");
+        assert!(waits.len() > 5, "{waits:?}");
+    }
+
+    #[test]
     fn a_wait_is_never_longer_than_a_step_nor_shorter_than_the_least() {
-        let mut p = reading(pace(10.0, "1m"), 4, vec![Some(100.0), Some(10.5)]);
-        // 200 ms all stalled would ask for 1.8 s more.
-        assert_eq!(p.gate(), Gate::Wait(WAIT_STEP));
+        let mut p = reading(pace(10.0, "1m"), 4, vec![Some(10.5), Some(100.0)]);
         // Barely over: 10 ms, raised to the least wait.
         assert_eq!(p.gate(), Gate::Wait(MIN_WAIT));
+        // 221 ms stalled in 400 would ask for 1.8 s more.
+        assert_eq!(p.gate(), Gate::Wait(WAIT_STEP));
     }
 
     #[test]

@@ -84,7 +84,7 @@ pace_over_idle() { # DIR
   sleep "${IDLE_FLOOR_SECS:-20}"
   floor=$(awk -v t0="$window_psi" -v s0="$window_start" -v t1="$(psi_total)" -v s1="$(date +%s.%N)" \
     'BEGIN { printf "%.2f", (t1 - t0) / 1e4 / (s1 - s0) }')
-  threshold=$(awk -v f="$floor" -v m="$PACE_OVER_IDLE" 'BEGIN { printf "%.1f", f + m }')
+  threshold=$(awk -v f="$floor" -v m="$PACE_OVER_IDLE" 'BEGIN { printf "%.2f", f + m }')
   echo "the node's own pressure with the probe alone: ${floor}%; paced at ${threshold}% (${PACE_OVER_IDLE} above it)"
   sed -i "s|^safety: .*|safety: { max_deletions: 1000000, pace: {io_pressure_percent: $threshold, max_delay: ${PACE_MAX_DELAY:-60m}} }|" "$1/paced.yaml"
 }

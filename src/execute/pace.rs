@@ -10,7 +10,8 @@
 //! flight and waits long enough that the stall it saw, spread over its
 //! window and the wait, is at the threshold (at most [`WAIT_STEP`] at a
 //! time, then read again: what a removal's window owes is carried over
-//! the waits after it until it is paid), up to `max_delay` in all per
+//! the waits after it until it is paid, within [`STRETCH_MAX`]), up to
+//! `max_delay` in all per
 //! run; past that the run goes on one removal at a time. Under the
 //! threshold the concurrency doubles back. A node without PSI runs
 //! unpaced, and says so once.
@@ -30,6 +31,13 @@ pub const WAIT_STEP: Duration = Duration::from_secs(1);
 
 /// The shortest wait: shorter ones are mostly the scheduler's.
 pub const MIN_WAIT: Duration = Duration::from_millis(50);
+
+/// The longest stretch of windows a removal's stall is weighed over: older
+/// windows drop out of it. A removal that would take longer to pay for at
+/// the threshold's margin over the node's own pressure is forgiven then,
+/// and a burst of the node's own I/O does not hold the run long after it
+/// ended.
+pub const STRETCH_MAX: Duration = Duration::from_secs(30);
 
 /// What the pacer says before a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +116,38 @@ struct NextWindow {
     removals: bool,
 }
 
+/// Windows of readings, each with its stall (seconds), spanning at most
+/// [`STRETCH_MAX`] (the last window alone may be longer).
+#[derive(Debug, Default)]
+struct Stretch {
+    windows: std::collections::VecDeque<(f64, Duration)>,
+    stalled: f64,
+    span: Duration,
+}
+
+impl Stretch {
+    fn begin(&mut self, stall: f64, window: Duration) {
+        *self = Self::default();
+        self.add(stall, window);
+    }
+
+    fn add(&mut self, stall: f64, window: Duration) {
+        self.windows.push_back((stall, window));
+        self.stalled += stall;
+        self.span += window;
+        while self.span > STRETCH_MAX && self.windows.len() > 1 {
+            let (stall, window) = self.windows.pop_front().expect("more than one");
+            self.stalled -= stall;
+            self.span -= window;
+        }
+    }
+
+    /// The share of the stretch stalled, percent; `None` when empty.
+    fn share(&self) -> Option<f64> {
+        (!self.span.is_zero()).then(|| (100.0 * self.stalled / self.span.as_secs_f64()).max(0.0))
+    }
+}
+
 /// Reads the pressure: a PSI file on a node, a list of readings in tests.
 pub type Reader = Box<dyn FnMut() -> Reading + Send>;
 
@@ -128,11 +168,12 @@ pub struct Pacer {
     pressed: bool,
     /// What the next reading's window holds.
     next: NextWindow,
-    /// The stall (seconds) and the time read since the last window with
-    /// removals in it, that window and the waits after it: a wait pays
-    /// for the removals' stall only when the whole stretch comes to the
-    /// threshold. `None` before the first removal.
-    stretch: Option<(f64, Duration)>,
+    /// The windows read since the last one with removals in it, that
+    /// window first, each with its stall (seconds), at most
+    /// [`STRETCH_MAX`] of them: a wait pays for the removals' stall only
+    /// when the whole stretch comes to the threshold. Empty before the
+    /// first removal.
+    stretch: Stretch,
     lowest: usize,
     waited: Duration,
     readings: u64,
@@ -195,7 +236,7 @@ impl Pacer {
             cap: most,
             pressed: false,
             next: NextWindow::default(),
-            stretch: None,
+            stretch: Stretch::default(),
             lowest: start,
             waited: Duration::ZERO,
             readings: 0,
@@ -283,16 +324,13 @@ impl Pacer {
         // the node was doing) a window is weighed alone.
         let stall = window.as_secs_f64() * pressure / 100.0;
         if removals {
-            self.stretch = Some((stall, window));
-        } else if let Some((stalled, span)) = &mut self.stretch {
-            *stalled += stall;
-            *span += window;
+            self.stretch.begin(stall, window);
+        } else if !self.stretch.windows.is_empty() {
+            self.stretch.add(stall, window);
         }
-        let (stalled, span) = self.stretch.unwrap_or((stall, window));
-        let pressure = if span.is_zero() {
-            pressure
-        } else {
-            100.0 * stalled / span.as_secs_f64()
+        let (pressure, span) = match self.stretch.share() {
+            Some(share) => (share, self.stretch.span),
+            None => (pressure, window),
         };
         if pressure <= threshold {
             // A window that was mostly a wait is low by its making: only
@@ -504,6 +542,34 @@ mod tests {
         );
         assert!(waited < Duration::from_secs(9), "{waited:?}");
         assert!(waits.len() > 5, "{waits:?}");
+    }
+
+    #[test]
+    fn a_burst_of_the_nodes_own_io_is_weighed_only_over_the_last_stretch() {
+        // A removal, then a minute of the node's own I/O at 50% while the
+        // pacer waits, then quiet: paying for the whole minute at 10%
+        // would take four more; only the last STRETCH_MAX counts.
+        let second = Duration::from_secs(1);
+        let mut readings = vec![Reading::Share(1.0, WINDOW), Reading::Share(50.0, WINDOW)];
+        readings.extend([Reading::Share(50.0, second)].repeat(60));
+        readings.extend([Reading::Share(0.0, second)].repeat(60));
+        let mut p = reading_all(pace(10.0, "1h"), 1, readings);
+        assert_eq!(p.gate(), Gate::Go(1));
+        for _ in 0..61 {
+            assert!(matches!(p.gate(), Gate::Wait(_)));
+        }
+        let mut quiet = 0;
+        while let Gate::Wait(wait) = p.gate() {
+            assert_eq!(wait, WAIT_STEP);
+            quiet += 1;
+        }
+        // The last 30 s at most 10% stalled: 6 s of the burst and 24
+        // quiet (the 24th reading lets it go; floating point may ask for
+        // one more).
+        assert!(
+            (23..=24).contains(&quiet),
+            "went after {quiet} quiet seconds"
+        );
     }
 
     #[test]

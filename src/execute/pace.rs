@@ -11,10 +11,9 @@
 //! window and the wait, is at the threshold (at most [`WAIT_STEP`] at a
 //! time, then read again: what a removal's window owes is carried over
 //! the waits after it until it is paid, within [`STRETCH_MAX`]), up to
-//! `max_delay` in all per
-//! run; past that the run goes on one removal at a time. Under the
-//! threshold the concurrency doubles back. A node without PSI runs
-//! unpaced, and says so once.
+//! `max_delay` in all per run; past that the run goes on one removal at a
+//! time. Under the threshold the concurrency doubles back. A node without
+//! PSI runs unpaced, and says so once.
 
 use std::fmt;
 use std::path::Path;

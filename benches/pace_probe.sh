@@ -58,6 +58,9 @@ start_private_dockerd "$dir"
 busybox_root "$dir/rootfs"
 IFS=/ read -r containers images volumes <<<"$fixture"
 
+start_probe "$dir"
+pace_over_idle
+
 pace_policies "$dir" "$pace" \
   "runtime: { kind: docker, docker: { endpoint: unix://$engine_sock } }" \
   'containers: { min_age: "0" }' \
@@ -65,9 +68,6 @@ pace_policies "$dir" "$pace" \
   'volumes: { enabled: true, anonymous_only: false, min_age: "0" }' \
   'networks: { min_age: "0" }' \
   'build_cache: { min_age: "0" }'
-
-start_probe "$dir"
-pace_over_idle "$dir"
 
 # One side: its window (start and end, Unix seconds), wall time and the
 # share of it PSI io `some` covered, into $dir/windows.

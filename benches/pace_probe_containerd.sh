@@ -74,6 +74,9 @@ trap 'exit 143' INT TERM
 start_private_containerd "$dir" "$version"
 busybox_root "$dir/rootfs"
 
+start_probe "$dir"
+pace_over_idle
+
 pace_policies "$dir" "$pace" \
   "runtime: { kind: containerd, containerd: { endpoint: \"$engine_sock\", namespaces: [$namespace] } }" \
   'containers: { min_age: "0" }' \
@@ -132,9 +135,6 @@ print(f"    {name}: removed exactly the candidates; the kept ones remain; report
       f" ({freed:.0f} MiB), none skipped or failed")
 PY
 }
-
-start_probe "$dir"
-pace_over_idle "$dir"
 
 side() { # NAME
   local name=$1 p="b$RANDOM" keep=""

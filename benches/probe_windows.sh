@@ -14,12 +14,13 @@
 #                          LINEs (runtime and kinds), no deletion limit
 #                          (paced: with `pace: PACE`), the lock, state and
 #                          JSON report (DIR/<side>.json) in DIR
-#   pace_over_idle DIR     with PACE_OVER_IDLE=M set: reads the share of
+#   pace_over_idle         with PACE_OVER_IDLE=M set: reads the share of
 #                          the time PSI io `some` covers with only the
 #                          probe running (IDLE_FLOOR_SECS, default 20) and
-#                          sets DIR/paced.yaml's threshold M points above
-#                          it, max_delay PACE_MAX_DELAY (default 60m), as
-#                          an operator sets it from a node's own pressure
+#                          sets pace (for pace_policies) to a threshold M
+#                          points above it, max_delay PACE_MAX_DELAY
+#                          (default 60m), as an operator sets it from a
+#                          node's own pressure
 #   print_pace REPORT      prints the `pace` object of a JSON report
 #   run_sides DIR REPEATS SIDE...
 #                          REPEATS times, calls the caller's `side NAME` for
@@ -52,11 +53,15 @@ window_begin() {
   window_start=$(date +%s.%N)
 }
 
+# The share of the time since window_begin that PSI io `some` covered (0 to 1).
+window_share() {
+  echo "($(psi_total) - $window_psi) / 1000000 / ($(date +%s.%N) - $window_start)" | bc -l
+}
+
 window_end() { # NAME DIR
-  local end psi1
-  end=$(date +%s.%N)
-  psi1=$(psi_total)
-  echo "$1 $window_start $end $(echo "($psi1 - $window_psi) / 1000000 / ($end - $window_start)" | bc -l)" >>"$2/windows"
+  local share
+  share=$(window_share)
+  echo "$1 $window_start $(date +%s.%N) $share" >>"$2/windows"
 }
 
 pace_policies() {
@@ -77,16 +82,15 @@ pace_policies() {
   done
 }
 
-pace_over_idle() { # DIR
+pace_over_idle() {
   [ -n "${PACE_OVER_IDLE:-}" ] || return 0
   local floor threshold
   window_begin
   sleep "${IDLE_FLOOR_SECS:-20}"
-  floor=$(awk -v t0="$window_psi" -v s0="$window_start" -v t1="$(psi_total)" -v s1="$(date +%s.%N)" \
-    'BEGIN { printf "%.2f", (t1 - t0) / 1e4 / (s1 - s0) }')
-  threshold=$(awk -v f="$floor" -v m="$PACE_OVER_IDLE" 'BEGIN { printf "%.2f", f + m }')
+  floor=$(printf '%.2f' "$(echo "$(window_share) * 100" | bc -l)")
+  threshold=$(printf '%.2f' "$(echo "$floor + $PACE_OVER_IDLE" | bc -l)")
   echo "the node's own pressure with the probe alone: ${floor}%; paced at ${threshold}% (${PACE_OVER_IDLE} above it)"
-  sed -i "s|^safety: .*|safety: { max_deletions: 1000000, pace: {io_pressure_percent: $threshold, max_delay: ${PACE_MAX_DELAY:-60m}} }|" "$1/paced.yaml"
+  pace="{io_pressure_percent: $threshold, max_delay: ${PACE_MAX_DELAY:-60m}}"
 }
 
 print_pace() {

@@ -130,6 +130,14 @@ impl Stretch {
         self.add(stall, window);
     }
 
+    /// Adds a window to a stretch begun; none is begun before the first
+    /// removal.
+    fn extend(&mut self, stall: f64, window: Duration) {
+        if !self.windows.is_empty() {
+            self.add(stall, window);
+        }
+    }
+
     fn add(&mut self, stall: f64, window: Duration) {
         self.windows.push_back((stall, window));
         self.stalled += stall;
@@ -324,8 +332,8 @@ impl Pacer {
         let stall = window.as_secs_f64() * pressure / 100.0;
         if removals {
             self.stretch.begin(stall, window);
-        } else if !self.stretch.windows.is_empty() {
-            self.stretch.add(stall, window);
+        } else {
+            self.stretch.extend(stall, window);
         }
         let (pressure, span) = match self.stretch.share() {
             Some(share) => (share, self.stretch.span),

@@ -8,6 +8,7 @@ use std::io::IsTerminal;
 use crate::cli::{Cli, Command, CompareWith, Output, RunArgs};
 use crate::cycle::{CycleOptions, Node, cycle};
 use crate::error::AppError;
+use crate::execute::NodePressure;
 use crate::explain;
 use crate::inventory::RuntimeKind;
 use crate::output::{eprintln_lossy, print_lossy};
@@ -39,6 +40,20 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
             eprintln_lossy(&format!("safeprune: {summary}"));
         }
     };
+    // And what `safety.pace`'s threshold is against the node's own I/O
+    // pressure: a threshold under it makes a run wait out max_delay.
+    let say_pace = || {
+        let Some(pace) = policy.safety.pace.filter(|_| !cli.quiet) else {
+            return;
+        };
+        let line = match NodePressure::read(pace, std::path::Path::new("/")) {
+            Ok(node) => node.to_string(),
+            Err(tried) => format!(
+                "safety.pace: this node shows no I/O pressure (PSI): removals would not be paced (tried {tried})"
+            ),
+        };
+        eprintln_lossy(&format!("safeprune: {line}"));
+    };
     match &cli.command {
         Command::Check => {
             // stdout holds only the policy, so it can be saved and diffed.
@@ -46,11 +61,13 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
                 eprintln_lossy(&format!("safeprune: policy from {source}"));
             }
             say_kubelet();
+            say_pace();
             print_lossy(&policy.to_yaml());
             Ok(())
         }
         Command::Plan(args) => {
             say_kubelet();
+            say_pace();
             let compared = args.compare.map(compared_command);
             // A command of another runtime than the policy names is
             // refused before anything is contacted (exit 2's promise).

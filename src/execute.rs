@@ -33,7 +33,7 @@ mod adapt;
 mod pace;
 mod psi;
 use pace::Gate;
-pub use pace::{PaceReport, Pacer, Reader};
+pub use pace::{NodePressure, PaceReport, Pacer, Reader};
 pub use psi::{Reading, some_avg10};
 
 /// What came of one removal attempt.

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::adapt::{self, Climb};
-use super::psi::{PsiSource, PsiWindow, Reading};
+use super::psi::{Averages, PsiSource, PsiWindow, Reading};
 use crate::policy::{Concurrency, Pace};
 
 /// The longest single wait: the pressure is read again after it.
@@ -100,6 +100,85 @@ impl fmt::Display for PaceReport {
                 "; max_delay {}s spent, the rest one at a time",
                 self.max_delay_seconds
             )?;
+        }
+        Ok(())
+    }
+}
+
+/// A threshold against what the node itself does: `check` and `plan` say
+/// it, and a paced run warns when the threshold is at or under it.
+///
+/// The pacer holds a run's pressure at the threshold, so what the removals
+/// may add is its margin over the node's own pressure. At or under that
+/// pressure they may add nothing: every batch waits until `max_delay` is
+/// spent, and the rest go one at a time (issue 24's runs with a margin of
+/// 0.1 point or less crawled at a container every few seconds).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodePressure {
+    /// The file read.
+    pub source: String,
+    /// PSI `some`'s averages there.
+    pub averages: Averages,
+    /// The policy's threshold, percent.
+    pub threshold: f64,
+    /// The policy's most waiting per run, as written.
+    pub max_delay: crate::policy::Age,
+}
+
+impl NodePressure {
+    /// The node's pressure under `root` (`/` on a node) against `pace`.
+    ///
+    /// # Errors
+    /// When the node shows no pressure: what was tried.
+    pub fn read(pace: Pace, root: &Path) -> Result<Self, String> {
+        let source = PsiSource::find(root)?;
+        let averages = source
+            .averages()
+            .map_err(|e| format!("{}: {e}", source.path().display()))?;
+        Ok(Self {
+            source: source.path().display().to_string(),
+            averages,
+            threshold: pace.io_pressure_percent,
+            max_delay: pace.max_delay,
+        })
+    }
+
+    /// The threshold is at or under the node's own pressure over the last
+    /// minute and the last five: not a burst, what the node does.
+    #[must_use]
+    pub fn leaves_no_room(&self) -> bool {
+        self.threshold <= self.averages.avg60.min(self.averages.avg300)
+    }
+
+    /// What to do about it, when [`Self::leaves_no_room`].
+    #[must_use]
+    pub fn advice(&self) -> String {
+        format!(
+            "io_pressure_percent {} is at or under this node's own I/O pressure \
+             over the last minute and five ({:.2}%, {:.2}%): a run would wait up to \
+             max_delay {} and then go on one removal at a time; set it a few tenths \
+             of a point above the node's quiet pressure",
+            self.threshold, self.averages.avg60, self.averages.avg300, self.max_delay
+        )
+    }
+}
+
+impl fmt::Display for NodePressure {
+    /// `check`'s and `plan`'s line, after `safeprune: `.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Averages {
+            avg10,
+            avg60,
+            avg300,
+        } = self.averages;
+        write!(
+            f,
+            "safety.pace: threshold {}%; this node's I/O pressure (PSI some, {}) \
+             over the last 10 s, 1 min and 5 min: {avg10:.2}%, {avg60:.2}%, {avg300:.2}%",
+            self.threshold, self.source
+        )?;
+        if self.leaves_no_room() {
+            write!(f, "; warning: {}", self.advice())?;
         }
         Ok(())
     }
@@ -199,6 +278,11 @@ impl Pacer {
         };
         match PsiSource::find(Path::new("/")) {
             Ok(source) => {
+                if let Ok(node) = NodePressure::read(pace, Path::new("/"))
+                    && node.leaves_no_room()
+                {
+                    tracing::warn!(source = %node.source, "safety.pace: {}", node.advice());
+                }
                 let path = source.path().display().to_string();
                 let mut window = PsiWindow::new(source);
                 Self::new(
@@ -421,6 +505,68 @@ mod tests {
             io_pressure_percent: threshold,
             max_delay: max_delay_secs.parse::<Age>().unwrap(),
         }
+    }
+
+    /// A node root whose `/proc/pressure/io` says `some`.
+    fn node_with(some: &str) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("proc/pressure")).unwrap();
+        std::fs::write(
+            root.path().join("proc/pressure/io"),
+            format!("some {some}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1\n"),
+        )
+        .unwrap();
+        root
+    }
+
+    #[test]
+    fn check_says_the_threshold_against_the_nodes_own_pressure() {
+        let root = node_with("avg10=2.50 avg60=1.35 avg300=1.37 total=99");
+        let node = NodePressure::read(pace(1.6, "10m"), root.path()).unwrap();
+        assert!(!node.leaves_no_room());
+        let line = node.to_string();
+        assert!(
+            line.contains("threshold 1.6%")
+                && line.contains("proc/pressure/io")
+                && line.contains("2.50%, 1.35%, 1.37%"),
+            "{line}"
+        );
+        assert!(!line.contains("warning"), "{line}");
+    }
+
+    #[test]
+    fn a_threshold_at_or_under_what_the_node_does_is_warned_of() {
+        // Over the last minute and five, not a burst: avg10 alone high
+        // says nothing of the node's own pressure.
+        let burst = node_with("avg10=9.00 avg60=1.20 avg300=1.10 total=99");
+        let node = NodePressure::read(pace(1.5, "10m"), burst.path()).unwrap();
+        assert!(!node.leaves_no_room());
+        let under = node_with("avg10=1.00 avg60=1.62 avg300=1.50 total=99");
+        let node = NodePressure::read(pace(1.5, "10m"), under.path()).unwrap();
+        assert!(node.leaves_no_room());
+        let line = node.to_string();
+        assert!(
+            line.contains("warning: io_pressure_percent 1.5 is at or under")
+                && line.contains("(1.62%, 1.50%)")
+                && line.contains("max_delay 10m and then")
+                && line.contains("a few tenths of a point above"),
+            "{line}"
+        );
+        // One average under it is a node that has just quietened or
+        // just got busy: no warning.
+        let quietened = node_with("avg10=0.20 avg60=0.90 avg300=1.80 total=99");
+        let node = NodePressure::read(pace(1.5, "10m"), quietened.path()).unwrap();
+        assert!(!node.leaves_no_room());
+    }
+
+    #[test]
+    fn without_psi_it_says_what_it_tried() {
+        let root = tempfile::tempdir().unwrap();
+        let tried = NodePressure::read(pace(1.5, "10m"), root.path()).unwrap_err();
+        assert!(tried.contains("proc/pressure/io"), "{tried}");
+        let no_averages = node_with("total=99");
+        let tried = NodePressure::read(pace(1.5, "10m"), no_averages.path()).unwrap_err();
+        assert!(tried.contains("proc/pressure/io"), "{tried}");
     }
 
     /// The window every test reading covers.

@@ -70,6 +70,26 @@ impl PsiSource {
         Ok(self.read()?.0)
     }
 
+    /// `some`'s three averages now: what the node itself has been doing.
+    ///
+    /// # Errors
+    /// When the file cannot be read or its `some` line lacks one of them.
+    pub fn averages(&self) -> Result<Averages, String> {
+        let text = std::fs::read_to_string(&self.path).map_err(|e| e.to_string())?;
+        match (
+            some_percent(&text, "avg10"),
+            some_percent(&text, "avg60"),
+            some_percent(&text, "avg300"),
+        ) {
+            (Some(avg10), Some(avg60), Some(avg300)) => Ok(Averages {
+                avg10,
+                avg60,
+                avg300,
+            }),
+            _ => Err("no `some avg10=... avg60=... avg300=` figures in it".to_owned()),
+        }
+    }
+
     /// `some total` and `some avg10` now.
     fn read(&self) -> Result<(Duration, f64), String> {
         let text = std::fs::read_to_string(&self.path).map_err(|e| e.to_string())?;
@@ -87,10 +107,24 @@ fn some_field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
         .find_map(|field| field.strip_prefix(name)?.strip_prefix('='))
 }
 
+/// PSI's averages of the share of the time some task waited on I/O,
+/// percent, over the last 10 s, 60 s and 300 s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Averages {
+    pub avg10: f64,
+    pub avg60: f64,
+    pub avg300: f64,
+}
+
 /// The `avg10` of the `some` line of a PSI file, percent.
 #[must_use]
 pub fn some_avg10(text: &str) -> Option<f64> {
-    some_field(text, "avg10")?
+    some_percent(text, "avg10")
+}
+
+/// An average (`avg10`, `avg60`, `avg300`) of the `some` line, percent.
+fn some_percent(text: &str, name: &str) -> Option<f64> {
+    some_field(text, name)?
         .parse::<f64>()
         .ok()
         .filter(|p| p.is_finite() && (0.0..=100.0).contains(p))
@@ -199,6 +233,9 @@ mod tests {
         assert_eq!(some_avg10("some avg10=250.00\n"), None);
         assert_eq!(some_total("some avg10=1.00 total=-4\n"), None);
         assert_eq!(some_avg10(""), None);
+        assert_eq!(some_percent(text, "avg60"), Some(0.87));
+        assert_eq!(some_percent(text, "avg300"), Some(0.22));
+        assert_eq!(some_percent("some avg10=1 avg300=x\n", "avg300"), None);
     }
 
     #[test]

@@ -183,6 +183,46 @@ fn check_and_plan_say_what_from_kubelet_derived_and_from_where() {
 }
 
 #[test]
+fn check_and_plan_say_the_pace_threshold_against_the_nodes_own_pressure() {
+    let cli = unreachable_engine();
+    let endpoint = format!("unix://{}", cli.path("nothing.sock").display());
+    cli.rewrite(
+        &Runtime::Docker(&endpoint),
+        "safety:\n  pace: {io_pressure_percent: 99.5, max_delay: 2m}\n",
+    );
+    // The node's own PSI: this machine's, read by the test as safeprune
+    // reads it (or its absence, said as such).
+    let said = if std::fs::read_to_string("/proc/pressure/io").is_ok_and(|t| t.contains("avg300")) {
+        "safeprune: safety.pace: threshold 99.5%; this node's I/O pressure (PSI some, \
+         /proc/pressure/io) over the last 10 s, 1 min and 5 min: "
+    } else {
+        "safeprune: safety.pace: this node shows no I/O pressure (PSI): removals would not be paced"
+    };
+    let out = cli.run(&["check"]);
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8(out.stderr).unwrap();
+    let line = err.lines().last().unwrap_or_default();
+    assert!(line.starts_with(said), "{err}");
+    // 99.5% is above any idle node's pressure: no warning.
+    assert!(!line.contains("warning"), "{err}");
+    let out = cli.run(&["plan"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.starts_with(said),
+        "said before the (absent) engine: {err}"
+    );
+    assert!(
+        cli.run(&["-q", "check"]).stderr.is_empty(),
+        "-q says nothing but errors"
+    );
+    // Without pace, nothing about it.
+    cli.rewrite(&Runtime::Docker(&endpoint), "");
+    let err = String::from_utf8(cli.run(&["check"]).stderr).unwrap();
+    assert!(!err.contains("safety.pace"), "{err}");
+}
+
+#[test]
 fn a_kubelet_configuration_it_cannot_use_exits_2_before_contacting_anything() {
     for (file, says) in [
         (

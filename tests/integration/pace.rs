@@ -256,3 +256,59 @@ async fn a_node_without_psi_runs_unpaced_and_says_so() {
         "{report}"
     );
 }
+
+/// A threshold at or under what the node itself does leaves the removals
+/// no room: a run would wait out `max_delay` without saying why. So the
+/// run warns at its start, and `check` says it too. The node's PSI is a
+/// file of the test's own over `/proc/pressure`, in a mount namespace of
+/// the run's own: its averages are what the test says (and its `total`
+/// never moves, so the run itself is not held).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_threshold_under_the_nodes_own_pressure_is_warned_of() {
+    let engine = PrivateDockerd::start().await;
+    let image = engine.import_busybox_image("base:1", None).await;
+    for i in 0..3 {
+        engine
+            .create_container(&format!("c{i}"), &image, &[], &["true"])
+            .await;
+    }
+    let cli = Cli::new(&Runtime::Docker(engine.endpoint()), &pace_policy(""));
+    let node = |avg60: &str, avg300: &str| {
+        format!(
+            "mount -t tmpfs sp-psi /proc/pressure && printf 'some avg10=0.50 avg60={avg60} \
+             avg300={avg300} total=1000\\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\\n' \
+             >/proc/pressure/io || exit 99"
+        )
+    };
+    let warning = format!(
+        "io_pressure_percent {THRESHOLD} is at or under this node's own I/O pressure over the \
+         last minute and five (18.20%, 16.00%): a run would wait up to max_delay \
+         {MAX_DELAY_SECS}s and then go on one removal at a time"
+    );
+    // A node above it (not only in a burst) is warned of by check...
+    let busy = node("18.20", "16.00");
+    let out = cli.run_unshared(&busy, "", &["check"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("over the last 10 s, 1 min and 5 min: 0.50%, 18.20%, 16.00%; warning: ")
+            && err.contains(&warning),
+        "{err}"
+    );
+    // ...and by the run, once, at its start; which still removes.
+    let out = cli.run_unshared(&busy, "", &["run"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(err.matches(&warning).count(), 1, "{err}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(cli.path("report.json")).unwrap()).unwrap();
+    assert_eq!(report["summary"]["delete"]["container"], 3, "{report}");
+    // A node that only got busy in the last minute is not warned of.
+    let burst = node("18.20", "2.00");
+    let out = cli.run_unshared(&burst, "", &["check"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("0.50%, 18.20%, 2.00%") && !err.contains("warning"),
+        "{err}"
+    );
+}

@@ -15,7 +15,8 @@
 #             .../man8/safeprune.8.gz and the page renders; the completions
 #             load; systemd-analyze verify of the installed units says
 #             nothing; no unit is enabled or started; the policy is a
-#             conffile, root's, 0644, and is config/policy.yaml
+#             conffile, root's, 0644, and is config/policy.yaml; the
+#             alert rules are deploy/prometheus/rules.yaml, root's, 0644
 #   remove    with the timer and the daemon enabled offline (systemctl
 #             enable, as an admin would), dpkg -r leaves no enablement link
 #             (the two masked, as Debian's helpers leave them) and the
@@ -282,6 +283,12 @@ inner_install() { # the first install, and what it put where
   cmp -s /etc/safeprune/policy.yaml /deb-test/policy.yaml ||
     inner_fail "install: /etc/safeprune/policy.yaml is not config/policy.yaml"
   inner_ok "install: /etc/safeprune/policy.yaml: a conffile, root:root 644, config/policy.yaml"
+
+  local rules=/usr/share/safeprune/prometheus/rules.yaml
+  [ "$(stat -c '%U:%G %a' "$rules" 2>&1)" = "root:root 644" ] ||
+    inner_fail "install: $rules is $(stat -c '%U:%G %a' "$rules" 2>&1), not root:root 644"
+  cmp -s "$rules" /deb-test/rules.yaml || inner_fail "install: $rules is not deploy/prometheus/rules.yaml"
+  inner_ok "install: $rules: root:root 644, deploy/prometheus/rules.yaml"
 }
 
 inner_remove() { # enabled by hand, then removed: nothing stays enabled
@@ -366,6 +373,7 @@ ns_main() { # pid 1 of the namespaces: the root's file systems, then the checks
 mkdir "$root/deb-test"
 cp "$deb" "$root/deb-test/safeprune.deb"
 cp config/policy.yaml "$root/deb-test/policy.yaml"
+cp deploy/prometheus/rules.yaml "$root/deb-test/rules.yaml"
 {
   echo '#!/bin/bash'
   echo '# Written by scripts/deb-test.sh; runs inside the fresh root.'

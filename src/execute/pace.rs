@@ -131,7 +131,14 @@ impl NodePressure {
     /// # Errors
     /// When the node shows no pressure: what was tried.
     pub fn read(pace: Pace, root: &Path) -> Result<Self, String> {
-        let source = PsiSource::find(root)?;
+        Self::of(pace, &PsiSource::find(root)?)
+    }
+
+    /// The pressure `source` shows against `pace`.
+    ///
+    /// # Errors
+    /// When its averages cannot be read: the file and why.
+    pub fn of(pace: Pace, source: &PsiSource) -> Result<Self, String> {
         let averages = source
             .averages()
             .map_err(|e| format!("{}: {e}", source.path().display()))?;
@@ -278,7 +285,7 @@ impl Pacer {
         };
         match PsiSource::find(Path::new("/")) {
             Ok(source) => {
-                if let Ok(node) = NodePressure::read(pace, Path::new("/"))
+                if let Ok(node) = NodePressure::of(pace, &source)
                     && node.leaves_no_room()
                 {
                     tracing::warn!(source = %node.source, "safety.pace: {}", node.advice());

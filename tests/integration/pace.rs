@@ -177,16 +177,23 @@ fn assert_paced_under_pressure(cli: &Cli, planned: usize) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_docker_a_paced_run_under_io_pressure_waits_and_says_so() {
+/// A private dockerd with `n` containers that never ran, of one image, and
+/// a safeprune paced by `pace_policy` at it.
+async fn docker_with_containers(n: usize) -> (PrivateDockerd, Cli) {
     let engine = PrivateDockerd::start().await;
     let image = engine.import_busybox_image("base:1", None).await;
-    for i in 0..8 {
+    for i in 0..n {
         engine
             .create_container(&format!("c{i}"), &image, &[], &["true"])
             .await;
     }
     let cli = Cli::new(&Runtime::Docker(engine.endpoint()), &pace_policy(""));
+    (engine, cli)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_docker_a_paced_run_under_io_pressure_waits_and_says_so() {
+    let (_engine, cli) = docker_with_containers(8).await;
     assert_paced_under_pressure(&cli, 8);
 }
 
@@ -213,14 +220,7 @@ async fn on_containerd_a_paced_run_under_io_pressure_waits_and_says_so() {
 /// null, and the table's line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_without_psi_runs_unpaced_and_says_so() {
-    let engine = PrivateDockerd::start().await;
-    let image = engine.import_busybox_image("base:1", None).await;
-    for i in 0..3 {
-        engine
-            .create_container(&format!("c{i}"), &image, &[], &["true"])
-            .await;
-    }
-    let cli = Cli::new(&Runtime::Docker(engine.endpoint()), &pace_policy(""));
+    let (_engine, cli) = docker_with_containers(3).await;
     let out = cli.run_unshared(
         "mount -t tmpfs sp-nopsi /proc/pressure && mount -t tmpfs sp-nocg /sys/fs/cgroup || exit 99",
         "",
@@ -265,14 +265,7 @@ async fn a_node_without_psi_runs_unpaced_and_says_so() {
 /// never moves, so the run itself is not held).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_threshold_under_the_nodes_own_pressure_is_warned_of() {
-    let engine = PrivateDockerd::start().await;
-    let image = engine.import_busybox_image("base:1", None).await;
-    for i in 0..3 {
-        engine
-            .create_container(&format!("c{i}"), &image, &[], &["true"])
-            .await;
-    }
-    let cli = Cli::new(&Runtime::Docker(engine.endpoint()), &pace_policy(""));
+    let (_engine, cli) = docker_with_containers(3).await;
     let node = |avg60: &str, avg300: &str| {
         format!(
             "mount -t tmpfs sp-psi /proc/pressure && printf 'some avg10=0.50 avg60={avg60} \

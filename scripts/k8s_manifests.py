@@ -9,10 +9,12 @@ scripts/k8s-requirements.txt):
 
 A variant is a kustomization: `base` is deploy/kubernetes (containerd),
 `docker` is deploy/kubernetes/docker, `crio` deploy/kubernetes/crio
-(`runtime.kind: cri` on CRI-O's socket), and `kubelet-image-gc` the example
+(`runtime.kind: cri` on CRI-O's socket), `kubelet-image-gc` the example
 deploy/kubernetes/examples/kubelet-image-gc (base/ with kubelet's
 configuration file and containerd's image file system mounted read-only,
-and `images.disk.from_kubelet` in the policy). Rendering does what `kubectl
+and `images.disk.from_kubelet` in the policy), and `kubelet-image-gc-crio`
+the same for CRI-O (deploy/kubernetes/crio with kubelet's file and CRI-O's
+image directory). Rendering does what `kubectl
 kustomize` does with the few features they use (resources, JSON patches
 with a target, images) and refuses any other kustomization key, so it
 cannot drift from kustomize's silently; with --kubectl, `check` also
@@ -22,8 +24,9 @@ compares the two.
 against each Kubernetes release from 1.31 to the newest the validator
 bundles, then checks what schemas cannot (k8s_checks.py): names that must
 refer to each other, the policy against the mounts and ports, the pod's
-security settings, and each overlay's policy against the base's (only
-`runtime` may differ, in kubelet-image-gc only `images.disk`). Last, it
+security settings, and each overlay's policy against the one it builds on
+(only `runtime` may differ from the base's; in kubelet-image-gc and
+kubelet-image-gc-crio, only `images.disk` from the base's and crio's). Last, it
 proves those checks bite (k8s_breakages.py).
 """
 
@@ -56,9 +59,16 @@ VARIANTS = {
     "docker": DEPLOY / "docker",
     "crio": DEPLOY / "crio",
     KUBELET_IMAGE_GC: DEPLOY / "examples" / "kubelet-image-gc",
+    "kubelet-image-gc-crio": DEPLOY / "examples" / "kubelet-image-gc-crio",
 }
-# The one key of the base's policy each overlay may change (policy_difference).
-POLICY_CHANGES = {"docker": "runtime", "crio": "runtime", KUBELET_IMAGE_GC: "images.disk"}
+# What each overlay is built on, and the one key of that one's policy it
+# may change (policy_difference).
+POLICY_CHANGES = {
+    "docker": ("base", "runtime"),
+    "crio": ("base", "runtime"),
+    KUBELET_IMAGE_GC: ("base", "images.disk"),
+    "kubelet-image-gc-crio": ("crio", "images.disk"),
+}
 PODMONITOR = DEPLOY / "examples" / "podmonitor.yaml"
 PROMETHEUSRULE = DEPLOY / "examples" / "prometheusrule.yaml"
 RULES = REPO / "deploy" / "prometheus" / "rules.yaml"
@@ -252,11 +262,12 @@ def registry_problems(base: list[Obj]) -> list[str]:
 
 def overlay_check(base: list[Obj], name: str) -> Callable[[list[Obj], Obj], list[str]]:
     """What run_check holds the overlay `name`'s objects to, for the
-    self-test: check(), and its policy against the base's."""
+    self-test: check(), and its policy against `base`'s (the objects of
+    the variant it builds on)."""
 
     def checks(objects: list[Obj], podmonitor: Obj) -> list[str]:
         return check(objects, podmonitor) + policy_difference(
-            base, objects, name, POLICY_CHANGES[name]
+            base, objects, name, POLICY_CHANGES[name][1]
         )
 
     return checks
@@ -318,15 +329,17 @@ def run_check(use_kubectl: bool) -> int:
 
     for name, objects in rendered.items():
         problems += [f"{name}: {m}" for m in check(objects, podmonitor)]
-    for overlay, key in POLICY_CHANGES.items():
-        problems += policy_difference(rendered["base"], rendered[overlay], overlay, key)
+    for overlay, (parent, key) in POLICY_CHANGES.items():
+        problems += policy_difference(rendered[parent], rendered[overlay], overlay, key)
     print(
         "k8s: checked references, the policy against mounts and ports, the pod's privileges; "
         f"{PODMONITOR.relative_to(REPO)} (a CRD, no Kubernetes schema) against the DaemonSet"
     )
     print(
-        "k8s: the overlays' policies are the base's but for "
-        + " and ".join(f"{overlay}'s {key}" for overlay, key in POLICY_CHANGES.items())
+        "k8s: the overlays' policies are those they build on but for "
+        + " and ".join(
+            f"{overlay}'s {key} ({parent}'s)" for overlay, (parent, key) in POLICY_CHANGES.items()
+        )
     )
     daemonset = next(o for o in rendered["base"] if o["kind"] == "DaemonSet")
     problems += prometheusrule_problems(daemonset["metadata"]["namespace"])

@@ -12,7 +12,7 @@
 //! `deploy/kubernetes/crio`'s pod on CRI-O 1.36.3 through CRI alone. The
 //! overlay `examples/kubelet-image-gc` runs on containerd too, with a
 //! kubelet configuration file of the test's and the image file system
-//! its CRI names.
+//! its CRI names, and `examples/kubelet-image-gc-crio` on CRI-O.
 //!
 //! The test changes one thing of the manifest: the `ConfigMap`'s policy gets
 //! a schedule every two seconds, no jitter and no minimum ages, so that the
@@ -707,4 +707,118 @@ async fn on_crio_the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly
         fs::read_to_string(&log).unwrap_or_default()
     );
     eprintln!("safeprune's pod on CRI-O stopped in {:?}", begun.elapsed());
+}
+
+/// `deploy/kubernetes/examples/kubelet-image-gc-crio` on a CRI-O node: the
+/// pod reads kubelet's configuration file and measures the directory
+/// CRI-O's CRI names as its image file system, through the two read-only
+/// mounts the overlay adds, and works to the watermarks 5 points under
+/// kubelet's, never removing an image kubelet would still keep.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_crio_the_kubelet_image_gc_overlay_works_to_kubelets_thresholds() {
+    use util::crio::{CrioOptions, PrivateCrio};
+
+    let mut manifests = Manifests::load_overlay("examples/kubelet-image-gc-crio");
+    let options = CrioOptions {
+        pinned_images: vec![PINNED.to_owned()],
+        pod_network: true,
+        ..CrioOptions::default()
+    };
+    let Some(crio) = PrivateCrio::start_with(options).await.or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let own_image = manifests.container()["image"].as_str().unwrap().to_owned();
+    let built = BuiltImage::build();
+    crio.import_archive(&built.oci_tar(), &own_image);
+    let layout = lay_out_on_crio(&crio);
+
+    // kubelet's --config, as kubeadm writes it, with thresholds of its own.
+    let kubelet_config = dir.path().join("kubelet-config.yaml");
+    fs::write(
+        &kubelet_config,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         imageGCHighThresholdPercent: 90\nimageGCLowThresholdPercent: 70\n",
+    )
+    .unwrap();
+    // This CRI-O keeps its storage elsewhere than /var/lib/containers: the
+    // directory its CRI names moves, in both places, as the overlay tells
+    // an operator to.
+    let image_fs = crio.root().join("overlay-images");
+    let image_fs_text = image_fs.display().to_string();
+    manifests.move_host_path("image-fs", &image_fs_text);
+    let state = dir.path().join("var-lib-safeprune");
+    let node = Node {
+        name: NODE_NAME,
+        host_paths: HashMap::from([
+            ("/var/run/crio/crio.sock", crio.socket().to_owned()),
+            ("/var/lib/safeprune", state.clone()),
+            ("/var/lib/kubelet/config.yaml", kubelet_config),
+            (image_fs_text.as_str(), image_fs.clone()),
+        ]),
+        volumes_dir: dir.path().join("volumes"),
+        cgroup_parent: format!("/{}", crio.scope()),
+        labels: HashMap::from([("safeprune.test".to_owned(), crio.scope().to_owned())]),
+    };
+
+    let pod = Box::pin(run_pod(crio.cri().await, &manifests, &node)).await;
+    let report = wait_for_json(&state.join("last-run.json"), &pod.log).await;
+    let log = || fs::read_to_string(&pod.log).unwrap_or_default();
+    assert_eq!(report["runtime"], "cri");
+    let measured = &report["image_fs"];
+    assert_eq!(
+        measured["path"].as_str(),
+        Some(image_fs_text.as_str()),
+        "the directory CRI-O's CRI names, measured in the pod; log:\n{}",
+        log()
+    );
+    assert_eq!(measured["high_percent"], 85, "90 - 5, from kubelet's file");
+    assert_eq!(measured["low_percent"], 65, "70 - 5, from kubelet's file");
+    let before = measured["before_percent"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("the usage measured: {measured}; log:\n{}", log()));
+    assert!(before > 0.0 && before <= 100.0, "{measured}");
+    // The unused image, imported seconds ago, is younger than kubelet's
+    // imageMinimumGCAge (its default, 2m, as the file leaves it out),
+    // whatever the policy's min_age (0 here) and the disk say.
+    let unused = decision(&report, &layout.unused);
+    assert_eq!(unused["rule"], "too_young", "{unused}");
+    assert!(
+        unused["detail"]
+            .as_str()
+            .unwrap()
+            .contains("younger than kubelet's imageMinimumGCAge 2m"),
+        "{unused}"
+    );
+    for (id, expected) in [
+        (&layout.istio, ("keep", "protected_label")),
+        (&layout.setup, ("keep", "live_pod_sandbox")),
+        (&layout.base, ("keep", "in_use")),
+        (&layout.pinned, ("keep", "pinned")),
+        (&layout.job, ("delete", "eligible")),
+    ] {
+        let decision = decision(&report, id);
+        assert_eq!(
+            (
+                decision["decision"].as_str().unwrap(),
+                decision["rule"].as_str().unwrap()
+            ),
+            expected,
+            "{id}: {decision}"
+        );
+    }
+    assert!(crio.image_ids().contains(&layout.unused), "kept");
+    assert!(!crio.container_ids().contains(&layout.job), "removed");
+
+    // kubelet stops the pod: the daemon exits 0.
+    crio.cri()
+        .await
+        .stop_container(StopContainerRequest {
+            container_id: pod.container.clone(),
+            timeout: manifests.grace_seconds(),
+        })
+        .await
+        .expect("stop safeprune's container");
+    let status = crio.container_status(&pod.container);
+    assert_eq!(status["exitCode"], 0, "{status}; log:\n{}", log());
 }

@@ -482,6 +482,54 @@ containerd_tests! {
     the_kubelet_image_gc_overlay_works_to_kubelets_thresholds_on_the_measured_image_fs,
 }
 
+/// kubelet's --config in `dir`, as kubeadm writes it, with thresholds of
+/// its own: 90 and 70, and `imageMinimumGCAge` left at its default, 2m.
+fn kubelet_config_in(dir: &Path) -> PathBuf {
+    let file = dir.join("kubelet-config.yaml");
+    fs::write(
+        &file,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         imageGCHighThresholdPercent: 90\nimageGCLowThresholdPercent: 70\n",
+    )
+    .unwrap();
+    file
+}
+
+/// What the pod of a kubelet-image-gc overlay reported, with
+/// [`kubelet_config_in`]'s file: it measured `image_fs`, worked to the
+/// watermarks 5 points under kubelet's, and kept the `unused` image,
+/// imported seconds ago, as younger than kubelet's `imageMinimumGCAge`,
+/// whatever the policy's `min_age` (0 here) and the disk say.
+fn assert_worked_to_kubelets_thresholds(
+    report: &Value,
+    image_fs: &str,
+    unused: &str,
+    log: &dyn Fn() -> String,
+) {
+    let measured = &report["image_fs"];
+    assert_eq!(
+        measured["path"].as_str(),
+        Some(image_fs),
+        "the image file system CRI names, measured in the pod; log:\n{}",
+        log()
+    );
+    assert_eq!(measured["high_percent"], 85, "90 - 5, from kubelet's file");
+    assert_eq!(measured["low_percent"], 65, "70 - 5, from kubelet's file");
+    let before = measured["before_percent"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("the usage measured: {measured}; log:\n{}", log()));
+    assert!(before > 0.0 && before <= 100.0, "{measured}");
+    let unused = decision(report, unused);
+    assert_eq!(unused["rule"], "too_young", "{unused}");
+    assert!(
+        unused["detail"]
+            .as_str()
+            .unwrap()
+            .contains("younger than kubelet's imageMinimumGCAge 2m"),
+        "{unused}"
+    );
+}
+
 /// `deploy/kubernetes/examples/kubelet-image-gc`: the pod reads kubelet's
 /// configuration file and measures containerd's image file system through
 /// the two read-only mounts the overlay adds, and works to the watermarks
@@ -494,14 +542,7 @@ async fn the_kubelet_image_gc_overlay_works_to_kubelets_thresholds_on_the_measur
         return;
     };
     let (containerd, layout, dir) = (&node.containerd, &node.layout, node.dir.path());
-    // kubelet's --config, as kubeadm writes it, with thresholds of its own.
-    let kubelet_config = dir.join("kubelet-config.yaml");
-    fs::write(
-        &kubelet_config,
-        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
-         imageGCHighThresholdPercent: 90\nimageGCLowThresholdPercent: 70\n",
-    )
-    .unwrap();
+    let kubelet_config = kubelet_config_in(dir);
     // This node's containerd keeps its root elsewhere than /var/lib: the
     // image file system its CRI names moves, in both places, as the
     // overlay tells an operator to.
@@ -523,31 +564,8 @@ async fn the_kubelet_image_gc_overlay_works_to_kubelets_thresholds_on_the_measur
 
     let report = wait_for_json(&node.state.join("last-run.json"), &pod.log).await;
     let log = || fs::read_to_string(&pod.log).unwrap_or_default();
-    let measured = &report["image_fs"];
-    assert_eq!(
-        measured["path"].as_str(),
-        Some(image_fs_text.as_str()),
-        "the image file system CRI names, measured in the pod; log:\n{}",
-        log()
-    );
-    assert_eq!(measured["high_percent"], 85, "90 - 5, from kubelet's file");
-    assert_eq!(measured["low_percent"], 65, "70 - 5, from kubelet's file");
-    let before = measured["before_percent"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("the usage measured: {measured}; log:\n{}", log()));
-    assert!(before > 0.0 && before <= 100.0, "{measured}");
-    // The unused image, imported seconds ago, is younger than kubelet's
-    // imageMinimumGCAge (its default, 2m, as the file leaves it out),
-    // whatever the policy's min_age (0 here) and the disk say.
-    let unused = decision(&report, &format!("{CRI_NAMESPACE}/{}", layout.unused));
-    assert_eq!(unused["rule"], "too_young", "{unused}");
-    assert!(
-        unused["detail"]
-            .as_str()
-            .unwrap()
-            .contains("younger than kubelet's imageMinimumGCAge 2m"),
-        "{unused}"
-    );
+    let unused = format!("{CRI_NAMESPACE}/{}", layout.unused);
+    assert_worked_to_kubelets_thresholds(&report, &image_fs_text, &unused, &log);
     for (id, expected) in [
         (&layout.istio, ("keep", "protected_label")),
         (&layout.setup, ("keep", "live_pod_sandbox")),
@@ -592,6 +610,75 @@ fn the_configmaps_policies_pass_check_as_they_are() {
     }
 }
 
+/// A private CRI-O node for the pod, as `PodNode` on containerd: the pinned
+/// image pinned, a pod network, safeprune's image imported and the node
+/// laid out; `None` (the test skipped) where CRI-O is absent.
+struct CrioPodNode {
+    crio: util::crio::PrivateCrio,
+    dir: tempfile::TempDir,
+    layout: Layout,
+    /// The node's directory for the manifest's `/var/lib/safeprune`.
+    state: PathBuf,
+}
+
+impl CrioPodNode {
+    async fn start(manifests: &Manifests) -> Option<Self> {
+        use util::crio::{CrioOptions, PrivateCrio};
+        let options = CrioOptions {
+            pinned_images: vec![PINNED.to_owned()],
+            pod_network: true,
+            ..CrioOptions::default()
+        };
+        let crio = PrivateCrio::start_with(options).await.or_skip()?;
+        let dir = tempfile::tempdir().unwrap();
+        let built = BuiltImage::build();
+        crio.import_archive(
+            &built.oci_tar(),
+            manifests.container()["image"].as_str().unwrap(),
+        );
+        let layout = lay_out_on_crio(&crio);
+        let state = dir.path().join("var-lib-safeprune");
+        Some(Self {
+            crio,
+            dir,
+            layout,
+            state,
+        })
+    }
+
+    /// What this node gives the pod: CRI-O's socket and the state
+    /// directory for the manifest's two host paths, and `more`.
+    fn node<'a>(&'a self, more: &[(&'a str, PathBuf)]) -> Node<'a> {
+        let mut host_paths = HashMap::from([
+            ("/var/run/crio/crio.sock", self.crio.socket().to_owned()),
+            ("/var/lib/safeprune", self.state.clone()),
+        ]);
+        host_paths.extend(more.iter().cloned());
+        Node {
+            name: NODE_NAME,
+            host_paths,
+            volumes_dir: self.dir.path().join("volumes"),
+            cgroup_parent: format!("/{}", self.crio.scope()),
+            labels: HashMap::from([("safeprune.test".to_owned(), self.crio.scope().to_owned())]),
+        }
+    }
+
+    /// kubelet stops the pod: SIGTERM, then the grace period. The
+    /// container's status after.
+    async fn stop(&self, manifests: &Manifests, container: &str) -> Value {
+        self.crio
+            .cri()
+            .await
+            .stop_container(StopContainerRequest {
+                container_id: container.to_owned(),
+                timeout: manifests.grace_seconds(),
+            })
+            .await
+            .expect("stop safeprune's container");
+        self.crio.container_status(container)
+    }
+}
+
 /// The `DaemonSet` of `deploy/kubernetes/crio` on a CRI-O node, through CRI
 /// alone: its image imported into CRI-O's storage as an operator would
 /// offline, its pod run on the pod network (a CNI bridge inside the
@@ -602,40 +689,20 @@ fn the_configmaps_policies_pass_check_as_they_are() {
 /// kubelet stops the pod.
 #[tokio::test(flavor = "multi_thread")]
 async fn on_crio_the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly() {
-    use util::crio::{CrioOptions, PAUSE_IMAGE, PrivateCrio};
+    use util::crio::PAUSE_IMAGE;
 
     let manifests = Manifests::load_overlay("crio");
-    let options = CrioOptions {
-        pinned_images: vec![PINNED.to_owned()],
-        pod_network: true,
-        ..CrioOptions::default()
-    };
-    let Some(crio) = PrivateCrio::start_with(options).await.or_skip() else {
+    let Some(node) = CrioPodNode::start(&manifests).await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let (crio, layout) = (&node.crio, &node.layout);
     let own_image = manifests.container()["image"].as_str().unwrap().to_owned();
-    let built = BuiltImage::build();
-    crio.import_archive(&built.oci_tar(), &own_image);
-
-    let layout = lay_out_on_crio(&crio);
-    let state = dir.path().join("var-lib-safeprune");
-    let node = Node {
-        name: NODE_NAME,
-        host_paths: HashMap::from([
-            ("/var/run/crio/crio.sock", crio.socket().to_owned()),
-            ("/var/lib/safeprune", state.clone()),
-        ]),
-        volumes_dir: dir.path().join("volumes"),
-        cgroup_parent: format!("/{}", crio.scope()),
-        labels: HashMap::from([("safeprune.test".to_owned(), crio.scope().to_owned())]),
-    };
 
     // kubelet's part, from the overlay's manifest.
-    let pod = Box::pin(run_pod(crio.cri().await, &manifests, &node)).await;
+    let pod = Box::pin(run_pod(crio.cri().await, &manifests, &node.node(&[]))).await;
     let (sandbox, container, log) = (pod.sandbox, pod.container, pod.log);
 
-    let report = wait_for_json(&state.join("last-run.json"), &log).await;
+    let report = wait_for_json(&node.state.join("last-run.json"), &log).await;
     assert_eq!(report["node"], NODE_NAME, "named from spec.nodeName");
     assert_eq!(report["runtime"], "cri");
     let pause = crio.image_id(PAUSE_IMAGE);
@@ -690,15 +757,7 @@ async fn on_crio_the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly
 
     // kubelet stops the pod: SIGTERM, then the grace period.
     let begun = Instant::now();
-    crio.cri()
-        .await
-        .stop_container(StopContainerRequest {
-            container_id: container.clone(),
-            timeout: manifests.grace_seconds(),
-        })
-        .await
-        .expect("stop safeprune's container");
-    let status = crio.container_status(&container);
+    let status = node.stop(&manifests, &container).await;
     assert_eq!(status["state"], "CONTAINER_EXITED", "{status}");
     assert_eq!(
         status["exitCode"],
@@ -716,80 +775,33 @@ async fn on_crio_the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly
 /// kubelet's, never removing an image kubelet would still keep.
 #[tokio::test(flavor = "multi_thread")]
 async fn on_crio_the_kubelet_image_gc_overlay_works_to_kubelets_thresholds() {
-    use util::crio::{CrioOptions, PrivateCrio};
-
     let mut manifests = Manifests::load_overlay("examples/kubelet-image-gc-crio");
-    let options = CrioOptions {
-        pinned_images: vec![PINNED.to_owned()],
-        pod_network: true,
-        ..CrioOptions::default()
-    };
-    let Some(crio) = PrivateCrio::start_with(options).await.or_skip() else {
+    let Some(node) = CrioPodNode::start(&manifests).await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let own_image = manifests.container()["image"].as_str().unwrap().to_owned();
-    let built = BuiltImage::build();
-    crio.import_archive(&built.oci_tar(), &own_image);
-    let layout = lay_out_on_crio(&crio);
-
-    // kubelet's --config, as kubeadm writes it, with thresholds of its own.
-    let kubelet_config = dir.path().join("kubelet-config.yaml");
-    fs::write(
-        &kubelet_config,
-        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
-         imageGCHighThresholdPercent: 90\nimageGCLowThresholdPercent: 70\n",
-    )
-    .unwrap();
+    let (crio, layout) = (&node.crio, &node.layout);
+    let kubelet_config = kubelet_config_in(node.dir.path());
     // This CRI-O keeps its storage elsewhere than /var/lib/containers: the
     // directory its CRI names moves, in both places, as the overlay tells
     // an operator to.
     let image_fs = crio.root().join("overlay-images");
     let image_fs_text = image_fs.display().to_string();
     manifests.move_host_path("image-fs", &image_fs_text);
-    let state = dir.path().join("var-lib-safeprune");
-    let node = Node {
-        name: NODE_NAME,
-        host_paths: HashMap::from([
-            ("/var/run/crio/crio.sock", crio.socket().to_owned()),
-            ("/var/lib/safeprune", state.clone()),
-            ("/var/lib/kubelet/config.yaml", kubelet_config),
-            (image_fs_text.as_str(), image_fs.clone()),
-        ]),
-        volumes_dir: dir.path().join("volumes"),
-        cgroup_parent: format!("/{}", crio.scope()),
-        labels: HashMap::from([("safeprune.test".to_owned(), crio.scope().to_owned())]),
-    };
+    let host_paths = [
+        ("/var/lib/kubelet/config.yaml", kubelet_config),
+        (image_fs_text.as_str(), image_fs.clone()),
+    ];
+    let pod = Box::pin(run_pod(
+        crio.cri().await,
+        &manifests,
+        &node.node(&host_paths),
+    ))
+    .await;
 
-    let pod = Box::pin(run_pod(crio.cri().await, &manifests, &node)).await;
-    let report = wait_for_json(&state.join("last-run.json"), &pod.log).await;
+    let report = wait_for_json(&node.state.join("last-run.json"), &pod.log).await;
     let log = || fs::read_to_string(&pod.log).unwrap_or_default();
     assert_eq!(report["runtime"], "cri");
-    let measured = &report["image_fs"];
-    assert_eq!(
-        measured["path"].as_str(),
-        Some(image_fs_text.as_str()),
-        "the directory CRI-O's CRI names, measured in the pod; log:\n{}",
-        log()
-    );
-    assert_eq!(measured["high_percent"], 85, "90 - 5, from kubelet's file");
-    assert_eq!(measured["low_percent"], 65, "70 - 5, from kubelet's file");
-    let before = measured["before_percent"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("the usage measured: {measured}; log:\n{}", log()));
-    assert!(before > 0.0 && before <= 100.0, "{measured}");
-    // The unused image, imported seconds ago, is younger than kubelet's
-    // imageMinimumGCAge (its default, 2m, as the file leaves it out),
-    // whatever the policy's min_age (0 here) and the disk say.
-    let unused = decision(&report, &layout.unused);
-    assert_eq!(unused["rule"], "too_young", "{unused}");
-    assert!(
-        unused["detail"]
-            .as_str()
-            .unwrap()
-            .contains("younger than kubelet's imageMinimumGCAge 2m"),
-        "{unused}"
-    );
+    assert_worked_to_kubelets_thresholds(&report, &image_fs_text, &layout.unused, &log);
     for (id, expected) in [
         (&layout.istio, ("keep", "protected_label")),
         (&layout.setup, ("keep", "live_pod_sandbox")),
@@ -809,16 +821,6 @@ async fn on_crio_the_kubelet_image_gc_overlay_works_to_kubelets_thresholds() {
     }
     assert!(crio.image_ids().contains(&layout.unused), "kept");
     assert!(!crio.container_ids().contains(&layout.job), "removed");
-
-    // kubelet stops the pod: the daemon exits 0.
-    crio.cri()
-        .await
-        .stop_container(StopContainerRequest {
-            container_id: pod.container.clone(),
-            timeout: manifests.grace_seconds(),
-        })
-        .await
-        .expect("stop safeprune's container");
-    let status = crio.container_status(&pod.container);
+    let status = node.stop(&manifests, &pod.container).await;
     assert_eq!(status["exitCode"], 0, "{status}; log:\n{}", log());
 }

@@ -348,6 +348,31 @@ async fn assert_kubelet_sees_the_removals(
     }
 }
 
+/// What a test node gives the pod: its engine's `socket` (the manifest's
+/// path, and the test engine's) and `state` for the manifest's
+/// `/var/lib/safeprune`, and `more`; the pod's volumes in `dir`, its cgroup
+/// and labels those of the engine's `scope`.
+fn pod_node<'a>(
+    socket: (&'a str, &Path),
+    state: &Path,
+    dir: &Path,
+    scope: &str,
+    more: &[(&'a str, PathBuf)],
+) -> Node<'a> {
+    let mut host_paths = HashMap::from([
+        (socket.0, socket.1.to_owned()),
+        ("/var/lib/safeprune", state.to_owned()),
+    ]);
+    host_paths.extend(more.iter().cloned());
+    Node {
+        name: NODE_NAME,
+        host_paths,
+        volumes_dir: dir.join("volumes"),
+        cgroup_parent: format!("/{scope}"),
+        labels: HashMap::from([("safeprune.test".to_owned(), scope.to_owned())]),
+    }
+}
+
 /// A private containerd node for the pod: the engine of `version`, with
 /// safeprune's image imported and the node laid out; `None` (the test
 /// skipped) where that containerd is absent.
@@ -381,24 +406,14 @@ impl PodNode {
     /// What this node gives the pod: the engine's socket and the state
     /// directory for the manifest's two host paths, and `more`.
     fn node<'a>(&'a self, more: &[(&'a str, PathBuf)]) -> Node<'a> {
-        let mut host_paths = HashMap::from([
-            (
-                "/run/containerd/containerd.sock",
-                self.containerd.socket().to_owned(),
-            ),
-            ("/var/lib/safeprune", self.state.clone()),
-        ]);
-        host_paths.extend(more.iter().cloned());
-        Node {
-            name: NODE_NAME,
-            host_paths,
-            volumes_dir: self.dir.path().join("volumes"),
-            cgroup_parent: format!("/{}", self.containerd.scope()),
-            labels: HashMap::from([(
-                "safeprune.test".to_owned(),
-                self.containerd.scope().to_owned(),
-            )]),
-        }
+        let socket = ("/run/containerd/containerd.sock", self.containerd.socket());
+        pod_node(
+            socket,
+            &self.state,
+            self.dir.path(),
+            self.containerd.scope(),
+            more,
+        )
     }
 
     /// kubelet stops the pod: SIGTERM, then the grace period. The
@@ -649,18 +664,14 @@ impl CrioPodNode {
     /// What this node gives the pod: CRI-O's socket and the state
     /// directory for the manifest's two host paths, and `more`.
     fn node<'a>(&'a self, more: &[(&'a str, PathBuf)]) -> Node<'a> {
-        let mut host_paths = HashMap::from([
-            ("/var/run/crio/crio.sock", self.crio.socket().to_owned()),
-            ("/var/lib/safeprune", self.state.clone()),
-        ]);
-        host_paths.extend(more.iter().cloned());
-        Node {
-            name: NODE_NAME,
-            host_paths,
-            volumes_dir: self.dir.path().join("volumes"),
-            cgroup_parent: format!("/{}", self.crio.scope()),
-            labels: HashMap::from([("safeprune.test".to_owned(), self.crio.scope().to_owned())]),
-        }
+        let socket = ("/var/run/crio/crio.sock", self.crio.socket());
+        pod_node(
+            socket,
+            &self.state,
+            self.dir.path(),
+            self.crio.scope(),
+            more,
+        )
     }
 
     /// kubelet stops the pod: SIGTERM, then the grace period. The

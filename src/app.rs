@@ -46,12 +46,7 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
         let Some(pace) = policy.safety.pace.filter(|_| !cli.quiet) else {
             return;
         };
-        let line = match NodePressure::read(pace, std::path::Path::new("/")) {
-            Ok(node) => node.to_string(),
-            Err(tried) => format!(
-                "safety.pace: this node shows no I/O pressure (PSI): removals would not be paced (tried {tried})"
-            ),
-        };
+        let line = NodePressure::line(pace, std::path::Path::new("/"));
         eprintln_lossy(&format!("safeprune: {line}"));
     };
     match &cli.command {

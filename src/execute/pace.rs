@@ -116,21 +116,36 @@ impl fmt::Display for PaceReport {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodePressure {
     /// The file read.
-    pub source: String,
+    source: String,
     /// PSI `some`'s averages there.
-    pub averages: Averages,
+    averages: Averages,
     /// The policy's threshold, percent.
-    pub threshold: f64,
+    threshold: f64,
     /// The policy's most waiting per run, as written.
-    pub max_delay: crate::policy::Age,
+    max_delay: crate::policy::Age,
 }
 
+/// What a node without PSI is said to show, by `check` and `plan` and by a
+/// paced run.
+const NO_PSI: &str = "safety.pace: this node shows no I/O pressure (PSI)";
+
 impl NodePressure {
+    /// `check`'s and `plan`'s line, after `safeprune: `: the threshold
+    /// against the pressure of the node under `root` (`/` on a node), or
+    /// that it shows none and what was tried.
+    #[must_use]
+    pub fn line(pace: Pace, root: &Path) -> String {
+        match Self::read(pace, root) {
+            Ok(node) => node.to_string(),
+            Err(tried) => format!("{NO_PSI}: removals would not be paced (tried {tried})"),
+        }
+    }
+
     /// The node's pressure under `root` (`/` on a node) against `pace`.
     ///
     /// # Errors
     /// When the node shows no pressure: what was tried.
-    pub fn read(pace: Pace, root: &Path) -> Result<Self, String> {
+    fn read(pace: Pace, root: &Path) -> Result<Self, String> {
         Self::of(pace, &PsiSource::find(root)?)
     }
 
@@ -138,7 +153,7 @@ impl NodePressure {
     ///
     /// # Errors
     /// When its averages cannot be read: the file and why.
-    pub fn of(pace: Pace, source: &PsiSource) -> Result<Self, String> {
+    fn of(pace: Pace, source: &PsiSource) -> Result<Self, String> {
         let averages = source
             .averages()
             .map_err(|e| format!("{}: {e}", source.path().display()))?;
@@ -152,14 +167,12 @@ impl NodePressure {
 
     /// The threshold is at or under the node's own pressure over the last
     /// minute and the last five: not a burst, what the node does.
-    #[must_use]
-    pub fn leaves_no_room(&self) -> bool {
+    fn leaves_no_room(&self) -> bool {
         self.threshold <= self.averages.avg60.min(self.averages.avg300)
     }
 
     /// What to do about it, when [`Self::leaves_no_room`].
-    #[must_use]
-    pub fn advice(&self) -> String {
+    fn advice(&self) -> String {
         format!(
             "io_pressure_percent {} is at or under this node's own I/O pressure \
              over the last minute and five ({:.2}%, {:.2}%): a run would wait up to \
@@ -300,10 +313,7 @@ impl Pacer {
                 )
             }
             Err(tried) => {
-                tracing::warn!(
-                    tried = %tried,
-                    "safety.pace: this node shows no I/O pressure (PSI): removals are not paced"
-                );
+                tracing::warn!(tried = %tried, "{NO_PSI}: removals are not paced");
                 Self::new(Some(pace), concurrency, None, None)
             }
         }

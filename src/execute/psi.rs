@@ -70,12 +70,17 @@ impl PsiSource {
         Ok(self.read()?.0)
     }
 
+    /// The file's text now.
+    fn text(&self) -> Result<String, String> {
+        std::fs::read_to_string(&self.path).map_err(|e| e.to_string())
+    }
+
     /// `some`'s three averages now: what the node itself has been doing.
     ///
     /// # Errors
     /// When the file cannot be read or its `some` line lacks one of them.
     pub fn averages(&self) -> Result<Averages, String> {
-        let text = std::fs::read_to_string(&self.path).map_err(|e| e.to_string())?;
+        let text = self.text()?;
         match (
             some_percent(&text, "avg10"),
             some_percent(&text, "avg60"),
@@ -92,7 +97,7 @@ impl PsiSource {
 
     /// `some total` and `some avg10` now.
     fn read(&self) -> Result<(Duration, f64), String> {
-        let text = std::fs::read_to_string(&self.path).map_err(|e| e.to_string())?;
+        let text = self.text()?;
         match (some_total(&text), some_avg10(&text)) {
             (Some(total), Some(avg10)) => Ok((total, avg10)),
             _ => Err("no `some avg10=... total=` figures in it".to_owned()),

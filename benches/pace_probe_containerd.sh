@@ -76,8 +76,8 @@ busybox_root "$dir/rootfs"
 
 start_probe "$dir"
 
-# The policies, with pace as it stands (PACE_OVER_IDLE sets it again just
-# before each paced side: see side).
+# The policies, with pace as it stands (with PACE_OVER_IDLE, pace_over_idle
+# sets it again and calls this before each paced side).
 write_policies() {
   pace_policies "$dir" "$pace" \
     "runtime: { kind: containerd, containerd: { endpoint: \"$engine_sock\", namespaces: [$namespace] } }" \
@@ -149,14 +149,7 @@ side() { # NAME
     sync
     sleep 5 # let the fixture's own writes settle out of the probe's way
   fi
-  # The node's own pressure read now, after the fixture settled and just
-  # before the run, as an operator reads it at the time. Read once at the
-  # bench's start (before this), it came out up to 0.25 points above the
-  # idle windows that followed, so the margin asked was not the margin had.
-  if [ "$name" = paced ] && [ -n "${PACE_OVER_IDLE:-}" ]; then
-    pace_over_idle
-    write_policies
-  fi
+  [ "$name" != paced ] || pace_over_idle
   window_begin
   case $name in
     idle) sleep "$idle_secs" ;;

@@ -16,11 +16,15 @@
 #                          JSON report (DIR/<side>.json) in DIR
 #   pace_over_idle         with PACE_OVER_IDLE=M set: reads the share of
 #                          the time PSI io `some` covers with only the
-#                          probe running (IDLE_FLOOR_SECS, default 20) and
-#                          sets pace (for pace_policies) to a threshold M
-#                          points above it, max_delay PACE_MAX_DELAY
-#                          (default 60m), as an operator sets it from a
-#                          node's own pressure
+#                          probe running (IDLE_FLOOR_SECS, default 20),
+#                          sets pace to a threshold M points above it,
+#                          max_delay PACE_MAX_DELAY (default 60m), as an
+#                          operator sets it from a node's own pressure,
+#                          and calls the caller's write_policies. Called
+#                          just before a paced side, after its fixture
+#                          settled: read once at the bench's start, the
+#                          floor came out up to 0.25 points above the idle
+#                          windows that followed
 #   print_pace REPORT      prints the `pace` object of a JSON report
 #   run_sides DIR REPEATS SIDE...
 #                          REPEATS times, calls the caller's `side NAME` for
@@ -91,6 +95,7 @@ pace_over_idle() {
   threshold=$(printf '%.2f' "$(echo "$floor + $PACE_OVER_IDLE" | bc -l)")
   echo "the node's own pressure with the probe alone: ${floor}%; paced at ${threshold}% (${PACE_OVER_IDLE} above it)"
   pace="{io_pressure_percent: $threshold, max_delay: ${PACE_MAX_DELAY:-60m}}"
+  write_policies
 }
 
 print_pace() {

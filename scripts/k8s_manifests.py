@@ -260,14 +260,17 @@ def registry_problems(base: list[Obj]) -> list[str]:
     return problems
 
 
-def overlay_check(base: list[Obj], name: str) -> Callable[[list[Obj], Obj], list[str]]:
+def overlay_check(
+    rendered: dict[str, list[Obj]], name: str
+) -> Callable[[list[Obj], Obj], list[str]]:
     """What run_check holds the overlay `name`'s objects to, for the
-    self-test: check(), and its policy against `base`'s (the objects of
-    the variant it builds on)."""
+    self-test: check(), and its policy against that of the variant it
+    builds on (POLICY_CHANGES)."""
+    parent, key = POLICY_CHANGES[name]
 
     def checks(objects: list[Obj], podmonitor: Obj) -> list[str]:
         return check(objects, podmonitor) + policy_difference(
-            base, objects, name, POLICY_CHANGES[name][1]
+            rendered[parent], objects, name, key
         )
 
     return checks
@@ -359,7 +362,7 @@ def run_check(use_kubectl: bool) -> int:
             schema_problems,
             checked[0],
             rendered[KUBELET_IMAGE_GC],
-            overlay_check(rendered["base"], KUBELET_IMAGE_GC),
+            overlay_check(rendered, KUBELET_IMAGE_GC),
         )
         problems += missed
         print(f"k8s: self-test: {tried - len(missed)} of {tried} broken or loosened copies refused")

@@ -110,7 +110,12 @@ async fn wait_for_json(path: &Path, log: &Path) -> Value {
 
 /// The decision and rule of the report on `k8s.io/<id>`.
 fn rule_of<'a>(report: &'a Value, id: &str) -> (&'a str, &'a str) {
-    let decision = decision(report, &format!("{CRI_NAMESPACE}/{id}"));
+    decided(report, &format!("{CRI_NAMESPACE}/{id}"))
+}
+
+/// The decision and rule of object `id`, as the report names it.
+fn decided<'a>(report: &'a Value, id: &str) -> (&'a str, &'a str) {
+    let decision = decision(report, id);
     (
         decision["decision"].as_str().unwrap(),
         decision["rule"].as_str().unwrap(),
@@ -732,14 +737,11 @@ async fn on_crio_the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly
         (&pause, ("keep", "keep_pattern")),
         (&layout.unused, ("delete", "eligible")),
     ] {
-        let decision = decision(&report, id);
         assert_eq!(
-            (
-                decision["decision"].as_str().unwrap(),
-                decision["rule"].as_str().unwrap()
-            ),
+            decided(&report, id),
             expected,
-            "{id}: {decision}"
+            "{id}: {}",
+            decision(&report, id)
         );
     }
 
@@ -820,14 +822,11 @@ async fn on_crio_the_kubelet_image_gc_overlay_works_to_kubelets_thresholds() {
         (&layout.pinned, ("keep", "pinned")),
         (&layout.job, ("delete", "eligible")),
     ] {
-        let decision = decision(&report, id);
         assert_eq!(
-            (
-                decision["decision"].as_str().unwrap(),
-                decision["rule"].as_str().unwrap()
-            ),
+            decided(&report, id),
             expected,
-            "{id}: {decision}"
+            "{id}: {}",
+            decision(&report, id)
         );
     }
     assert!(crio.image_ids().contains(&layout.unused), "kept");

@@ -61,7 +61,7 @@ const SHARE_WITHIN: Duration = Duration::from_millis(25);
 pub struct ContainerdRuntime {
     /// One channel for both containerd's API and CRI: both serve the same
     /// socket. Every call on it has a deadline of
-    /// [`transport::REQUEST_TIMEOUT`].
+    /// [`crate::runtime::grpc::REQUEST_TIMEOUT`].
     channel: Channel,
     /// For the event stream alone, which lives as long as the run: no
     /// deadline. Connects when first used.

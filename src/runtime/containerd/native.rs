@@ -25,7 +25,7 @@ use containerd_client::types::v1::Process;
 use futures_util::TryStreamExt;
 
 use super::convert::NamespaceData;
-use super::transport::{MAX_MESSAGE_BYTES, REQUEST_TIMEOUT};
+use crate::runtime::grpc::{MAX_MESSAGE_BYTES, REQUEST_TIMEOUT};
 
 /// The gRPC metadata key containerd takes the namespace from
 /// (`pkg/namespaces/grpc.go`).

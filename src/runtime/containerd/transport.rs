@@ -15,7 +15,6 @@ const NOT_CONTAINERD_HINT: &str = "this socket answers gRPC but not containerd's
 /// which keeps its own records of them.
 const DOCKER_NAMESPACE: &str = "moby";
 use crate::runtime::grpc::{CONNECT_TIMEOUT, channel, channel_without_deadline};
-pub(super) use crate::runtime::grpc::{MAX_MESSAGE_BYTES, REQUEST_TIMEOUT};
 
 impl ContainerdRuntime {
     /// Connects to containerd at `endpoint` (`/run/containerd/containerd.sock`

@@ -9,21 +9,17 @@ cd "$(dirname "$0")/.."
 
 scripts/deps.sh
 
-# The newer runtimes nodes run (containerd 2.3.4, and more: see
-# ../shared/runtimes/README.md), built from their upstream sources, when
-# ../shared/runtimes is beside the repository: unpacked into target/runtimes
-# (checksums checked; idempotent, ~6 s) for the tests that need them, which
-# find them through SAFEPRUNE_TEST_RUNTIMES. Without it the variable is not
-# set here, and those tests print that they are skipped.
-runtimes_src="$(cd .. && pwd)/shared/runtimes"
-if [ -d "$runtimes_src" ]; then
-  runtimes_dir="$(pwd)/target/runtimes"
-  "$runtimes_src/install.sh" "$runtimes_dir" >/dev/null
-  export SAFEPRUNE_TEST_RUNTIMES="$runtimes_dir"
-  echo "test: SAFEPRUNE_TEST_RUNTIMES=$runtimes_dir (from $runtimes_src)" >&2
-else
-  echo "test: no $runtimes_src: the tests of newer runtimes (containerd 2.3.4, crictl, Docker 29) are skipped" >&2
-fi
+# The newer runtimes nodes run, from Debian's own packages: unstable's
+# containerd 2.x and Docker Engine 28+ (docker.io), fetched and unpacked
+# into target/runtimes without touching the machine's apt setup (cached;
+# the versions it took are printed). The tests find them through
+# SAFEPRUNE_TEST_RUNTIMES (a directory set beforehand is fetched into and
+# kept); CRI-O and cri-dockerd binaries of one's own may be put beside them
+# (CONTRIBUTING.md, "Runtimes"), else their tests print that they are
+# skipped.
+runtimes_dir="${SAFEPRUNE_TEST_RUNTIMES:-$(pwd)/target/runtimes}"
+scripts/runtimes.sh "$runtimes_dir" | sed 's/^/test: runtime /' >&2
+export SAFEPRUNE_TEST_RUNTIMES="$runtimes_dir"
 
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings

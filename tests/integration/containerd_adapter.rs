@@ -850,7 +850,7 @@ fn change_a_task(
             containerd.ctr_ok(OTHER, &["tasks", "delete", "quick"]);
             (ContainerState::Created, ContainerState::Running)
         }
-        ContainerdVersion::V2_3 => {
+        ContainerdVersion::V2 => {
             containerd.ctr_ok(OTHER, &["tasks", "kill", "runner"]);
             (ContainerState::Exited, ContainerState::Exited)
         }
@@ -929,7 +929,7 @@ async fn rechecks_read_again_only_the_containers_an_event_named(version: Contain
             break fresh;
         }
         assert!(
-            version == ContainerdVersion::V2_3 && begun.elapsed().as_secs() < 10,
+            version == ContainerdVersion::V2 && begun.elapsed().as_secs() < 10,
             "{states:?}"
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;

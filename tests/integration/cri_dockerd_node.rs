@@ -1,5 +1,6 @@
 //! safeprune on a Docker node whose pods a real cri-dockerd made, with
-//! crictl playing kubelet (`util::cri_dockerd`): cri-dockerd 0.3.25 over
+//! the harness playing kubelet over CRI (`util::cri_dockerd`,
+//! `util::kubelet`): cri-dockerd 0.3.25 over
 //! Debian's Docker 20.10, and 0.4.3 over Docker 29 on each image store.
 //!
 //! What cri-dockerd makes is what safeprune reads and what the
@@ -7,20 +8,22 @@
 //! annotations as `annotation.*` labels); on the node scenario `plan` keeps
 //! a live pod's exited init containers and every sandbox, `run` removes
 //! exactly what the plan said, and cri-dockerd still answers kubelet's
-//! `crictl pods`, `ps -a` and `inspectp` afterwards, where `docker system
+//! `ListPodSandbox`, `ListContainers` and `PodSandboxStatus` afterwards
+//! (what `crictl pods`, `ps -a` and `inspectp` ask), where `docker system
 //! prune -a -f` takes the live pod's `istio-init`. Each test prints that it
 //! is skipped where `$SAFEPRUNE_TEST_RUNTIMES` is unset.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use bollard::query_parameters::{ListContainersOptionsBuilder, ListImagesOptionsBuilder};
+use k8s_cri::v1::{ContainerState as CriState, PodSandboxState};
 use safeprune::inventory::ContainerState;
 use safeprune::runtime::Engine;
 use safeprune::runtime::docker::DockerRuntime;
 
 use crate::util;
 use util::cri_dockerd::{Combo, PAUSE_IMAGE, PrivateCriDockerd, cri_dockerd_tests};
-use util::crictl::{CriContainer, CriPod};
+use util::kubelet::{CriContainer, CriPod};
 use util::node::{Cli, Layout, Runtime, container, decision};
 use util::pod::Pod;
 use util::{EXIT_0, OrSkip, RUN_FOREVER, TEST_LABEL};
@@ -245,22 +248,26 @@ async fn assert_names_and_labels(
 
     // cri-dockerd answers kubelet with the annotations split off again.
     let status = node.ctl().container_status(istio);
-    assert_eq!(status["state"], "CONTAINER_EXITED");
+    assert_eq!(status.state(), CriState::ContainerExited);
     assert_eq!(
-        status["annotations"]["io.kubernetes.container.type"],
-        "init"
+        status
+            .annotations
+            .get("io.kubernetes.container.type")
+            .map(String::as_str),
+        Some("init"),
+        "{status:?}"
     );
     assert_eq!(
-        status["labels"]["io.kubernetes.container.name"],
-        "istio-init"
+        status
+            .labels
+            .get("io.kubernetes.container.name")
+            .map(String::as_str),
+        Some("istio-init"),
+        "{status:?}"
     );
     assert!(
-        status["labels"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .all(|k| !k.starts_with("annotation.")),
-        "{status}"
+        status.labels.keys().all(|k| !k.starts_with("annotation.")),
+        "{status:?}"
     );
 
     (sandbox, istio_seen)
@@ -305,10 +312,8 @@ async fn assert_inventory_reads(
     assert_eq!(seen.image_id, app_image, "{what}");
     let status = node.ctl().container_status(istio);
     let finished = seen.finished.expect("an exited container has an exit time");
-    let cri_finished: chrono::DateTime<chrono::Utc> = status["finishedAt"]
-        .as_str()
-        .and_then(|t| t.parse().ok())
-        .unwrap_or_else(|| panic!("no finishedAt: {status}"));
+    assert!(status.finished_at > 0, "no finished_at: {status:?}");
+    let cri_finished = chrono::DateTime::from_timestamp_nanos(status.finished_at);
     assert_eq!(finished, cri_finished, "the exit time kubelet sees: {what}");
     assert_eq!(
         finished,
@@ -402,27 +407,21 @@ async fn existing(node: &PrivateCriDockerd) -> BTreeSet<String> {
         .collect()
 }
 
-/// The pods cri-dockerd lists (`crictl pods`): sandbox id → state.
-fn pods(node: &PrivateCriDockerd) -> BTreeMap<String, String> {
-    node.crictl_json(&["pods"])["items"]
-        .as_array()
-        .unwrap()
-        .iter()
+/// The pods cri-dockerd lists (`ListPodSandbox`): sandbox id → state.
+fn pods(node: &PrivateCriDockerd) -> BTreeMap<String, PodSandboxState> {
+    node.ctl()
+        .pods()
+        .into_iter()
         .map(|p| {
-            (
-                p["id"].as_str().unwrap().to_owned(),
-                p["state"].as_str().unwrap().to_owned(),
-            )
+            let state = p.state();
+            (p.id, state)
         })
         .collect()
 }
 
-/// The containers cri-dockerd lists (`crictl ps -a`), of any state.
+/// The containers cri-dockerd lists (`ListContainers`), of any state.
 fn cri_containers(node: &PrivateCriDockerd) -> BTreeSet<String> {
-    node.crictl_ok(&["ps", "-a", "-q", "--no-trunc"])
-        .lines()
-        .map(str::to_owned)
-        .collect()
+    node.ctl().container_ids()
 }
 
 async fn b_a_run_removes_what_the_plan_said_and_cri_dockerd_still_answers(combo: Combo) {
@@ -452,8 +451,8 @@ async fn b_a_run_removes_what_the_plan_said_and_cri_dockerd_still_answers(combo:
 
     run_removes_what_the_plan_said(&node, &cli, &layout, (&web, &old)).await;
     assert_eq!(
-        node.ctl().sandbox_status(&web.sandbox_id)["state"],
-        "SANDBOX_READY"
+        node.ctl().sandbox_status(&web.sandbox_id).state(),
+        PodSandboxState::SandboxReady
     );
     let left: BTreeSet<String> = [
         "live pod's istio-init",
@@ -510,17 +509,17 @@ async fn c_docker_system_prune_takes_the_live_pods_istio_init(combo: Combo) {
     // on the other fail until kubelet's GC removes it.
     assert_eq!(
         pods(&node),
-        BTreeMap::from([(web.sandbox_id.clone(), "SANDBOX_READY".to_owned())]),
+        BTreeMap::from([(web.sandbox_id.clone(), PodSandboxState::SandboxReady)]),
         "{what}"
     );
     let refused = node
         .ctl()
-        .try_run(&["inspectp", &old.sandbox_id])
+        .try_sandbox_status(&old.sandbox_id)
         .expect_err("the status of a sandbox pruned behind cri-dockerd");
     assert!(refused.contains("No such container"), "{what}: {refused}");
     assert_eq!(
-        node.ctl().sandbox_status(&web.sandbox_id)["state"],
-        "SANDBOX_READY"
+        node.ctl().sandbox_status(&web.sandbox_id).state(),
+        PodSandboxState::SandboxReady
     );
 }
 
@@ -595,12 +594,12 @@ async fn run_removes_what_the_plan_said(
     assert_eq!(
         pods(node),
         BTreeMap::from([
-            (web.sandbox_id.clone(), "SANDBOX_READY".to_owned()),
-            (old.sandbox_id.clone(), "SANDBOX_NOTREADY".to_owned()),
+            (web.sandbox_id.clone(), PodSandboxState::SandboxReady),
+            (old.sandbox_id.clone(), PodSandboxState::SandboxNotready),
         ]),
         "{what}"
     );
     for sandbox in [&web.sandbox_id, &old.sandbox_id] {
-        node.crictl_ok(&["inspectp", sandbox]);
+        node.ctl().sandbox_status(sandbox);
     }
 }

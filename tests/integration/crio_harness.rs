@@ -11,8 +11,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use containerd_client::tonic::Status;
-use k8s_cri::v1::{ContainerEventType, GetEventsRequest, VersionRequest};
-use serde_json::Value;
+use k8s_cri::v1::{
+    ContainerEventType, ContainerState, GetEventsRequest, Image, PodSandbox, PodSandboxState,
+    VersionRequest,
+};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::util;
@@ -25,29 +27,21 @@ const APP: &str = "docker.io/library/app:1";
 const DATA: &str = "docker.io/library/data:1";
 
 /// The one image of `images` (CRI's list) with id `id`.
-fn image<'a>(images: &'a [Value], id: &str) -> &'a Value {
+fn image<'a>(images: &'a [Image], id: &str) -> &'a Image {
     images
         .iter()
-        .find(|image| image["id"] == id)
+        .find(|image| image.id == id)
         .unwrap_or_else(|| panic!("no image {id} in {images:?}"))
 }
 
-/// The strings of a JSON list.
-fn strings(list: &Value) -> BTreeSet<&str> {
-    list.as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .map(|s| s.as_str().expect("a string"))
-        .collect()
+/// The strings of a list.
+fn strings(list: &[String]) -> BTreeSet<&str> {
+    list.iter().map(String::as_str).collect()
 }
 
-/// The sandboxes CRI lists, as `crictl pods -o json` prints them.
-fn pods(crio: &PrivateCrio) -> Vec<Value> {
-    crio.crictl_json(&["pods"])["items"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
+/// The sandboxes CRI lists (`ListPodSandbox`).
+fn pods(crio: &PrivateCrio) -> Vec<PodSandbox> {
+    crio.ctl().pods()
 }
 
 #[tokio::test]
@@ -78,37 +72,46 @@ async fn variants_are_distinct_images_and_the_pause_image_is_pinned() {
 
     let images = crio.images();
     let pause = crio.image_id(PAUSE_IMAGE);
-    let ids: BTreeSet<&str> = images.iter().map(|i| i["id"].as_str().unwrap()).collect();
+    let ids: BTreeSet<&str> = images.iter().map(|i| i.id.as_str()).collect();
     assert_eq!(
         ids,
         BTreeSet::from([app.as_str(), data.as_str(), pause.as_str()])
     );
     assert_eq!(
-        strings(&image(&images, &app)["repoTags"]),
+        strings(&image(&images, &app).repo_tags),
         BTreeSet::from([APP, "docker.io/library/app:again"]),
         "a second import of a variant adds its name"
     );
     for (id, pinned) in [(&pause, true), (&app, false), (&data, false)] {
-        assert_eq!(image(&images, id)["pinned"], pinned, "{id} in ListImages");
+        assert_eq!(image(&images, id).pinned, pinned, "{id} in ListImages");
     }
-    let status = crio.crictl_json(&["inspecti", PAUSE_IMAGE]);
-    assert_eq!(status["status"]["pinned"], true, "ImageStatus: {status}");
+    let status = crio.ctl().image_status(PAUSE_IMAGE);
+    assert!(
+        status.as_ref().is_some_and(|i| i.pinned),
+        "ImageStatus: {status:?}"
+    );
 
     // A taken name moves to the new image; the old one stays, nameless.
     let data_2 = crio.import_image(DATA, "data-2");
     assert_ne!(data_2, data);
     let images = crio.images();
-    assert_eq!(strings(&image(&images, &data_2)["repoTags"]), [DATA].into());
-    assert_eq!(strings(&image(&images, &data)["repoTags"]), BTreeSet::new());
+    assert_eq!(strings(&image(&images, &data_2).repo_tags), [DATA].into());
+    assert_eq!(strings(&image(&images, &data).repo_tags), BTreeSet::new());
 
-    let image_fs = crio.crictl_json(&["imagefsinfo"]);
+    let image_fs = crio.ctl().image_fs_info();
     assert_eq!(
-        image_fs["status"]["imageFilesystems"][0]["fsId"]["mountpoint"],
-        crio.root()
-            .join("overlay-images")
-            .to_string_lossy()
-            .as_ref(),
-        "{image_fs}"
+        image_fs
+            .image_filesystems
+            .first()
+            .and_then(|fs| fs.fs_id.as_ref())
+            .map(|id| id.mountpoint.as_str()),
+        Some(
+            crio.root()
+                .join("overlay-images")
+                .to_string_lossy()
+                .as_ref()
+        ),
+        "{image_fs:?}"
     );
 
     // With pod events off, CRI-O's default, the stream ends at once.
@@ -125,23 +128,24 @@ async fn variants_are_distinct_images_and_the_pause_image_is_pinned() {
         "the event stream ends: {first:?}"
     );
 
-    let info = crio.crictl_json(&["info"]);
-    assert_eq!(
-        info["config"]["sandboxImage"], PAUSE_IMAGE,
-        "verbose Status"
-    );
-    assert_eq!(info["config"]["crio"]["EnablePodEvents"], false);
-    assert_eq!(info["config"]["crio"]["DropInfraCtr"], true);
-    let conditions: Vec<(&str, bool)> = info["status"]["conditions"]
-        .as_array()
+    // Status, verbose, as `crictl info` asked it: CRI-O's config in `info`.
+    let status = crio.ctl().status();
+    let config = crio.ctl().info("config");
+    assert_eq!(config["sandboxImage"], PAUSE_IMAGE, "verbose Status");
+    assert_eq!(config["crio"]["EnablePodEvents"], false);
+    assert_eq!(config["crio"]["DropInfraCtr"], true);
+    let conditions: Vec<(&str, bool)> = status
+        .status
+        .as_ref()
         .expect("conditions")
+        .conditions
         .iter()
-        .map(|c| (c["type"].as_str().unwrap(), c["status"].as_bool().unwrap()))
+        .map(|c| (c.r#type.as_str(), c.status))
         .collect();
     assert_eq!(
         conditions,
         [("RuntimeReady", true), ("NetworkReady", false)],
-        "no CNI config, and none needed: {info}"
+        "no CNI config, and none needed: {status:?}"
     );
 }
 
@@ -156,39 +160,37 @@ async fn a_pod_run_as_kubelet_runs_it() {
 
     let listed = pods(&crio);
     assert_eq!(listed.len(), 1, "{listed:?}");
-    assert_eq!(listed[0]["id"], pod.sandbox_id.as_str());
-    assert_eq!(listed[0]["state"], "SANDBOX_READY");
-    assert_eq!(listed[0]["labels"]["io.kubernetes.pod.uid"], pod.pod.uid);
-    assert_eq!(listed[0]["labels"][TEST_LABEL], crio.scope());
+    assert_eq!(listed[0].id, pod.sandbox_id);
+    assert_eq!(listed[0].state(), PodSandboxState::SandboxReady);
+    assert_eq!(listed[0].labels["io.kubernetes.pod.uid"], pod.pod.uid);
+    assert_eq!(listed[0].labels[TEST_LABEL], crio.scope());
 
     // An init container that exits.
     let init = pod.container("init", APP, &["sh", "-c", "echo init; exit 3"]);
     assert_eq!(pod.wait_exited(&init), 3);
-    let all = crio.crictl_json(&["ps", "-a"]);
-    let row = all["containers"]
-        .as_array()
-        .expect("containers")
+    let all = crio.ctl().containers();
+    let row = all
         .iter()
-        .find(|c| c["id"] == init.as_str())
-        .unwrap_or_else(|| panic!("{init} not in ps -a: {all}"));
-    assert_eq!(row["state"], "CONTAINER_EXITED");
-    assert_eq!(row["podSandboxId"], pod.sandbox_id.as_str());
+        .find(|c| c.id == init)
+        .unwrap_or_else(|| panic!("{init} not in ListContainers: {all:?}"));
+    assert_eq!(row.state(), ContainerState::ContainerExited);
+    assert_eq!(row.pod_sandbox_id, pod.sandbox_id);
     let status = crio.container_status(&init);
-    assert_eq!(status["exitCode"], 3, "{status}");
+    assert_eq!(status.exit_code, 3, "{status:?}");
+    // An exit time in this century (ns since the epoch).
+    let finished = chrono::DateTime::from_timestamp_nanos(status.finished_at);
     assert!(
-        status["finishedAt"]
-            .as_str()
-            .is_some_and(|at| at.starts_with("20")),
-        "{status}"
+        finished.to_rfc3339().starts_with("20"),
+        "{finished}: {status:?}"
     );
-    assert_eq!(status["imageId"], app.as_str(), "{status}");
-    assert_eq!(status["labels"]["io.kubernetes.container.name"], "init");
+    assert_eq!(status.image_id, app, "{status:?}");
+    assert_eq!(status.labels["io.kubernetes.container.name"], "init");
     assert_eq!(
-        status["annotations"]["io.kubernetes.container.restartCount"],
+        status.annotations["io.kubernetes.container.restartCount"],
         "0"
     );
     let log = pod.log_dir().join("init/0.log");
-    assert_eq!(status["logPath"], log.to_string_lossy().as_ref());
+    assert_eq!(status.log_path, log.to_string_lossy());
     let text = fs::read_to_string(&log).expect("the container's log");
     assert!(text.ends_with(" stdout F init\n"), "{text}");
 
@@ -201,22 +203,31 @@ async fn a_pod_run_as_kubelet_runs_it() {
         ..CrioContainer::default()
     });
     pod.start(&mounting);
-    let seen = crio.crictl_ok(&["exec", &mounting, "busybox", "cat", "/data/extra"]);
+    let seen = crio
+        .ctl()
+        .exec(&mounting, &["busybox", "cat", "/data/extra"]);
     assert_eq!(seen, "data", "the volume is the image's layer");
     let status = crio.container_status(&mounting);
-    assert_eq!(status["state"], "CONTAINER_RUNNING");
-    let mount = &status["mounts"][0];
-    assert_eq!(mount["containerPath"], "/data", "{status}");
-    assert_eq!(mount["image"]["image"], data.as_str(), "{status}");
-    assert_eq!(mount["readonly"], true, "{status}");
+    assert_eq!(status.state(), ContainerState::ContainerRunning);
+    let mount = status
+        .mounts
+        .first()
+        .unwrap_or_else(|| panic!("no mount: {status:?}"));
+    assert_eq!(mount.container_path, "/data", "{status:?}");
+    assert_eq!(
+        mount.image.as_ref().map(|i| i.image.as_str()),
+        Some(data.as_str()),
+        "{status:?}"
+    );
+    assert!(mount.readonly, "{status:?}");
     pod.stop_container(&mounting);
     assert_eq!(pod.wait_exited(&mounting), 0, "it exits on TERM");
 
     pod.stop();
-    assert_eq!(pods(&crio)[0]["state"], "SANDBOX_NOTREADY");
+    assert_eq!(pods(&crio)[0].state(), PodSandboxState::SandboxNotready);
     pod.remove();
     assert!(pods(&crio).is_empty());
-    assert_eq!(crio.crictl_ok(&["ps", "-a", "-q"]), "");
+    assert_eq!(crio.container_ids(), BTreeSet::new());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -234,10 +245,10 @@ async fn options_turn_pod_events_on_and_pin_more_images() {
     let pause = crio.image_id(PAUSE_IMAGE);
     let images = crio.images();
     for (id, is_pinned) in [(&pause, true), (&pinned, true), (&app, false)] {
-        assert_eq!(image(&images, id)["pinned"], is_pinned, "{id}");
+        assert_eq!(image(&images, id).pinned, is_pinned, "{id}");
     }
-    let info = crio.crictl_json(&["info"]);
-    assert_eq!(info["config"]["crio"]["EnablePodEvents"], true);
+    let config = crio.ctl().info("config");
+    assert_eq!(config["crio"]["EnablePodEvents"], true);
 
     // The stream is up once a container's event comes through it: until
     // then, each try makes another container.

@@ -155,10 +155,10 @@ async fn a_run_removes_what_kubelet_no_longer_needs_and_crio_still_answers() {
     );
 
     // What kubelet asks next, it is answered.
-    let pods = crio.crictl_json(&["pods"]);
-    assert_eq!(pods["items"].as_array().unwrap().len(), 2, "{pods}");
+    let pods = crio.ctl().pods();
+    assert_eq!(pods.len(), 2, "{pods:?}");
     for sandbox in [&node.web.sandbox_id, &node.job.sandbox_id] {
-        crio.crictl_ok(&["inspectp", sandbox]);
+        crio.ctl().sandbox_status(sandbox);
     }
     assert_eq!(
         crio.container_ids(),
@@ -390,11 +390,12 @@ async fn the_adapter_never_trusts_cri_to_refuse() {
     assert_eq!(cri.remove(&job_image).await, Removal::Gone);
 }
 
-/// `plan --compare crictl-prune` predicts what the real `crictl rmi
-/// --prune` (cri-tools 1.36) removes from the same CRI-O node: every image
-/// no container (of any state) was made from, but the pinned pause image
-/// and an image a running container mounts as a volume, which crictl tries
-/// to remove and CRI-O refuses.
+/// `plan --compare crictl-prune` predicts what `crictl rmi --prune`
+/// removes from the same CRI-O node, its logic as cri-tools 1.36 has it
+/// played over CRI by the harness (`Kubelet::rmi_prune`): every image no
+/// container (of any state) was made from, but the pinned pause image and
+/// an image a running container mounts as a volume, which crictl tries to
+/// remove and CRI-O refuses.
 #[tokio::test]
 async fn the_crictl_prediction_matches_crictl_rmi_prune_on_crio() {
     let Some(crio) = PrivateCrio::start().await.or_skip() else {
@@ -430,7 +431,7 @@ async fn the_crictl_prediction_matches_crictl_rmi_prune_on_crio() {
 
     let before = crio.image_ids();
     // crictl ignores CRI-O's refusal of the mounted image, and exits 0.
-    crio.crictl_ok(&["rmi", "--prune"]);
+    crio.ctl().rmi_prune();
     let removed: BTreeSet<String> = before.difference(&crio.image_ids()).cloned().collect();
     assert_eq!(predicted, removed, "the model and crictl differ");
     assert!(

@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 use containerd_client::tonic::transport::Channel;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::{
-    ContainerStatsRequest, CreateContainerRequest, PodSandboxStatusRequest, RunPodSandboxRequest,
-    StartContainerRequest, StopContainerRequest,
+    ContainerState, ContainerStatsRequest, ContainerStatus, CreateContainerRequest,
+    PodSandboxStatusRequest, RunPodSandboxRequest, StartContainerRequest, StopContainerRequest,
 };
 use serde_json::Value;
 use util::OrSkip;
@@ -681,7 +681,7 @@ impl CrioPodNode {
 
     /// kubelet stops the pod: SIGTERM, then the grace period. The
     /// container's status after.
-    async fn stop(&self, manifests: &Manifests, container: &str) -> Value {
+    async fn stop(&self, manifests: &Manifests, container: &str) -> ContainerStatus {
         self.crio
             .cri()
             .await
@@ -760,9 +760,9 @@ async fn on_crio_the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly
         assert!(images.contains(kept), "{kept} removed: {images:?}");
     }
     // CRI-O answers kubelet for every pod.
-    crio.crictl_ok(&["pods"]);
+    crio.ctl().pods();
     for pod in [&layout.web_sandbox, &layout.gone_sandbox, &sandbox] {
-        crio.crictl_ok(&["inspectp", pod]);
+        crio.ctl().sandbox_status(pod);
     }
 
     let ip = pod_ip(crio.cri().await, &sandbox).await;
@@ -771,9 +771,13 @@ async fn on_crio_the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly
     // kubelet stops the pod: SIGTERM, then the grace period.
     let begun = Instant::now();
     let status = node.stop(&manifests, &container).await;
-    assert_eq!(status["state"], "CONTAINER_EXITED", "{status}");
     assert_eq!(
-        status["exitCode"],
+        status.state(),
+        ContainerState::ContainerExited,
+        "{status:?}"
+    );
+    assert_eq!(
+        status.exit_code,
         0,
         "the daemon's exit on the pod's stop; log:\n{}",
         fs::read_to_string(&log).unwrap_or_default()
@@ -832,5 +836,5 @@ async fn on_crio_the_kubelet_image_gc_overlay_works_to_kubelets_thresholds() {
     assert!(crio.image_ids().contains(&layout.unused), "kept");
     assert!(!crio.container_ids().contains(&layout.job), "removed");
     let status = node.stop(&manifests, &pod.container).await;
-    assert_eq!(status["exitCode"], 0, "{status}; log:\n{}", log());
+    assert_eq!(status.exit_code, 0, "{status:?}; log:\n{}", log());
 }

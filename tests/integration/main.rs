@@ -20,7 +20,7 @@ mod crio_node;
 mod daemon;
 mod daemonset_pod;
 mod disk_pressure;
-mod docker29;
+mod docker28;
 mod docker_adapter;
 mod docker_node;
 mod engine_faults;

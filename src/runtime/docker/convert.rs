@@ -241,7 +241,7 @@ pub(super) fn container_from_inspect(inspect: ContainerInspectResponse) -> Optio
 /// Inspect's own `Size` is not used: on Docker 29's containerd image store
 /// it is the compressed content of the host platform alone, about a third
 /// to a half of what the list says (the list adds the unpacked snapshots;
-/// measured, `tests/integration/docker29.rs`), while on the graph driver
+/// measured, `tests/integration/docker28.rs`), while on the graph driver
 /// store both say the same.
 pub(super) fn image_from_inspect(inspect: ImageInspect, size: Option<u64>) -> Option<Image> {
     let id = inspect.id.filter(|id| !id.is_empty())?;

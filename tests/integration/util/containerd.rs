@@ -22,12 +22,12 @@
 //!
 //! [`PrivateContainerd::start_version`] runs either release a node may
 //! have: Debian 12's containerd 1.6.20 ([`ContainerdVersion::V1_6`], what
-//! [`PrivateContainerd::start`] runs) or containerd 2.3.4 built from its
-//! sources ([`ContainerdVersion::V2_3`], [`PrivateContainerd::start_v2`]),
-//! found under `$SAFEPRUNE_TEST_RUNTIMES`; where that is unset the test is
-//! skipped, and says so. Each runs with its own `ctr` and shim.
-//! [`containerd_tests!`] makes of one test body a test on each release
-//! (`<name>::on_1_6`, `<name>::on_2_3`): every test that starts a private
+//! [`PrivateContainerd::start`] runs) or Debian unstable's containerd 2.x
+//! ([`ContainerdVersion::V2`], [`PrivateContainerd::start_v2`]), found
+//! under `$SAFEPRUNE_TEST_RUNTIMES` (`scripts/runtimes.sh`); where that is
+//! unset the test is skipped, and says so. Each runs with its own `ctr`
+//! and shim. [`containerd_tests!`] makes of one test body a test on each
+//! release (`<name>::on_1_6`, `<name>::on_2`): every test that starts a private
 //! containerd runs on both, except those about what differs between the
 //! releases (`containerd_v2.rs`).
 //!
@@ -96,20 +96,21 @@ pub enum ContainerdVersion {
     /// Debian 12's containerd 1.6.20 (package `containerd`): `containerd`,
     /// its shim and `ctr` on PATH.
     V1_6,
-    /// containerd 2.3.4, built from its sources (`../shared/runtimes`):
-    /// `$SAFEPRUNE_TEST_RUNTIMES/containerd-2.3.4/`.
-    V2_3,
+    /// containerd 2.x, Debian unstable's package `containerd` (2.1.9 when
+    /// this was written), unpacked by `scripts/runtimes.sh` into
+    /// `$SAFEPRUNE_TEST_RUNTIMES/containerd/`.
+    V2,
 }
 
 /// One test per containerd release from one test body. For each `name`,
 /// an `async fn name(version: ContainerdVersion)` of the calling module,
 /// it makes a module `name` of two tests: `on_1_6` runs the body on
-/// Debian's 1.6.20, `on_2_3` on 2.3.4. A test's full name is thus
+/// Debian's 1.6.20, `on_2` on 2.x. A test's full name is thus
 /// `<subject>::<name>::on_1_6`: `cargo nextest run --test integration
-/// containerd_adapter::` runs both releases, adding `on_2_3` only the
+/// containerd_adapter::` runs both releases, adding `on_2` only the
 /// newer. The body starts its engine with
 /// [`PrivateContainerd::start_version`]`(version)` and `.or_skip()`, so
-/// that without `$SAFEPRUNE_TEST_RUNTIMES` the 2.3.4 test prints why and
+/// that without `$SAFEPRUNE_TEST_RUNTIMES` the 2.x test prints why and
 /// passes without running; where the releases truly differ, the body
 /// branches on `version` and says which measured fact it follows.
 ///
@@ -139,8 +140,8 @@ macro_rules! containerd_tests {
             }
 
             #[$test]
-            async fn on_2_3() {
-                super::$name(ContainerdVersion::V2_3).await;
+            async fn on_2() {
+                super::$name(ContainerdVersion::V2).await;
             }
         }
         $($crate::util::containerd::containerd_tests! { $($rest)* })?
@@ -211,7 +212,7 @@ impl PrivateContainerd {
         Self::start_in(EngineProcess::new("containerd", "spc-"), debian()).await
     }
 
-    /// [`Self::start`] on containerd 2.3.4: `start_version(V2_3)`.
+    /// [`Self::start`] on containerd 2.x: `start_version(V2)`.
     ///
     /// ```ignore
     /// let Some(containerd) = PrivateContainerd::start_v2().await.or_skip() else {
@@ -222,19 +223,19 @@ impl PrivateContainerd {
     /// # Errors
     /// [`Skipped`] when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
     pub async fn start_v2() -> Result<Self, Skipped> {
-        Self::start_version(ContainerdVersion::V2_3).await
+        Self::start_version(ContainerdVersion::V2).await
     }
 
     /// [`Self::start`] on the containerd release `version`, with the
     /// config of that release and its own `ctr` and shim.
     ///
     /// # Errors
-    /// [`Skipped`] for [`ContainerdVersion::V2_3`] when
+    /// [`Skipped`] for [`ContainerdVersion::V2`] when
     /// `$SAFEPRUNE_TEST_RUNTIMES` is unset (never for 1.6).
     ///
     /// # Panics
     /// As [`Self::start`]; and when `$SAFEPRUNE_TEST_RUNTIMES` is set but
-    /// lacks `containerd-2.3.4/`.
+    /// lacks `containerd/`.
     pub async fn start_version(version: ContainerdVersion) -> Result<Self, Skipped> {
         let binaries = Binaries::find(version)?;
         Ok(Self::start_in(EngineProcess::new("containerd", "spc-"), binaries).await)
@@ -337,6 +338,23 @@ impl PrivateContainerd {
     /// The release this containerd is.
     pub fn version(&self) -> ContainerdVersion {
         self.binaries.version
+    }
+
+    /// Whether its release is `major.minor` or later: for the facts that
+    /// changed within 2.x (docs/engines.md, "containerd 2.x").
+    pub fn release_at_least(&self, major: u32, minor: u32) -> bool {
+        let mut parts = self
+            .binaries
+            .release
+            .split('.')
+            .map(|p| p.parse::<u32>().unwrap_or(0));
+        let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        found >= (major, minor)
+    }
+
+    /// Its release, `1.6.20` or `2.1.9`.
+    pub fn release(&self) -> &str {
+        &self.binaries.release
     }
 
     /// The socket path, `/tmp/spc-XXXXXX/c.sock`.

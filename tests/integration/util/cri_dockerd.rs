@@ -1,13 +1,13 @@
 //! A real cri-dockerd of the test's own over a private Docker Engine, for
 //! a node as kubelet keeps it on Docker: pods and containers made through
-//! CRI (`crictl.rs`), stored by cri-dockerd as Docker containers.
+//! CRI (`kubelet.rs`), stored by cri-dockerd as Docker containers.
 //!
 //! [`PrivateCriDockerd::start`] takes a [`Combo`]: cri-dockerd 0.3.25 over
 //! Debian's dockerd 20.10 ([`PrivateDockerd`]), or 0.4.3 over Docker 29.7.2
-//! ([`PrivateDockerd29`]) on either [`Store`] (0.4 refuses an API below
-//! 1.42: `docker API version is older than 1.42.0`). cri-dockerd, crictl
-//! and Docker 29 come from `$SAFEPRUNE_TEST_RUNTIMES`
-//! (`cri-dockerd-0.3.25/`, `cri-dockerd-0.4.3/`, `cri-tools-1.36/`); where
+//! ([`PrivateDockerd28`]) on either [`Store`] (0.4 refuses an API below
+//! 1.42: `docker API version is older than 1.42.0`). cri-dockerd and
+//! Docker 29 come from `$SAFEPRUNE_TEST_RUNTIMES` (`cri-dockerd-0.3/`,
+//! `cri-dockerd/`, `docker/`); where
 //! it is unset the start is [`Skipped`]. Nothing of the node's own is
 //! touched (`/var/lib/cri-dockerd`, `/run/cri-dockerd.sock`,
 //! `/etc/cni`, `/opt/cni`, `/var/lib/cni`):
@@ -42,15 +42,12 @@ use bollard::body_full;
 use bollard::query_parameters::CreateImageOptionsBuilder;
 use futures_util::TryStreamExt;
 
-use super::crictl::{CriPod, Crictl};
 use super::docker::PrivateDockerd;
-use super::docker29::{PrivateDockerd29, Store};
+use super::docker28::{PrivateDockerd28, Store};
 use super::engine::EngineProcess;
+use super::kubelet::{CriPod, Kubelet};
 use super::pod::Pod;
 use super::{Skipped, TEST_LABEL, busybox_rootfs, test_runtime};
-
-/// The runtime set that holds crictl.
-const CRICTL_SET: &str = "cri-tools-1.36";
 
 /// The sandbox image cri-dockerd is told to use (its own default, so
 /// nothing differs from a node left at defaults), imported at start.
@@ -73,31 +70,32 @@ pub enum Combo {
     V0_3Over20_10,
     /// cri-dockerd 0.4.3 over Docker Engine 29.7.2 (API 1.55) on this
     /// image store.
-    V0_4Over29(Store),
+    V0_4Over28(Store),
 }
 
 impl Combo {
     /// Every combination the tests run on.
     pub const ALL: [Self; 3] = [
         Self::V0_3Over20_10,
-        Self::V0_4Over29(Store::Overlay2),
-        Self::V0_4Over29(Store::Containerd),
+        Self::V0_4Over28(Store::Overlay2),
+        Self::V0_4Over28(Store::Containerd),
     ];
 
-    /// cri-dockerd's version.
-    pub fn version(self) -> &'static str {
+    /// The runtime set of `$SAFEPRUNE_TEST_RUNTIMES` its cri-dockerd is
+    /// in: 0.3.x speaks API 1.41 to Docker 20.10, 0.4 and later refuse it.
+    pub fn set(self) -> &'static str {
         match self {
-            Self::V0_3Over20_10 => "0.3.25",
-            Self::V0_4Over29(_) => "0.4.3",
+            Self::V0_3Over20_10 => "cri-dockerd-0.3",
+            Self::V0_4Over28(_) => "cri-dockerd",
         }
     }
 
     /// `cri-dockerd 0.4.3 over Docker 29 (containerd store)`, for messages.
     pub fn name(self) -> String {
         match self {
-            Self::V0_3Over20_10 => "cri-dockerd 0.3.25 over Docker 20.10".to_owned(),
-            Self::V0_4Over29(store) => {
-                format!("cri-dockerd 0.4.3 over Docker 29 ({} store)", store.name())
+            Self::V0_3Over20_10 => "cri-dockerd 0.3 over Docker 20.10".to_owned(),
+            Self::V0_4Over28(store) => {
+                format!("cri-dockerd 0.4+ over Docker 28+ ({} store)", store.name())
             }
         }
     }
@@ -106,14 +104,14 @@ impl Combo {
 /// The Docker Engine below cri-dockerd.
 enum Dockerd {
     V20(PrivateDockerd),
-    V29(PrivateDockerd29),
+    V28(PrivateDockerd28),
 }
 
 /// A cri-dockerd of the test's own over a Docker Engine of its own.
 pub struct PrivateCriDockerd {
     combo: Combo,
-    /// kubelet's side: crictl at cri-dockerd's socket.
-    ctl: Crictl,
+    /// kubelet's side: CRI at cri-dockerd's socket.
+    ctl: Kubelet,
     socket: PathBuf,
     /// cri-dockerd, killed before dockerd.
     process: EngineProcess,
@@ -131,7 +129,7 @@ impl Deref for PrivateCriDockerd {
 
 impl PrivateCriDockerd {
     /// Starts the Docker Engine of `combo`, imports [`PAUSE_IMAGE`], starts
-    /// cri-dockerd over it, and waits until it answers `crictl version`.
+    /// cri-dockerd over it, and waits until it answers CRI's `Version`.
     ///
     /// ```ignore
     /// let Some(node) = PrivateCriDockerd::start(combo).await.or_skip() else {
@@ -147,29 +145,22 @@ impl PrivateCriDockerd {
     /// the message holds the tail of its log.
     pub async fn start(combo: Combo) -> Result<Self, Skipped> {
         let what = combo.name();
-        let binary =
-            test_runtime(&format!("cri-dockerd-{}", combo.version()), &what)?.join("cri-dockerd");
-        let crictl = test_runtime(CRICTL_SET, &format!("{what} (its crictl)"))?.join("crictl");
+        let binary = test_runtime(combo.set(), &what)?.join("cri-dockerd");
         let begun = Instant::now();
         let dockerd = match combo {
             Combo::V0_3Over20_10 => Dockerd::V20(PrivateDockerd::start_with_oom_floor().await),
-            Combo::V0_4Over29(store) => {
-                Dockerd::V29(PrivateDockerd29::start_with_oom_floor(store).await?)
+            Combo::V0_4Over28(store) => {
+                Dockerd::V28(PrivateDockerd28::start_with_oom_floor(store).await?)
             }
         };
         let engine = match &dockerd {
             Dockerd::V20(d) => d,
-            Dockerd::V29(d) => d.dockerd(),
+            Dockerd::V28(d) => d.dockerd(),
         };
         import_pause_image(engine).await;
         let mut process = EngineProcess::new("cri-dockerd", "spcd-");
         let socket = process.path("cri-dockerd.sock");
-        let ctl = Crictl::new(
-            crictl,
-            process.dir(),
-            format!("unix://{}", socket.display()),
-            engine.scope(),
-        );
+        let ctl = Kubelet::new(&socket, process.dir(), engine.scope());
         let path = |name: &str| process.path(name).to_string_lossy().into_owned();
         let args = [
             binary.to_string_lossy().into_owned(),
@@ -216,7 +207,7 @@ impl PrivateCriDockerd {
     pub fn dockerd(&self) -> &PrivateDockerd {
         match &self.dockerd {
             Dockerd::V20(d) => d,
-            Dockerd::V29(d) => d.dockerd(),
+            Dockerd::V28(d) => d.dockerd(),
         }
     }
 
@@ -232,23 +223,13 @@ impl PrivateCriDockerd {
         &self.socket
     }
 
-    /// kubelet's side: crictl at cri-dockerd's socket.
-    pub fn ctl(&self) -> &Crictl {
+    /// kubelet's side: CRI at cri-dockerd's socket (`pods()`,
+    /// `sandbox_status()`, `container_ids()`...).
+    pub fn ctl(&self) -> &Kubelet {
         &self.ctl
     }
 
-    /// Runs `crictl` with `args`; its stdout. Panics with its output when
-    /// it fails.
-    pub fn crictl_ok(&self, args: &[&str]) -> String {
-        self.ctl.ok(args)
-    }
-
-    /// Runs `crictl` with `args` and `-o json`; its answer.
-    pub fn crictl_json(&self, args: &[&str]) -> serde_json::Value {
-        self.ctl.json(args)
-    }
-
-    /// Runs a pod sandbox as kubelet does (`crictl.rs`): cri-dockerd makes
+    /// Runs a pod sandbox as kubelet does (`kubelet.rs`): cri-dockerd makes
     /// it a container of [`PAUSE_IMAGE`] named `k8s_POD_…`.
     pub fn run_pod(&self, pod: &Pod) -> CriPod<'_> {
         self.ctl.run_pod(pod)
@@ -282,8 +263,8 @@ async fn import_pause_image(engine: &PrivateDockerd) {
 }
 
 /// Makes of each `async fn name(combo: Combo)` the tests
-/// `name::on_0_3_over_20_10`, `name::on_0_4_over_29_overlay2` and
-/// `name::on_0_4_over_29_containerd_store`. The body starts
+/// `name::on_0_3_over_20_10`, `name::on_0_4_over_28_overlay2` and
+/// `name::on_0_4_over_28_containerd_store`. The body starts
 /// `PrivateCriDockerd::start(combo)`; without the runtimes each prints its
 /// skip.
 #[allow(
@@ -295,7 +276,7 @@ macro_rules! cri_dockerd_tests {
     ($name:ident $(, $($rest:tt)*)?) => {
         mod $name {
             use $crate::util::cri_dockerd::Combo;
-            use $crate::util::docker29::Store;
+            use $crate::util::docker28::Store;
 
             #[tokio::test(flavor = "multi_thread")]
             async fn on_0_3_over_20_10() {
@@ -303,13 +284,13 @@ macro_rules! cri_dockerd_tests {
             }
 
             #[tokio::test(flavor = "multi_thread")]
-            async fn on_0_4_over_29_overlay2() {
-                super::$name(Combo::V0_4Over29(Store::Overlay2)).await;
+            async fn on_0_4_over_28_overlay2() {
+                super::$name(Combo::V0_4Over28(Store::Overlay2)).await;
             }
 
             #[tokio::test(flavor = "multi_thread")]
-            async fn on_0_4_over_29_containerd_store() {
-                super::$name(Combo::V0_4Over29(Store::Containerd)).await;
+            async fn on_0_4_over_28_containerd_store() {
+                super::$name(Combo::V0_4Over28(Store::Containerd)).await;
             }
         }
         $($crate::util::cri_dockerd::cri_dockerd_tests! { $($rest)* })?

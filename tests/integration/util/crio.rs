@@ -1,14 +1,14 @@
 //! A private CRI-O 1.36.3 for a test, and fixtures that fill it the way
 //! kubelet would, through CRI (kubelet's side, shared with cri-dockerd, is
-//! `crictl.rs`).
+//! `kubelet.rs`).
 //!
 //! [`PrivateCrio::start`] runs `crio` from `$SAFEPRUNE_TEST_RUNTIMES`
-//! (`crio-1.36.3/`, with its `pinns` and `copyimg`; `crictl` from
-//! `cri-tools-1.36/`) as an [`EngineProcess`] under `/tmp/spo-XXXXXX`: its
-//! config, storage root and run root, socket, log, pod logs and every other
-//! path it would otherwise take from `/etc`, `/var` or `/run`. Where the
-//! variable is unset the start is [`Skipped`]. It never touches the node's
-//! own CRI-O, nor `/etc/containers`, nor the network:
+//! (`crio/`, with its `pinns` and `copyimg`) as an [`EngineProcess`] under
+//! `/tmp/spo-XXXXXX`: its config, storage root and run root, socket, log,
+//! pod logs and every other path it would otherwise take from `/etc`,
+//! `/var` or `/run`. Where the variable is unset the start is
+//! [`Skipped`]. It never touches the node's own CRI-O, nor
+//! `/etc/containers`, nor the network:
 //!
 //! - `--config` is a file of its own and `--config-dir` an empty directory
 //!   of its own (else `/etc/crio/crio.conf.d` is read); registries
@@ -44,10 +44,11 @@
 //! init ends CRI-O, every conmon and container, and takes every mount
 //! (overlays, image volumes, pinned namespaces) with the mount namespace;
 //! [`EngineProcess`] then removes the cgroups under `/<scope>` and the
-//! directory. `crictl` reaches the socket through the file system; it runs
-//! in the engine's network namespace (`nsenter`) so that `exec`, which
-//! goes through CRI-O's stream server on 127.0.0.1 there, works too.
-//! CRI-O answers `crictl version` 0.08 to 0.19 s after its launch, and
+//! directory. kubelet's side ([`Kubelet`]) reaches the socket through the
+//! file system, and runs commands in containers with CRI's `ExecSync`,
+//! which goes over the socket too (not through CRI-O's stream server on
+//! 127.0.0.1 in the engine's network namespace, as crictl's `exec` did).
+//! CRI-O answers `Version` 0.08 to 0.19 s after its launch, and
 //! the pause image's import before it takes 0.13 to 0.5 s (measured: four
 //! engines starting at once on 2 cores; up to 1 s on a busy machine).
 //!
@@ -62,19 +63,18 @@ use std::time::Instant;
 use containerd_client::tonic::transport::Channel;
 use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use k8s_cri::v1::{ContainerStatus, Image};
 use serde_json::Value;
 
-use super::crictl::{CriContainer, CriPod, Crictl};
 use super::engine::EngineProcess;
+use super::kubelet::{CriContainer, CriPod, Kubelet};
 use super::oci;
 use super::pod::Pod;
 use super::{Skipped, busybox_rootfs, test_runtime};
 
 /// The runtime set of `$SAFEPRUNE_TEST_RUNTIMES` that holds crio, pinns
 /// and copyimg.
-const CRIO_SET: &str = "crio-1.36.3";
-/// The one that holds crictl.
-const CRICTL_SET: &str = "cri-tools-1.36";
+const CRIO_SET: &str = "crio";
 
 /// The pause image CRI-O is configured with (`pause_image`), imported at
 /// start: a busybox whose entrypoint sleeps until TERM.
@@ -128,7 +128,6 @@ struct Tools {
     crio: PathBuf,
     pinns: PathBuf,
     copyimg: PathBuf,
-    crictl: PathBuf,
     runc: PathBuf,
     conmon: PathBuf,
 }
@@ -136,13 +135,11 @@ struct Tools {
 impl Tools {
     /// The set's binaries and Debian's runc and conmon.
     fn find() -> Result<Self, Skipped> {
-        let set = test_runtime(CRIO_SET, "CRI-O 1.36.3")?;
-        let tools = test_runtime(CRICTL_SET, "CRI-O 1.36.3 (its crictl)")?;
+        let set = test_runtime(CRIO_SET, "CRI-O")?;
         Ok(Self {
             crio: set.join("crio"),
             pinns: set.join("pinns"),
             copyimg: set.join("copyimg"),
-            crictl: tools.join("crictl"),
             runc: on_path("runc"),
             conmon: on_path("conmon"),
         })
@@ -167,9 +164,8 @@ fn on_path(program: &str) -> PathBuf {
 /// A CRI-O of the test's own.
 pub struct PrivateCrio {
     tools: Tools,
-    /// kubelet's side: crictl at the socket, in CRI-O's network namespace
-    /// once it runs.
-    ctl: Crictl,
+    /// kubelet's side: CRI at the socket.
+    ctl: Kubelet,
     socket: PathBuf,
     root: PathBuf,
     runroot: PathBuf,
@@ -224,12 +220,7 @@ impl PrivateCrio {
         }
         write_configs(&dir, &tools, &options);
         let socket = dir.join("crio.sock");
-        let ctl = Crictl::new(
-            tools.crictl.clone(),
-            &dir,
-            format!("unix://{}", socket.display()),
-            process.scope(),
-        );
+        let ctl = Kubelet::new(&socket, &dir, process.scope());
         let crio = Self {
             ctl,
             socket,
@@ -249,7 +240,7 @@ impl PrivateCrio {
         Ok(crio)
     }
 
-    /// Runs CRI-O on the directory and waits until `crictl version`
+    /// Runs CRI-O on the directory and waits until CRI's `Version`
     /// answers on its socket.
     async fn launch(mut self) -> Self {
         let path = |name: &str| self.process.path(name).to_string_lossy().into_owned();
@@ -282,7 +273,6 @@ impl PrivateCrio {
         self.process
             .await_answer(async || (socket.exists() && ctl.answers()).then_some(()))
             .await;
-        self.ctl = self.ctl.clone().in_net_of(self.pid());
         self
     }
 
@@ -392,59 +382,27 @@ impl PrivateCrio {
         ImageServiceClient::new(self.channel().await)
     }
 
-    /// kubelet's side of this CRI-O: `crictl` in its network namespace.
-    pub fn ctl(&self) -> &Crictl {
+    /// kubelet's side of this CRI-O: CRI at its socket, for every call a
+    /// test makes as kubelet (`pods()`, `sandbox_status()`, `exec()`,
+    /// `status()`, `image_fs_info()`, `rmi_prune()`...).
+    pub fn ctl(&self) -> &Kubelet {
         &self.ctl
     }
 
-    /// The set's `crictl`, in CRI-O's network namespace, with `args`;
-    /// runtime and image endpoint are this CRI-O's, and its config file is
-    /// the engine's own (not `/etc/crictl.yaml`).
-    pub fn crictl(&self, args: &[&str]) -> Command {
-        self.ctl.command(args)
-    }
-
-    /// Runs `crictl` with `args`; its stdout, or its stderr as the error
-    /// (what CRI-O answered): for a test that expects a refusal.
-    ///
-    /// # Errors
-    /// crictl's stderr when it exits non-zero.
-    pub fn try_crictl(&self, args: &[&str]) -> Result<String, String> {
-        self.ctl.try_run(args)
-    }
-
-    /// Runs `crictl` with `args`; its stdout. Panics with its output when
-    /// it fails.
-    pub fn crictl_ok(&self, args: &[&str]) -> String {
-        self.ctl.ok(args)
-    }
-
-    /// Runs `crictl` with `args`, a command and what it takes, and `-o
-    /// json`; its answer.
-    pub fn crictl_json(&self, args: &[&str]) -> Value {
-        self.ctl.json(args)
-    }
-
-    /// Every image CRI lists (`ListImages`, `crictl images -o json`): `id`
-    /// (bare hex), `repoTags`, `repoDigests`, `size`, `pinned`.
-    pub fn images(&self) -> Vec<Value> {
+    /// Every image CRI lists (`ListImages`): `id` (bare hex), `repo_tags`,
+    /// `repo_digests`, `size`, `pinned`.
+    pub fn images(&self) -> Vec<Image> {
         self.ctl.images()
     }
 
     /// The image ids CRI lists now.
     pub fn image_ids(&self) -> std::collections::BTreeSet<String> {
-        self.images()
-            .iter()
-            .map(|i| i["id"].as_str().unwrap().to_owned())
-            .collect()
+        self.ctl.image_ids()
     }
 
     /// The container ids CRI lists now, of any state.
     pub fn container_ids(&self) -> std::collections::BTreeSet<String> {
-        self.crictl_ok(&["ps", "-a", "-q"])
-            .lines()
-            .map(str::to_owned)
-            .collect()
+        self.ctl.container_ids()
     }
 
     /// The CRI image id (bare hex, as `ImageStatus` gives it) of image
@@ -454,9 +412,9 @@ impl PrivateCrio {
         self.ctl.image_id(reference)
     }
 
-    /// The status of container `id` (`ContainerStatus`, `crictl inspect`):
-    /// `state`, `exitCode`, `finishedAt`, `imageId`, `mounts`...
-    pub fn container_status(&self, id: &str) -> Value {
+    /// The status of container `id` (`ContainerStatus`): `state`,
+    /// `exit_code`, `finished_at`, `image_id`, `mounts`...
+    pub fn container_status(&self, id: &str) -> ContainerStatus {
         self.ctl.container_status(id)
     }
 
@@ -529,12 +487,11 @@ impl PrivateCrio {
         );
     }
 
-    /// Runs a pod sandbox (`RunPodSandbox`, `crictl runp`) as kubelet does
-    /// for a pod on the host network that shares no PID namespace
-    /// (`crictl.rs`): the `io.kubernetes.pod.*` labels, its log directory
-    /// (which kubelet makes, and conmon needs), its cgroups under
-    /// `/<scope>`. With `drop_infra_ctr` such a pod runs no infra
-    /// container.
+    /// Runs a pod sandbox (`RunPodSandbox`) as kubelet does for a pod on
+    /// the host network that shares no PID namespace (`kubelet.rs`): the
+    /// `io.kubernetes.pod.*` labels, its log directory (which kubelet
+    /// makes, and conmon needs), its cgroups under `/<scope>`. With
+    /// `drop_infra_ctr` such a pod runs no infra container.
     pub fn run_pod(&self, pod: &Pod) -> CrioPod<'_> {
         self.ctl.run_pod(pod)
     }
@@ -542,17 +499,17 @@ impl PrivateCrio {
     /// [`Self::run_pod`], CRI-O's refusal as the error.
     ///
     /// # Errors
-    /// crictl's stderr when `RunPodSandbox` fails.
+    /// CRI-O's answer when `RunPodSandbox` fails.
     pub fn try_run_pod(&self, pod: &Pod) -> Result<CrioPod<'_>, String> {
         self.ctl.try_run_pod(pod)
     }
 }
 
-/// A pod sandbox run on a [`PrivateCrio`] (`crictl.rs`).
+/// A pod sandbox run on a [`PrivateCrio`] (`kubelet.rs`).
 pub type CrioPod<'a> = CriPod<'a>;
 
 /// One of a pod's containers, as kubelet asks CRI-O to make it
-/// (`crictl.rs`).
+/// (`kubelet.rs`).
 pub type CrioContainer<'a> = CriContainer<'a>;
 
 /// Where CRI-O finds CNI plugins: Debian's with a pod network, whose

@@ -68,7 +68,7 @@ impl PrivateDockerd {
     }
 
     /// The fixtures on an engine launched elsewhere that answers at
-    /// `endpoint` (`docker29.rs`: Docker 29 over a containerd of its own).
+    /// `endpoint` (`docker28.rs`: Docker 29 over a containerd of its own).
     /// Not for [`Self::restart`], which launches Debian's dockerd.
     pub(super) fn launched(docker: Docker, endpoint: String, process: EngineProcess) -> Self {
         Self {

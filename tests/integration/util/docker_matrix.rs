@@ -1,14 +1,14 @@
 //! One Docker test on each engine a node may run: Debian 12's Docker
-//! 20.10 and Docker 29 on each of its image stores.
+//! 20.10 and Docker 28+ (Debian unstable's) on each of its image stores.
 //!
 //! [`DockerVersion`] names the three; [`VersionedDockerd::start`] starts a
 //! private engine of that version and store: a [`PrivateDockerd`] for
-//! 20.10, a [`PrivateDockerd29`] for 29 (from `$SAFEPRUNE_TEST_RUNTIMES`;
+//! 20.10, a [`PrivateDockerd28`] for 28+ (from `$SAFEPRUNE_TEST_RUNTIMES`;
 //! where it is unset the start is [`Skipped`]). Either way the result
 //! dereferences to a [`PrivateDockerd`], so a test body is written once
 //! against the fixtures of `docker.rs`. [`docker_tests!`] makes of that
-//! body the tests `<name>::on_20_10`, `<name>::on_29_overlay2` and
-//! `<name>::on_29_containerd`, as `containerd_tests!` does for containerd's
+//! body the tests `<name>::on_20_10`, `<name>::on_28_overlay2` and
+//! `<name>::on_28_containerd`, as `containerd_tests!` does for containerd's
 //! releases.
 //!
 //! Where the engines truly differ (docs/engines.md, "Docker 29"), the body
@@ -20,16 +20,17 @@ use std::path::PathBuf;
 
 use super::Skipped;
 use super::docker::PrivateDockerd;
-use super::docker29::{PrivateDockerd29, Store};
+use super::docker28::{PrivateDockerd28, Store};
 
-/// The Docker Engine, and for 29 the image store, a test runs on.
+/// The Docker Engine, and for 28+ the image store, a test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DockerVersion {
     /// Debian 12's Docker 20.10.24 (API 1.41; package `docker.io`), on
     /// the overlay2 graph driver: what [`PrivateDockerd::start`] runs.
     V20_10,
-    /// Docker 29.7.2 (API 1.55) over containerd 2.3.4 on `store`.
-    V29(Store),
+    /// Debian unstable's Docker 28 or later (28.5.2, API 1.51, when this
+    /// was written) over its containerd 2.x on `store`.
+    V28(Store),
 }
 
 impl DockerVersion {
@@ -37,7 +38,7 @@ impl DockerVersion {
     /// or index digests, a parent image holds nothing, inspect's `Size`
     /// is the compressed content (docs/engines.md, "Docker 29").
     pub fn containerd_store(self) -> bool {
-        self == Self::V29(Store::Containerd)
+        self == Self::V28(Store::Containerd)
     }
 }
 
@@ -45,7 +46,7 @@ impl DockerVersion {
 /// [`PrivateDockerd`] by [`Deref`].
 pub enum VersionedDockerd {
     V20_10(PrivateDockerd),
-    V29(PrivateDockerd29),
+    V28(PrivateDockerd28),
 }
 
 impl VersionedDockerd {
@@ -58,14 +59,14 @@ impl VersionedDockerd {
     /// ```
     ///
     /// # Errors
-    /// [`Skipped`] for Docker 29 when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
+    /// [`Skipped`] for Docker 28+ when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
     ///
     /// # Panics
-    /// As [`PrivateDockerd::start`] and [`PrivateDockerd29::start`].
+    /// As [`PrivateDockerd::start`] and [`PrivateDockerd28::start`].
     pub async fn start(version: DockerVersion) -> Result<Self, Skipped> {
         Ok(match version {
             DockerVersion::V20_10 => Self::V20_10(PrivateDockerd::start().await),
-            DockerVersion::V29(store) => Self::V29(PrivateDockerd29::start(store).await?),
+            DockerVersion::V28(store) => Self::V28(PrivateDockerd28::start(store).await?),
         })
     }
 
@@ -82,29 +83,29 @@ impl VersionedDockerd {
             DockerVersion::V20_10 => {
                 Self::V20_10(PrivateDockerd::start_on_small_fs(megabytes).await)
             }
-            DockerVersion::V29(store) => {
-                Self::V29(PrivateDockerd29::start_on_small_fs(store, megabytes).await?)
+            DockerVersion::V28(store) => {
+                Self::V28(PrivateDockerd28::start_on_small_fs(store, megabytes).await?)
             }
         })
     }
 
     /// Where the engine keeps its images, as safeprune measures it with
-    /// `images.disk`: the data root, but on Docker 29's containerd store
+    /// `images.disk`: the data root, but on Docker 28+'s containerd store
     /// containerd's snapshotter root. Under [`Self::start_on_small_fs`] it
     /// lies on the small file system.
     pub fn image_root(&self) -> PathBuf {
         match self {
             Self::V20_10(e) => e.data_root(),
-            Self::V29(e) => e.image_root(),
+            Self::V28(e) => e.image_root(),
         }
     }
 
-    /// Kills the engine (on 29, its containerd too), as a crash or
+    /// Kills the engine (on 28+, its containerd too), as a crash or
     /// `systemctl stop docker` would; its data stays for [`Self::restart`].
     pub fn stop(&mut self) {
         match self {
             Self::V20_10(e) => e.stop(),
-            Self::V29(e) => e.stop(),
+            Self::V28(e) => e.stop(),
         }
     }
 
@@ -112,7 +113,7 @@ impl VersionedDockerd {
     pub async fn restart(&mut self) {
         match self {
             Self::V20_10(e) => e.restart().await,
-            Self::V29(e) => e.restart().await,
+            Self::V28(e) => e.restart().await,
         }
     }
 
@@ -120,15 +121,15 @@ impl VersionedDockerd {
     pub fn version(&self) -> DockerVersion {
         match self {
             Self::V20_10(_) => DockerVersion::V20_10,
-            Self::V29(e) => DockerVersion::V29(e.store()),
+            Self::V28(e) => DockerVersion::V28(e.store()),
         }
     }
 
-    /// The Docker 29 engine, for what only it has (its containerd, `ctr`).
-    pub fn as_29(&self) -> Option<&PrivateDockerd29> {
+    /// The Docker 28+ engine, for what only it has (its containerd, `ctr`).
+    pub fn as_28(&self) -> Option<&PrivateDockerd28> {
         match self {
             Self::V20_10(_) => None,
-            Self::V29(e) => Some(e),
+            Self::V28(e) => Some(e),
         }
     }
 }
@@ -139,7 +140,7 @@ impl Deref for VersionedDockerd {
     fn deref(&self) -> &PrivateDockerd {
         match self {
             Self::V20_10(e) => e,
-            Self::V29(e) => e,
+            Self::V28(e) => e,
         }
     }
 }
@@ -147,10 +148,10 @@ impl Deref for VersionedDockerd {
 /// One test per Docker engine from one test body. For each `name`, an
 /// `async fn name(version: DockerVersion)` of the calling module, it makes
 /// a module `name` of three tests: `on_20_10` runs the body on Debian's
-/// Docker 20.10, `on_29_overlay2` and `on_29_containerd` on Docker 29 with
+/// Docker 20.10, `on_28_overlay2` and `on_28_containerd` on Docker 28+ with
 /// each image store. The body starts its engine with
 /// [`VersionedDockerd::start`]`(version)` and `.or_skip()`, so that without
-/// `$SAFEPRUNE_TEST_RUNTIMES` the Docker 29 tests print why and pass
+/// `$SAFEPRUNE_TEST_RUNTIMES` the Docker 28+ tests print why and pass
 /// without running.
 ///
 /// A name may carry the test attribute its body needs; the default is
@@ -171,7 +172,7 @@ macro_rules! docker_tests {
     () => {};
     (#[$test:meta] $name:ident $(, $($rest:tt)*)?) => {
         mod $name {
-            use $crate::util::docker29::Store;
+            use $crate::util::docker28::Store;
             use $crate::util::docker_matrix::DockerVersion;
 
             #[$test]
@@ -180,13 +181,13 @@ macro_rules! docker_tests {
             }
 
             #[$test]
-            async fn on_29_overlay2() {
-                super::$name(DockerVersion::V29(Store::Overlay2)).await;
+            async fn on_28_overlay2() {
+                super::$name(DockerVersion::V28(Store::Overlay2)).await;
             }
 
             #[$test]
-            async fn on_29_containerd() {
-                super::$name(DockerVersion::V29(Store::Containerd)).await;
+            async fn on_28_containerd() {
+                super::$name(DockerVersion::V28(Store::Containerd)).await;
             }
         }
         $($crate::util::docker_matrix::docker_tests! { $($rest)* })?

@@ -14,15 +14,17 @@
 //!   (`docker_tests!`), its engine a [`docker::PrivateDockerd`] either way.
 //! - [`crio::PrivateCrio`] (`crio.rs`): a CRI-O 1.36.3 of the test's own
 //!   (from `$SAFEPRUNE_TEST_RUNTIMES`), an [`engine::EngineProcess`] too,
-//!   filled through CRI (`crictl`) as kubelet fills it, its images put in
-//!   with `copyimg`.
+//!   filled through CRI ([`kubelet::Kubelet`]) as kubelet fills it, its
+//!   images put in with `copyimg`.
 //! - [`cri_dockerd::PrivateCriDockerd`] (`cri_dockerd.rs`): a real
 //!   cri-dockerd (0.3.25 over Debian's Docker 20.10, 0.4.3 over Docker 29
 //!   on either store) of the test's own, filled through CRI as kubelet
 //!   fills it.
-//! - [`crictl::Crictl`] (`crictl.rs`): kubelet's side of a CRI runtime,
-//!   pods and containers made through `crictl` with kubelet's labels and
-//!   annotations; shared by CRI-O and cri-dockerd.
+//! - [`kubelet::Kubelet`] (`kubelet.rs`): kubelet's side of a CRI runtime,
+//!   pods and containers made over CRI's gRPC API with kubelet's labels and
+//!   annotations, and what tests ask of CRI besides (lists, statuses,
+//!   `ExecSync`, `crictl rmi --prune`'s logic); shared by CRI-O,
+//!   cri-dockerd and containerd's CRI plugin.
 //! - [`pod::Pod`] (`pod.rs`): a pod as kubelet names it, on either engine.
 //! - [`kube`] (`kube.rs`): kubelet's part for the `DaemonSet`'s pod, the
 //!   manifests of `deploy/kubernetes/` turned into CRI configs.
@@ -33,8 +35,9 @@
 //!   and stopped.
 //! - [`image`] (`image.rs`): the container image `scripts/image.sh` builds
 //!   from the binary under test, and its archives read back.
-//! - [`test_runtime`] and [`Skipped`] (here): the newer engines built from
-//!   upstream sources (`$SAFEPRUNE_TEST_RUNTIMES`, which `scripts/test.sh`
+//! - [`test_runtime`] and [`Skipped`] (here): the newer engines from
+//!   Debian unstable's packages, and CRI-O and cri-dockerd where someone
+//!   provides them (`$SAFEPRUNE_TEST_RUNTIMES`, which `scripts/test.sh`
 //!   sets), or why a test that needs one did not run.
 //!
 //! Everything the fixtures create carries the label `safeprune.test=<scope>`
@@ -47,15 +50,15 @@
 
 pub mod containerd;
 pub mod cri_dockerd;
-pub mod crictl;
 pub mod crio;
 pub mod daemon;
 pub mod docker;
-pub mod docker29;
+pub mod docker28;
 pub mod docker_matrix;
 mod engine;
 pub mod image;
 pub mod kube;
+pub mod kubelet;
 pub mod node;
 pub mod oci;
 pub mod pod;
@@ -77,10 +80,11 @@ pub const RUN_FOREVER: &[&str] = &["sh", "-c", "trap 'exit 0' TERM; sleep 3600 &
 /// A command that exits 0 at once.
 pub const EXIT_0: &[&str] = &["sh", "-c", "exit 0"];
 
-/// The directory of the runtimes built from upstream sources
-/// (`../shared/runtimes/install.sh` unpacked there, one directory per set,
-/// such as `containerd-2.3.4/`); `scripts/test.sh` sets it when
-/// `../shared/runtimes` exists.
+/// The directory of the newer runtimes: `scripts/runtimes.sh` fetches
+/// Debian unstable's `containerd` (2.x) and `docker.io` (28 and later)
+/// into it (`containerd/`, `docker/`), and `scripts/test.sh` sets the
+/// variable. Binaries of one's own for CRI-O and cri-dockerd go beside
+/// them ([`OPTIONAL_SETS`]; CONTRIBUTING.md, "Runtimes").
 pub const RUNTIMES_VAR: &str = "SAFEPRUNE_TEST_RUNTIMES";
 
 /// Why a test did not run: an engine it needs is not on this machine. Its
@@ -110,38 +114,82 @@ impl<T> OrSkip<T> for Result<T, Skipped> {
     }
 }
 
-/// The directory of runtime set `set` (say `containerd-2.3.4`) under
-/// `$SAFEPRUNE_TEST_RUNTIMES`, for tests of `what` (say `containerd
-/// 2.3.4`).
+/// The sets no package registry here serves, which someone may put under
+/// `$SAFEPRUNE_TEST_RUNTIMES`, and what each must hold: their tests are
+/// skipped where they are absent.
+pub const OPTIONAL_SETS: &[(&str, &str)] = &[
+    ("crio", "crio, pinns and copyimg (CRI-O 1.36 or later)"),
+    ("cri-dockerd", "cri-dockerd 0.4 or later (over Docker 28+)"),
+    (
+        "cri-dockerd-0.3",
+        "cri-dockerd 0.3.x (over Debian's Docker 20.10, API 1.41)",
+    ),
+];
+
+/// A runtime set under `$SAFEPRUNE_TEST_RUNTIMES`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestRuntime {
+    /// Its directory, `$SAFEPRUNE_TEST_RUNTIMES/<set>`.
+    pub dir: PathBuf,
+    /// What its `VERSION` file says (`2.1.9`), or `its own build` where
+    /// there is none (a set someone provided).
+    pub version: String,
+}
+
+impl TestRuntime {
+    /// `name` in the set's directory.
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+/// Runtime set `set` (`containerd`, `docker`, or one of [`OPTIONAL_SETS`])
+/// under `$SAFEPRUNE_TEST_RUNTIMES`, for tests of `what` (say
+/// `containerd 2.x`).
 ///
 /// # Errors
-/// [`Skipped`] when the variable is unset: the runtimes are optional, as
-/// `../shared/runtimes` is.
+/// [`Skipped`] when the variable is unset, or when an optional set is not
+/// there (the text says what to provide).
 ///
 /// # Panics
-/// When the variable is set but `set` is not under it: that is a broken
-/// install, not a machine without the runtimes, and must not pass as a skip.
-pub fn test_runtime(set: &str, what: &str) -> Result<PathBuf, Skipped> {
+/// When the variable is set but `containerd/` or `docker/` is missing:
+/// that is a broken fetch, not a machine without the runtimes, and must
+/// not pass as a skip.
+pub fn test_runtime(set: &str, what: &str) -> Result<TestRuntime, Skipped> {
     runtime_in(std::env::var_os(RUNTIMES_VAR), set, what)
 }
 
 /// [`test_runtime`] with `root` as the variable's value.
 ///
 /// # Errors
-/// [`Skipped`] when `root` is `None` or empty.
-pub fn runtime_in(root: Option<OsString>, set: &str, what: &str) -> Result<PathBuf, Skipped> {
+/// [`Skipped`] when `root` is `None` or empty, or an optional set is
+/// missing.
+pub fn runtime_in(root: Option<OsString>, set: &str, what: &str) -> Result<TestRuntime, Skipped> {
     let Some(root) = root.filter(|v| !v.is_empty()) else {
         return Err(Skipped(format!(
-            "skipped: {RUNTIMES_VAR} is unset (../shared/runtimes absent): {what} tests not run"
+            "skipped: {RUNTIMES_VAR} is unset (scripts/test.sh sets it after scripts/runtimes.sh): {what} tests not run"
         )));
     };
     let dir = PathBuf::from(root).join(set);
-    assert!(
-        dir.is_dir(),
-        "{RUNTIMES_VAR} is set but {} is missing: run ../shared/runtimes/install.sh into it (scripts/test.sh does)",
-        dir.display()
-    );
-    Ok(dir)
+    if let Some((_, holds)) = OPTIONAL_SETS.iter().find(|(name, _)| *name == set) {
+        if !dir.is_dir() {
+            return Err(Skipped(format!(
+                "skipped: no {} ({holds}; no registry here serves it): {what} tests not run",
+                dir.display()
+            )));
+        }
+    } else {
+        assert!(
+            dir.is_dir(),
+            "{RUNTIMES_VAR} is set but {} is missing: run scripts/runtimes.sh {} (scripts/test.sh does)",
+            dir.display(),
+            dir.parent()
+                .map_or_else(String::new, |p| p.display().to_string())
+        );
+    }
+    let version = fs::read_to_string(dir.join("VERSION"))
+        .map_or_else(|_| "its own build".to_owned(), |v| v.trim().to_owned());
+    Ok(TestRuntime { dir, version })
 }
 
 /// Runs `command`; panics with its output when it fails.

@@ -3,8 +3,8 @@
 //! namespaces and its teardown are [`EngineProcess`]'s.
 //!
 //! Two versions: Debian 12's containerd 1.6.20 (config `version = 2`) and
-//! containerd 2.3.4 from the test runtimes (config `version = 3`, which it
-//! migrates at start; see docs/engines.md, "containerd 2.x").
+//! Debian unstable's containerd 2.x from the test runtimes (config
+//! `version = 3`; see docs/engines.md, "containerd 2.x").
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -36,8 +36,9 @@ pub(super) const SOCKET: &str = "c.sock";
 /// Where containerd serves its metrics, in its private network namespace.
 pub(super) const METRICS_ADDRESS: &str = "127.0.0.1:1338";
 
-/// The runtime set of `$SAFEPRUNE_TEST_RUNTIMES` that holds containerd 2.3.4.
-const V2_3_SET: &str = "containerd-2.3.4";
+/// The runtime set of `$SAFEPRUNE_TEST_RUNTIMES` that holds containerd
+/// 2.x: Debian unstable's package, unpacked by `scripts/runtimes.sh`.
+const V2_SET: &str = "containerd";
 
 /// The binaries of a private containerd: which release, and where.
 #[derive(Debug, Clone)]
@@ -46,19 +47,29 @@ pub(super) struct Binaries {
     /// The directory of `containerd`, `containerd-shim-runc-v2` and `ctr`;
     /// `None`: Debian's, on PATH.
     dir: Option<PathBuf>,
+    /// Its `major.minor.patch` (`1.6.20`, `2.1.9`).
+    pub(super) release: String,
 }
 
 impl Binaries {
     /// Where `version`'s binaries are.
     ///
     /// # Errors
-    /// [`Skipped`] for 2.3.4 when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
+    /// [`Skipped`] for 2.x when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
     pub(super) fn find(version: ContainerdVersion) -> Result<Self, Skipped> {
-        let dir = match version {
-            ContainerdVersion::V1_6 => None,
-            ContainerdVersion::V2_3 => Some(test_runtime(V2_3_SET, "containerd 2.3.4")?),
+        let (dir, release) = match version {
+            // Debian 12's, which scripts/deps.sh installs.
+            ContainerdVersion::V1_6 => (None, "1.6.20".to_owned()),
+            ContainerdVersion::V2 => {
+                let set = test_runtime(V2_SET, "containerd 2.x")?;
+                (Some(set.dir), set.version)
+            }
         };
-        Ok(Self { version, dir })
+        Ok(Self {
+            version,
+            dir,
+            release,
+        })
     }
 
     /// The `ctr` of the same release: a client of its own version, as an
@@ -195,7 +206,7 @@ pub(super) async fn launch(
     let config = process.path(config);
     let toml = match binaries.version {
         ContainerdVersion::V1_6 => config_toml(process.dir(), &socket, cri),
-        ContainerdVersion::V2_3 => config_toml_v3(process.dir(), &socket, cri),
+        ContainerdVersion::V2 => config_toml_v3(process.dir(), &socket, cri),
     };
     fs::write(&config, toml).unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
     let cni = process.path("cni");

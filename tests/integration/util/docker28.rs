@@ -1,14 +1,16 @@
-//! A private Docker Engine 29.7.2 for a test, over a containerd 2.3.4 of its
-//! own, on the image store the test picks.
+//! A private Docker Engine 28 or later for a test (Debian unstable's
+//! `docker.io`, 28.5.2 when this was written), over a containerd 2.x of its
+//! own (Debian unstable's `containerd`), on the image store the test picks.
 //!
-//! [`PrivateDockerd29::start`] runs, as one [`EngineProcess`] under
-//! `/tmp/sp29-XXXXXX`, a shell that starts containerd 2.3.4 in the
+//! [`PrivateDockerd28::start`] runs, as one [`EngineProcess`] under
+//! `/tmp/sp28-XXXXXX`, a shell that starts containerd 2.x in the
 //! background (config `containerd.toml`, root and state under
 //! `containerd/`, socket `c.sock`, log `containerd.log`) and then becomes
-//! dockerd 29.7.2 (`--containerd` at that socket, data root, exec root,
+//! dockerd (`--containerd` at that socket, data root, exec root,
 //! socket and pid file as [`PrivateDockerd`]'s, no bridge, no iptables).
-//! Both binaries come from `$SAFEPRUNE_TEST_RUNTIMES` (`docker-29.7.2/`,
-//! `containerd-2.3.4/`); where it is unset the start is [`Skipped`].
+//! Both binaries come from `$SAFEPRUNE_TEST_RUNTIMES` (`docker/`,
+//! `containerd/`, which `scripts/runtimes.sh` unpacks from Debian
+//! unstable's packages); where it is unset the start is [`Skipped`].
 //! dockerd is the init of the namespaces and containerd its child, so the
 //! teardown of [`PrivateDockerd`] takes both, their shims and containers.
 //!
@@ -18,14 +20,14 @@
 //! without CRI and NRI: dockerd needs neither. Start-up of both, until
 //! dockerd answers, takes 0.15 to 0.5 s on 2 cores (measured).
 //!
-//! [`PrivateDockerd29`] dereferences to a [`PrivateDockerd`], so every
+//! [`PrivateDockerd28`] dereferences to a [`PrivateDockerd`], so every
 //! fixture of `docker.rs` works on it (`import_busybox_image`, `tag_image`,
 //! `create_container`, `cli()`, `build_with_buildkit`...). Debian's docker
-//! CLI 20.10 speaks API 1.41 to it (Docker 29 accepts 1.40 and up), and
+//! CLI 20.10 speaks API 1.41 to it (Docker 28 and 29 accept 1.40 and up), and
 //! its built-in `BuildKit` client builds on it with `DOCKER_BUILDKIT=1`
-//! (measured, both stores). [`PrivateDockerd29::restart`] starts both
+//! (measured, both stores). [`PrivateDockerd28::restart`] starts both
 //! engines again on the same directory (the [`PrivateDockerd`]'s own would
-//! launch Debian's dockerd), and [`PrivateDockerd29::start_on_small_fs`]
+//! launch Debian's dockerd), and [`PrivateDockerd28::start_on_small_fs`]
 //! puts the store's images on a small file system.
 
 use std::fs;
@@ -42,10 +44,35 @@ use super::docker::daemon::{await_dockerd, isolation_flags, oom_floor_runtime};
 use super::engine::EngineProcess;
 use super::{Skipped, test_runtime};
 
-/// The runtime set of `$SAFEPRUNE_TEST_RUNTIMES` that holds dockerd 29.7.2.
-const DOCKER_SET: &str = "docker-29.7.2";
-/// The one that holds containerd 2.3.4, its shim and `ctr`.
-const CONTAINERD_SET: &str = "containerd-2.3.4";
+/// The runtime set of `$SAFEPRUNE_TEST_RUNTIMES` that holds dockerd.
+const DOCKER_SET: &str = "docker";
+/// The one that holds containerd 2.x, its shim and `ctr`.
+const CONTAINERD_SET: &str = "containerd";
+/// For messages.
+const WHAT: &str = "Docker 28+ (Debian unstable's docker.io, over its containerd 2.x)";
+
+/// The newest API version the engines speak (`/version`'s `ApiVersion`,
+/// `1.51` on Docker 28.5), once one has started.
+static API_VERSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// [`API_VERSION`]: the newest API the Docker 28+ of this run speaks
+/// (`1.51`).
+///
+/// # Panics
+/// Before a [`PrivateDockerd28`] has started.
+pub fn api_version() -> &'static str {
+    API_VERSION
+        .get()
+        .expect("the API version is known once a Docker 28+ has started")
+}
+
+/// Whether [`api_version`] is `major.minor` or newer.
+pub fn api_at_least(minor: u32) -> bool {
+    api_version()
+        .strip_prefix("1.")
+        .and_then(|m| m.parse::<u32>().ok())
+        .is_some_and(|m| m >= minor)
+}
 
 /// The containerd namespace dockerd keeps its objects in (its default,
 /// `--containerd-namespace`).
@@ -65,7 +92,7 @@ containerd --config "$3" >>"$4" 2>&1 &
 shift 4
 exec dockerd "$@""#;
 
-/// Where a Docker 29 engine keeps its images.
+/// Where a Docker 28+ engine keeps its images.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Store {
     /// The graph driver store (`"containerd-snapshotter": false`): `/info`
@@ -102,9 +129,9 @@ impl Store {
     }
 }
 
-/// A Docker Engine 29.7.2 of the test's own over its own containerd 2.3.4:
+/// A Docker Engine 28+ of the test's own over its own containerd 2.x:
 /// a [`PrivateDockerd`] (by [`Deref`]) with what only this engine has.
-pub struct PrivateDockerd29 {
+pub struct PrivateDockerd28 {
     store: Store,
     ctr: PathBuf,
     containerd_socket: PathBuf,
@@ -112,7 +139,7 @@ pub struct PrivateDockerd29 {
     dockerd: PrivateDockerd,
 }
 
-impl Deref for PrivateDockerd29 {
+impl Deref for PrivateDockerd28 {
     type Target = PrivateDockerd;
 
     fn deref(&self) -> &PrivateDockerd {
@@ -120,12 +147,12 @@ impl Deref for PrivateDockerd29 {
     }
 }
 
-impl PrivateDockerd29 {
-    /// Starts containerd 2.3.4 and Docker 29.7.2 on `store`, and waits
+impl PrivateDockerd28 {
+    /// Starts containerd 2.x and Docker 28+ on `store`, and waits
     /// until dockerd answers `_ping` on that store.
     ///
     /// ```ignore
-    /// let Some(e) = PrivateDockerd29::start(Store::Containerd).await.or_skip() else {
+    /// let Some(e) = PrivateDockerd28::start(Store::Containerd).await.or_skip() else {
     ///     return; // printed: "skipped: SAFEPRUNE_TEST_RUNTIMES is unset ..."
     /// };
     /// ```
@@ -138,7 +165,7 @@ impl PrivateDockerd29 {
     /// 30 s, or it answers on another store; the message holds the tail of
     /// dockerd's log (containerd's is `containerd.log` beside it).
     pub async fn start(store: Store) -> Result<Self, Skipped> {
-        Self::start_in(EngineProcess::new("dockerd", "sp29-"), store, false).await
+        Self::start_in(EngineProcess::new("dockerd", "sp28-"), store, false).await
     }
 
     /// [`Self::start`], with the images on a fresh ext4 file system of
@@ -150,9 +177,9 @@ impl PrivateDockerd29 {
     /// # Errors
     /// As [`Self::start`], before anything is mounted.
     pub async fn start_on_small_fs(store: Store, megabytes: u64) -> Result<Self, Skipped> {
-        test_runtime(DOCKER_SET, "Docker 29.7.2")?;
-        test_runtime(CONTAINERD_SET, "Docker 29.7.2 (its containerd 2.3.4)")?;
-        let mut process = EngineProcess::new("dockerd", "sp29-");
+        test_runtime(DOCKER_SET, WHAT)?;
+        test_runtime(CONTAINERD_SET, WHAT)?;
+        let mut process = EngineProcess::new("dockerd", "sp28-");
         match store {
             Store::Overlay2 => process.mount_small_fs("data", megabytes),
             Store::Containerd => {
@@ -175,7 +202,7 @@ impl PrivateDockerd29 {
     /// # Panics
     /// As [`Self::start`].
     pub async fn start_with_oom_floor(store: Store) -> Result<Self, Skipped> {
-        Self::start_in(EngineProcess::new("dockerd", "sp29-"), store, true).await
+        Self::start_in(EngineProcess::new("dockerd", "sp28-"), store, true).await
     }
 
     async fn start_in(
@@ -183,8 +210,8 @@ impl PrivateDockerd29 {
         store: Store,
         oom_floor: bool,
     ) -> Result<Self, Skipped> {
-        let docker_dir = test_runtime(DOCKER_SET, "Docker 29.7.2")?;
-        let containerd_dir = test_runtime(CONTAINERD_SET, "Docker 29.7.2 (its containerd 2.3.4)")?;
+        let docker_dir = test_runtime(DOCKER_SET, WHAT)?.dir;
+        let containerd_dir = test_runtime(CONTAINERD_SET, WHAT)?.dir;
         let containerd_socket = process.path("c.sock");
         fs::write(
             process.path("containerd.toml"),
@@ -206,11 +233,19 @@ impl PrivateDockerd29 {
         fs::write(process.path("daemon.json"), config.to_string()).expect("write daemon.json");
         let endpoint = format!("unix://{}", process.path("docker.sock").display());
         let docker = launch(&mut process, &containerd_dir, &docker_dir, &endpoint).await;
-        let info = docker.info().await.expect("/info of Docker 29");
+        let version = docker.version().await.expect("/version of Docker 28+");
+        let api = version.api_version.unwrap_or_default();
+        let _ = API_VERSION.set(api.clone());
+        assert_eq!(
+            API_VERSION.get(),
+            Some(&api),
+            "every Docker 28+ of a test run is the same release"
+        );
+        let info = docker.info().await.expect("/info of Docker 28+");
         assert_eq!(
             info.driver.as_deref(),
             Some(store.driver()),
-            "Docker 29 started on another store than {}: {:?}",
+            "Docker 28+ started on another store than {}: {:?}",
             store.name(),
             info.driver_status
         );
@@ -231,9 +266,8 @@ impl PrivateDockerd29 {
     /// Starts containerd and dockerd again on the same data, sockets and
     /// scope (killing them first if they still run).
     pub async fn restart(&mut self) {
-        let docker_dir = test_runtime(DOCKER_SET, "Docker 29.7.2").expect("it started");
-        let containerd_dir = test_runtime(CONTAINERD_SET, "Docker 29.7.2 (its containerd 2.3.4)")
-            .expect("it started");
+        let docker_dir = test_runtime(DOCKER_SET, WHAT).expect("it started").dir;
+        let containerd_dir = test_runtime(CONTAINERD_SET, WHAT).expect("it started").dir;
         let endpoint = self.endpoint().to_owned();
         self.dockerd
             .relaunch(async |process| {
@@ -252,12 +286,12 @@ impl PrivateDockerd29 {
         &self.dockerd
     }
 
-    /// The socket of its containerd, `/tmp/sp29-XXXXXX/c.sock`.
+    /// The socket of its containerd, `/tmp/sp28-XXXXXX/c.sock`.
     pub fn containerd_socket(&self) -> &Path {
         &self.containerd_socket
     }
 
-    /// The root of its containerd, `/tmp/sp29-XXXXXX/containerd/root`:
+    /// The root of its containerd, `/tmp/sp28-XXXXXX/containerd/root`:
     /// where the containerd store keeps images (content, snapshots).
     pub fn containerd_root(&self) -> PathBuf {
         self.process_dir().join("containerd/root")
@@ -276,14 +310,14 @@ impl PrivateDockerd29 {
         }
     }
 
-    /// The engine's directory, `/tmp/sp29-XXXXXX`.
+    /// The engine's directory, `/tmp/sp28-XXXXXX`.
     fn process_dir(&self) -> &Path {
         self.containerd_socket
             .parent()
             .expect("the socket lies in the engine's directory")
     }
 
-    /// containerd 2.3.4's `ctr`, pointed at this engine's containerd and
+    /// containerd 2.x's `ctr`, pointed at this engine's containerd and
     /// dockerd's namespace `moby` (the containerd store's images and
     /// content, and every container's task, lie there).
     pub fn ctr(&self) -> Command {
@@ -355,7 +389,7 @@ pub async fn get(endpoint: &str, path: &str) -> (u16, Value) {
 
 /// containerd's config: root, state and socket in the engine's directory;
 /// no CRI (dockerd does not use it) and no NRI; nothing reads `/etc` or
-/// `/opt` (schema `version = 3`, which 2.3 migrates at start).
+/// `/opt` (schema `version = 3`, which 2.1 reads as it is and 2.3 migrates).
 fn containerd_toml(dir: &Path, socket: &Path) -> String {
     let d = dir.display();
     format!(

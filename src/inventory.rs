@@ -120,6 +120,10 @@ pub struct Inventory {
     pub api_version: Option<ApiVersion>,
     /// How the engine keeps its images, where its own prune depends on it.
     pub image_store: ImageStore,
+    /// On a `cri` node, the runtime behind CRI as its `Version` names it
+    /// (`cri-o`, `containerd`): what `crictl rmi --prune` meets there
+    /// depends on it. Empty elsewhere.
+    pub cri_runtime: String,
 }
 
 /// An engine API version, `major.minor`, compared by number (1.9 is

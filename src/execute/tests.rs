@@ -79,6 +79,7 @@ fn node() -> Inventory {
         image_fs: None,
         api_version: None,
         image_store: crate::inventory::ImageStore::Graph,
+        cri_runtime: String::new(),
     }
 }
 

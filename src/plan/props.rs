@@ -163,6 +163,7 @@ pub(crate) fn arb_inventory() -> impl Strategy<Value = Inventory> {
             image_fs: None,
             api_version: None,
             image_store: crate::inventory::ImageStore::Graph,
+            cri_runtime: String::new(),
         },
     )
 }

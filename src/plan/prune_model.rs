@@ -201,7 +201,7 @@ fn docker_images_prune(
 
 /// The verdict of `docker image prune -a` on Docker's containerd image
 /// store (moby v29 `daemon/containerd/image_prune.go`, `pruneUnused`;
-/// measured on 29.7.2 in `tests/integration/docker29.rs`): it deletes every
+/// measured on 29.7.2 in `tests/integration/docker28.rs`): it deletes every
 /// image name no container left was created with. Of an image a container
 /// left was made from, the name that container's config names stays; one
 /// made by id keeps the last of its names in the order of their full
@@ -354,6 +354,8 @@ fn in_cri_namespace(id: &str) -> bool {
 /// image: both go unless pinned, but that CRI-O refuses `RemoveImage` of
 /// an image a running container mounts (measured on CRI-O 1.36.3, on a
 /// `runtime.kind: cri` node; on `--prune` crictl ignores every refusal).
+/// containerd does not refuse, through CRI or natively (measured on 2.1.9
+/// and 2.3.4): there the mounted image goes.
 /// Containers are left alone, and namespaces other than `k8s.io` are not
 /// CRI's. On a CRI node every image and container is CRI's.
 #[must_use]
@@ -362,6 +364,8 @@ pub fn crictl_rmi_prune(inv: &Inventory) -> HashMap<(Kind, String), Verdict> {
     // On a CRI node (`runtime.kind: cri`) everything listed is CRI's; on
     // containerd, the CRI namespace's objects that CRI made.
     let cri_node = inv.runtime == crate::inventory::RuntimeKind::Cri.as_str();
+    // Only CRI-O refuses to remove an image a running container mounts.
+    let refuses_mounted = cri_node && inv.cri_runtime == "cri-o";
     let in_cri_namespace = |id: &str| cri_node || in_cri_namespace(id);
     let is_cri_container = |c: &crate::inventory::Container| {
         cri_node
@@ -398,7 +402,7 @@ pub fn crictl_rmi_prune(inv: &Inventory) -> HashMap<(Kind, String), Verdict> {
                 c.display_name(),
                 c.state.as_str()
             ))
-        } else if let Some(c) = cri_node.then(mounted_by_running).flatten() {
+        } else if let Some(c) = refuses_mounted.then(mounted_by_running).flatten() {
             Verdict::keeps(format!(
                 "crictl tries, CRI-O refuses (a running container mounts it as a volume: {}), and crictl ignores the refusal",
                 c.display_name()
@@ -708,7 +712,7 @@ mod tests {
 
     #[test]
     fn on_the_containerd_store_only_the_names_containers_were_made_with_stay() {
-        // As measured on Docker 29.7.2 (tests/integration/docker29.rs).
+        // As measured on Docker 29.7.2 (tests/integration/docker28.rs).
         let names = [
             "used:1",
             "used:2",
@@ -1026,13 +1030,12 @@ mod tests {
         );
     }
 
-    /// On a CRI node (CRI-O), crictl tries to remove an image a running
-    /// container mounts as a volume, and CRI-O refuses: it stays. One only
-    /// an exited container mounts goes, as one no container names.
-    #[test]
-    fn crictl_prune_on_a_cri_node_cannot_remove_what_a_running_container_mounts() {
+    /// A CRI node behind `runtime_name` (`cri-o`, `containerd`): a running
+    /// container `web` mounts image `mounted`, an exited one `was-mounted`.
+    fn cri_node_with_mounts(runtime_name: &str) -> Inventory {
         let mut node = Inventory {
             runtime: crate::inventory::RuntimeKind::Cri.as_str().into(),
+            cri_runtime: runtime_name.into(),
             containers: vec![
                 container("web", ContainerState::Running, "app", &[], &[]),
                 container("done", ContainerState::Exited, "app", &[], &[]),
@@ -1048,7 +1051,15 @@ mod tests {
         };
         node.containers[0].image_mounts = vec!["mounted".into()];
         node.containers[1].image_mounts = vec!["was-mounted".into()];
-        let v = crictl_rmi_prune(&node);
+        node
+    }
+
+    /// On a CRI node (CRI-O), crictl tries to remove an image a running
+    /// container mounts as a volume, and CRI-O refuses: it stays. One only
+    /// an exited container mounts goes, as one no container names.
+    #[test]
+    fn crictl_prune_on_a_cri_node_cannot_remove_what_a_running_container_mounts() {
+        let v = crictl_rmi_prune(&cri_node_with_mounts("cri-o"));
         assert_eq!(
             removed(&v),
             ids(Kind::Image, &["unused", "was-mounted"]),
@@ -1058,6 +1069,18 @@ mod tests {
             v[&(Kind::Image, "mounted".into())]
                 .why
                 .starts_with("crictl tries, CRI-O refuses"),
+            "{v:?}"
+        );
+    }
+
+    /// containerd through CRI (`runtime.kind: cri` at its socket) does not
+    /// refuse: the image a running container mounts goes too.
+    #[test]
+    fn crictl_prune_through_cri_on_containerd_removes_what_a_running_container_mounts() {
+        let v = crictl_rmi_prune(&cri_node_with_mounts("containerd"));
+        assert_eq!(
+            removed(&v),
+            ids(Kind::Image, &["mounted", "unused", "was-mounted"]),
             "{v:?}"
         );
     }

@@ -41,6 +41,8 @@ pub struct CriRuntime {
     stream_channel: Channel,
     /// What `Version` answered: `cri-o 1.36.3`.
     name: String,
+    /// Its `RuntimeName` alone: `cri-o`, `containerd`.
+    runtime_name: String,
     /// Whether the inventory measures the image file system.
     measure_image_fs: bool,
     /// The image uses the last inventory's containers showed, for the
@@ -94,6 +96,7 @@ impl CriRuntime {
             channel,
             stream_channel: channel_without_deadline(&socket),
             name,
+            runtime_name: version.runtime_name,
             measure_image_fs: false,
             last_uses: Mutex::new(Vec::new()),
             exited: Mutex::new(std::collections::HashMap::new()),
@@ -365,6 +368,7 @@ impl Engine for CriRuntime {
             images,
             sandboxes,
             image_fs,
+            cri_runtime: self.runtime_name.clone(),
             ..Inventory::default()
         })
     }
@@ -376,6 +380,7 @@ impl Engine for CriRuntime {
     async fn recheck(&self, kind: Kind, ids: &[&str]) -> Result<Inventory, RuntimeError> {
         let mut inventory = Inventory {
             runtime: RUNTIME.to_owned(),
+            cri_runtime: self.runtime_name.clone(),
             ..Inventory::default()
         };
         match kind {

@@ -148,7 +148,7 @@ impl DockerRuntime {
     /// names containerd's address (`Containerd.Address`) and the
     /// snapshotter (`Driver`, `overlayfs`), and containerd names that
     /// snapshotter's root (measured on Docker 29.7.2,
-    /// `tests/integration/docker29.rs`). When that root cannot be found or
+    /// `tests/integration/docker28.rs`). When that root cannot be found or
     /// measured, `DockerRootDir` stands in, with a warning and a note in
     /// the rules' details: never unnoticed.
     async fn image_fs(&self) -> Result<Option<FsUsage>, RuntimeError> {
@@ -677,6 +677,7 @@ impl Engine for DockerRuntime {
             } else {
                 crate::inventory::ImageStore::Graph
             },
+            cri_runtime: String::new(),
         })
     }
 

@@ -677,6 +677,11 @@ async fn the_crictl_prediction_matches_crictl_rmi_prune(
     };
     let cli = Cli::new(&Runtime::Containerd(&endpoint, &[CRI_NAMESPACE]), "");
     let predicted = predict(&cli);
+    // Through CRI alone (`runtime.kind: cri` at the same socket) the model
+    // predicts the same: containerd, unlike CRI-O, removes an image a
+    // running container mounts.
+    let through_cri = Cli::new(&Runtime::Cri(&format!("unix://{endpoint}")), "");
+    assert_eq!(predict(&through_cri), predicted, "{version:?}: kind cri");
 
     let before = cri_image_names(&pruned).await;
     // containerd serves CRI on its own socket.

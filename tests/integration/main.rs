@@ -15,6 +15,7 @@ mod containerd_adapter;
 mod containerd_node;
 mod containerd_v2;
 mod cri_dockerd_node;
+mod cri_on_containerd;
 mod crio_harness;
 mod crio_node;
 mod daemon;

@@ -180,9 +180,8 @@ fn node() -> Inventory {
                 ready: false,
             },
         ],
-        image_fs: None,
-        api_version: None,
-        image_store: safeprune::inventory::ImageStore::Graph,
+        // No image file system, API version or CRI runtime; the graph store.
+        ..Inventory::default()
     }
 }
 

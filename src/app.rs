@@ -93,7 +93,9 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
                 tracing::info!(path = %path.display(), deletions = plan.deletion_count(), "plan saved: review it, then `safeprune run --plan` it");
             }
             if let Some(command) = compared {
-                compare(&node, &plan, command, args.output.output, cli.quiet);
+                // Shared layers count once in what each side frees.
+                let holds = node.runtime.image_holds(&node.inventory.images).await;
+                compare(&node, &plan, &holds, command, args.output.output, cli.quiet);
                 return Ok(());
             }
             let report = node.report(&policy, &plan, true, vec![]);
@@ -156,6 +158,7 @@ fn same_runtime(
 fn compare(
     node: &Node,
     plan: &crate::plan::Plan,
+    holds: &crate::inventory::ImageHolds,
     command: crate::report::compare::Command,
     output: Output,
     quiet: bool,
@@ -168,7 +171,8 @@ fn compare(
         &node.name,
         node.runtime.kind().as_str(),
         node.started_at,
-    );
+    )
+    .counting_holds(holds);
     match output {
         Output::Json => print_lossy(&comparison.to_json()),
         Output::Table if quiet => {}

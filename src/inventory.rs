@@ -7,7 +7,7 @@
 pub mod refs;
 pub mod uses;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use chrono::{DateTime, Utc};
@@ -124,6 +124,46 @@ pub struct Inventory {
     /// (`cri-o`, `containerd`): what `crictl rmi --prune` meets there
     /// depends on it. Empty elsewhere.
     pub cri_runtime: String,
+}
+
+/// What each image holds on disk, resource by resource (a content blob, an
+/// unpacked snapshot), where the runtime can itemize it: by image id, each
+/// resource's key and bytes. A resource two images share is one resource.
+/// Removing a set of images frees the resources only images of the set
+/// hold; an image the runtime could not itemize counts whole, as before.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageHolds(pub HashMap<String, Vec<(String, u64)>>);
+
+impl ImageHolds {
+    /// Whether `image` is itemized.
+    #[must_use]
+    pub fn itemizes(&self, image: &str) -> bool {
+        self.0.contains_key(image)
+    }
+
+    /// The bytes removing every itemized image of `removed` frees: each
+    /// resource once, and only those no image outside `removed` holds.
+    #[must_use]
+    pub fn freed_by<'a>(&self, removed: impl IntoIterator<Item = &'a str>) -> u64 {
+        let removed: std::collections::HashSet<&str> = removed.into_iter().collect();
+        let mut kept: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        let mut freed: HashMap<&str, u64> = HashMap::new();
+        for (image, resources) in &self.0 {
+            let gone = removed.contains(image.as_str());
+            for (key, bytes) in resources {
+                if gone {
+                    freed.insert(key, *bytes);
+                } else {
+                    kept.insert(key);
+                }
+            }
+        }
+        freed
+            .into_iter()
+            .filter(|(key, _)| !kept.contains(key))
+            .map(|(_, bytes)| bytes)
+            .sum()
+    }
 }
 
 /// An engine API version, `major.minor`, compared by number (1.9 is

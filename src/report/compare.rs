@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::human_bytes;
 use super::table::push_rows;
-use crate::inventory::{Inventory, Kind, RuntimeKind, short_id};
+use crate::inventory::{ImageHolds, Inventory, Kind, RuntimeKind, short_id};
 use crate::plan::prune_model::{self, Verdict};
 use crate::plan::{Action, Plan, Rule};
 
@@ -209,6 +209,34 @@ impl Comparison {
             untagged,
             summary,
         }
+    }
+
+    /// The summary's bytes counted through `holds`: each side's images
+    /// free what only they hold, a resource two of them share once and one
+    /// an image that stays holds not at all; an image `holds` does not
+    /// itemize counts whole, as does every other object.
+    #[must_use]
+    pub fn counting_holds(mut self, holds: &ImageHolds) -> Self {
+        if holds.0.is_empty() {
+            return self;
+        }
+        let side = |entries: &[&Difference]| -> u64 {
+            let whole: u64 = entries
+                .iter()
+                .filter(|d| !(d.kind == Kind::Image && holds.itemizes(&d.id)))
+                .filter_map(|d| d.bytes)
+                .sum();
+            let images = entries
+                .iter()
+                .filter(|d| d.kind == Kind::Image)
+                .map(|d| d.id.as_str());
+            whole + holds.freed_by(images)
+        };
+        let command: Vec<&Difference> = self.only_command.iter().chain(&self.both).collect();
+        let ours: Vec<&Difference> = self.only_safeprune.iter().chain(&self.both).collect();
+        self.summary.command_bytes = side(&command);
+        self.summary.safeprune_bytes = side(&ours);
+        self
     }
 
     /// One JSON document.
@@ -471,5 +499,90 @@ mod tests {
             table.contains("; the command also takes 2 names off images it keeps\n"),
             "{table}"
         );
+    }
+
+    /// Two images the command removes share a layer, and a third it removes
+    /// shares one with an image that stays (a committed image's parent):
+    /// the shared layer is freed once, the kept one not at all, and an
+    /// image not itemized counts whole.
+    #[test]
+    fn with_holds_a_shared_layer_counts_once_and_a_kept_one_not_at_all() {
+        let delete = |id: &str, bytes: u64| {
+            let mut d = Decision::saved(Kind::Image, id, id, None, Some(bytes));
+            d.decision = Action::Delete;
+            d.rule = Rule::Eligible;
+            d
+        };
+        let mut child = Decision::saved(Kind::Image, "child", "child", None, Some(300));
+        child.rule = Rule::InUse;
+        child.decision = Action::Keep;
+        let plan = Plan {
+            decisions: vec![
+                delete("a", 110),
+                delete("b", 110),
+                delete("parent", 105),
+                delete("whole", 7),
+                child,
+            ],
+            ..Plan::default()
+        };
+        let removes = |id: &str, removes: bool| {
+            (
+                (Kind::Image, id.to_owned()),
+                Verdict {
+                    removes,
+                    why: String::new(),
+                    untags: Vec::new(),
+                },
+            )
+        };
+        let verdicts = HashMap::from([
+            removes("a", true),
+            removes("b", true),
+            removes("parent", true),
+            removes("whole", true),
+            removes("child", false),
+        ]);
+        let holds = ImageHolds(HashMap::from([
+            (
+                "a".to_owned(),
+                vec![("layer L".to_owned(), 100), ("config a".to_owned(), 10)],
+            ),
+            (
+                "b".to_owned(),
+                vec![("layer L".to_owned(), 100), ("config b".to_owned(), 10)],
+            ),
+            (
+                "parent".to_owned(),
+                vec![("layer P".to_owned(), 100), ("config p".to_owned(), 5)],
+            ),
+            (
+                "child".to_owned(),
+                vec![("layer P".to_owned(), 100), ("layer C".to_owned(), 200)],
+            ),
+        ]));
+        let c = Comparison::new(
+            Command::DockerPrune,
+            &plan,
+            &verdicts,
+            "n",
+            "docker",
+            Utc::now(),
+        );
+        // Counted whole, each image by itself: 110 + 110 + 105 + 7.
+        assert_eq!(c.summary.command_bytes, 332);
+        let c = c.counting_holds(&holds);
+        // L once (100), both configs (20), parent's config alone (5), and
+        // `whole` as it is (7).
+        assert_eq!(c.summary.command_bytes, 132);
+        assert_eq!(c.summary.safeprune_bytes, 132);
+        // The objects keep their own sizes.
+        assert_eq!(
+            c.both.iter().find(|d| d.id == "a").unwrap().bytes,
+            Some(110)
+        );
+        // Nothing itemized: nothing changes.
+        let same = c.clone().counting_holds(&ImageHolds::default());
+        assert_eq!(same, c);
     }
 }

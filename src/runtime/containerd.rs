@@ -15,6 +15,7 @@
 
 mod convert;
 mod cri;
+mod holds;
 mod images;
 mod native;
 mod recheck;
@@ -37,6 +38,7 @@ use tokio::time::Instant;
 use self::convert::{
     CriView, NamespaceData, containers_of, qualified, sandboxes_of, split_qualified,
 };
+pub(crate) use self::holds::image_holds;
 use self::images::{Pins, images_of};
 pub(crate) use self::transport::snapshotter_root;
 use self::watch::{Known, Watch};

@@ -151,6 +151,32 @@ impl DockerRuntime {
     /// `tests/integration/docker28.rs`). When that root cannot be found or
     /// measured, `DockerRootDir` stands in, with a warning and a note in
     /// the rules' details: never unnoticed.
+    /// What each image holds on disk, resource by resource, for `plan
+    /// --compare`, so that a layer two images share counts once: on the
+    /// containerd image store its blobs and snapshots as its containerd
+    /// lists them; on the graph driver store its layers with the sizes its
+    /// history gives them. When containerd cannot be read, a warning says
+    /// so, and each image counts whole.
+    pub async fn image_holds(
+        &self,
+        images: &[crate::inventory::Image],
+    ) -> crate::inventory::ImageHolds {
+        if !self.containerd_store {
+            return graph_holds(&self.docker, images).await;
+        }
+        let read = match self.docker.info().await {
+            Ok(info) => containerd_store_holds(&info, images).await,
+            Err(e) => Err(format!("docker's /info: {}", crate::output::Chain(&e))),
+        };
+        read.unwrap_or_else(|why| {
+            tracing::warn!(
+                reason = %why,
+                "docker's containerd image store could not be itemized: each image counts whole in the bytes the command frees"
+            );
+            crate::inventory::ImageHolds::default()
+        })
+    }
+
     async fn image_fs(&self) -> Result<Option<FsUsage>, RuntimeError> {
         let info = self
             .docker
@@ -552,6 +578,79 @@ impl DockerRuntime {
         }
         Ok(records)
     }
+}
+
+/// How many images [`graph_holds`] reads at once.
+const HOLDS_READS: usize = 8;
+
+/// What each image of `images` holds on the graph driver store (overlay2):
+/// its layers, each by its chain id (the diff ids up to it, as Docker's
+/// layer store keys them), with the size `docker history` gives it. An
+/// image whose history does not line up with its layers (one non-zero size
+/// per layer, summing to its size: an empty layer breaks that) is left out,
+/// and counts whole; so is one that cannot be read.
+async fn graph_holds(
+    docker: &Docker,
+    images: &[crate::inventory::Image],
+) -> crate::inventory::ImageHolds {
+    let read = |image: &crate::inventory::Image| {
+        let id = image.id.clone();
+        async move {
+            let (inspect, history) =
+                tokio::try_join!(docker.inspect_image(&id), docker.image_history(&id)).ok()?;
+            let layers = inspect.root_fs?.layers?;
+            // Newest first: the oldest layer's size comes last.
+            let sizes: Vec<u64> = history
+                .iter()
+                .rev()
+                .filter(|h| h.size > 0)
+                .filter_map(|h| u64::try_from(h.size).ok())
+                .collect();
+            let size = inspect.size.and_then(|s| u64::try_from(s).ok())?;
+            if sizes.len() != layers.len() || sizes.iter().sum::<u64>() != size {
+                tracing::debug!(image = %id, "its history does not line up with its layers: counted whole");
+                return None;
+            }
+            let chains = convert::chain_ids(&layers);
+            Some((id, chains.into_iter().zip(sizes).collect::<Vec<_>>()))
+        }
+    };
+    crate::inventory::ImageHolds(
+        stream::iter(images)
+            .map(read)
+            .buffer_unordered(HOLDS_READS)
+            .filter_map(|held| async move { held })
+            .collect()
+            .await,
+    )
+}
+
+/// What each image of `images` holds on Docker's containerd image store,
+/// from its containerd: `/info` names the address, the namespace
+/// (`Containerd.Namespaces.Containers`, `moby` by default) and the
+/// snapshotter (`Driver`). Why not, when it cannot be read.
+async fn containerd_store_holds(
+    info: &bollard::models::SystemInfo,
+    images: &[crate::inventory::Image],
+) -> Result<crate::inventory::ImageHolds, String> {
+    let containerd = info.containerd.as_ref();
+    let address = containerd
+        .and_then(|c| c.address.as_deref())
+        .filter(|a| !a.is_empty())
+        .ok_or("/info names no containerd address (Containerd.Address)")?;
+    let namespace = containerd
+        .and_then(|c| c.namespaces.as_ref())
+        .and_then(|n| n.containers.as_deref())
+        .filter(|n| !n.is_empty())
+        .unwrap_or("moby");
+    let snapshotter = info
+        .driver
+        .as_deref()
+        .filter(|d| !d.is_empty())
+        .ok_or("/info names no snapshotter (Driver)")?;
+    let socket = super::socket_path("containerd", address).map_err(|e| e.to_string())?;
+    let targets: Vec<&str> = images.iter().map(|i| i.id.as_str()).collect();
+    super::containerd::image_holds(&socket, namespace, snapshotter, &targets).await
 }
 
 /// The root of the snapshotter Docker's containerd image store keeps its

@@ -477,6 +477,20 @@ impl Runtime {
         }
     }
 
+    /// What each image of `images` holds on disk, resource by resource,
+    /// where this runtime can itemize it (Docker's containerd image
+    /// store): for `plan --compare`, so that shared layers count once.
+    /// Elsewhere nothing is itemized.
+    pub async fn image_holds(
+        &self,
+        images: &[crate::inventory::Image],
+    ) -> crate::inventory::ImageHolds {
+        match self {
+            Self::Docker(d) => d.image_holds(images).await,
+            Self::Containerd(_) | Self::Cri(_) => crate::inventory::ImageHolds::default(),
+        }
+    }
+
     /// This runtime, with inventories that leave the build cache unread:
     /// for a policy that does not prune it (on Docker's API 1.41 reading it
     /// sizes every object of the node).

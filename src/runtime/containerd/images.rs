@@ -146,7 +146,10 @@ pub(super) fn content_size(target: &str, content: &HashMap<String, Info>) -> Opt
 
 /// Each blob of the store reachable from `target` (itself included), with
 /// its size, once.
-fn reachable<'a>(target: &'a str, content: &'a HashMap<String, Info>) -> BTreeMap<&'a str, u64> {
+pub(super) fn reachable<'a>(
+    target: &'a str,
+    content: &'a HashMap<String, Info>,
+) -> BTreeMap<&'a str, u64> {
     let mut seen = BTreeMap::new();
     let mut pending = vec![target];
     while let Some(digest) = pending.pop() {

@@ -323,3 +323,30 @@ pub(super) async fn delete_image(
         .await
         .map(|_| ())
 }
+
+/// Every snapshot of `snapshotter`, by key, with its parent's key (empty
+/// for a base layer): one streamed call.
+pub(super) async fn snapshot_parents(
+    channel: &Channel,
+    namespace: &str,
+    snapshotter: &str,
+) -> Result<HashMap<String, String>, Status> {
+    use containerd_client::services::v1::snapshots::ListSnapshotsRequest;
+    let stream = SnapshotsClient::new(channel.clone())
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .list(request(
+            namespace,
+            ListSnapshotsRequest {
+                snapshotter: snapshotter.to_owned(),
+                filters: Vec::new(),
+            },
+        )?)
+        .await?
+        .into_inner();
+    stream
+        .map_ok(|message| futures_util::stream::iter(message.info.into_iter().map(Ok::<_, Status>)))
+        .try_flatten()
+        .map_ok(|info| (info.name, info.parent))
+        .try_collect()
+        .await
+}

@@ -41,6 +41,31 @@ fn from_unix_seconds(secs: i64) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp(secs, 0)
 }
 
+/// The chain id of each layer of an image whose diff ids are `diff_ids`
+/// (bottom first): the first layer's is its diff id; each next is the
+/// SHA-256 of the chain id below, a space, and its own diff id (the OCI
+/// image spec, `ChainID`). Two images share a layer exactly when they share
+/// its chain id.
+pub(super) fn chain_ids(diff_ids: &[String]) -> Vec<String> {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write as _;
+    let mut chains: Vec<String> = Vec::with_capacity(diff_ids.len());
+    for diff in diff_ids {
+        let chain = match chains.last() {
+            None => diff.clone(),
+            Some(below) => {
+                let digest = Sha256::digest(format!("{below} {diff}").as_bytes());
+                digest.iter().fold(String::from("sha256:"), |mut hex, b| {
+                    let _ = write!(hex, "{b:02x}");
+                    hex
+                })
+            }
+        };
+        chains.push(chain);
+    }
+    chains
+}
+
 /// A size in bytes; Docker says -1 for "not computed".
 pub(super) fn byte_size(n: i64) -> Option<u64> {
     u64::try_from(n).ok()
@@ -327,6 +352,24 @@ pub(super) fn network_from_docker(network: DockerNetwork) -> Option<Network> {
 
 #[cfg(test)]
 mod tests {
+    /// The OCI image spec's `ChainID`, checked against Python's hashlib:
+    /// `sha256("<chain below> <diff id>")`.
+    #[test]
+    fn chain_ids_follow_the_oci_image_spec() {
+        let diff = |c: char| format!("sha256:{}", c.to_string().repeat(64));
+        assert_eq!(
+            super::chain_ids(&[diff('a'), diff('b'), diff('c')]),
+            [
+                diff('a'),
+                "sha256:ccd722928bd92476ba1745586fed6e45a102504185ad88cd89e01ff116fd146c"
+                    .to_owned(),
+                "sha256:c1377126441fb2f5ec2c21ae2a60255331d639e830f0ee1b40a36e52d4c40588"
+                    .to_owned(),
+            ]
+        );
+        assert!(super::chain_ids(&[]).is_empty());
+    }
+
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {

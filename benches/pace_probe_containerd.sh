@@ -31,8 +31,8 @@
 # containers were made from.
 #
 # Run: benches/pace_probe_containerd.sh [FIXTURE]   (default 600/150)
-#      CONTAINERD=1.6 (Debian's, default) or 2.3 (2.3.4, from
-#      $SAFEPRUNE_TEST_RUNTIMES/containerd-2.3.4); REPEATS=N (default 3);
+#      CONTAINERD=1.6 (Debian's, default) or 2 (Debian unstable's 2.x, from
+#      $SAFEPRUNE_TEST_RUNTIMES/containerd); REPEATS=N (default 3);
 #      SIDES="idle paced" (default "idle ctr-rm unpaced paced"): only these
 # A repeat at 600/150 takes about 8 minutes on 2 cores, mostly building
 # its three fixtures; p99 wants many operations (see pace_probe.sh).

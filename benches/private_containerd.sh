@@ -3,8 +3,9 @@
 # exit. Nothing of the host's containerd (nor Docker's) is touched.
 #
 #   start_private_containerd DIR VERSION
-#                     containerd VERSION (1.6: Debian's, on PATH; 2.3:
-#                     2.3.4 from $SAFEPRUNE_TEST_RUNTIMES/containerd-2.3.4)
+#                     containerd VERSION (1.6: Debian's, on PATH; 2: Debian
+#                     unstable's 2.x from $SAFEPRUNE_TEST_RUNTIMES/containerd,
+#                     which scripts/runtimes.sh fetches)
 #                     as pid 1 of its own pid, mount and network namespaces
 #                     (its shims, mounts and interfaces go with it), with
 #                     its root, state, config, NRI and CNI directories in
@@ -24,12 +25,12 @@ start_private_containerd() {
   mkdir -p "$dir/cni"
   case $version in
     1.6) containerd_config_v2 "$dir" >"$dir/config.toml" ;;
-    2.3)
-      bindir="${SAFEPRUNE_TEST_RUNTIMES:?CONTAINERD=2.3 needs SAFEPRUNE_TEST_RUNTIMES (e.g. /work/main/target/runtimes)}/containerd-2.3.4"
-      [ -x "$bindir/containerd" ] || { echo "no containerd in $bindir" >&2; return 1; }
+    2)
+      bindir="${SAFEPRUNE_TEST_RUNTIMES:?CONTAINERD=2 needs SAFEPRUNE_TEST_RUNTIMES (scripts/runtimes.sh target/runtimes, then SAFEPRUNE_TEST_RUNTIMES=\$PWD/target/runtimes)}/containerd"
+      [ -x "$bindir/containerd" ] || { echo "no containerd in $bindir: run scripts/runtimes.sh" >&2; return 1; }
       containerd_config_v3 "$dir" >"$dir/config.toml"
       ;;
-    *) echo "CONTAINERD must be 1.6 or 2.3, not $version" >&2; return 1 ;;
+    *) echo "CONTAINERD must be 1.6 or 2, not $version" >&2; return 1 ;;
   esac
   ctr_bin=${bindir:+$bindir/}ctr
   # The release's own directory goes first on PATH, so its shim is the one

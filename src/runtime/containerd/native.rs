@@ -212,10 +212,27 @@ pub(super) async fn content(
         )?)
         .await?
         .into_inner();
+    listed(
+        stream,
+        |message| message.info,
+        |info| (info.digest.clone(), info),
+    )
+    .await
+}
+
+/// The items of a streamed listing, every message's in turn (`items`
+/// takes them out of one), each made a `(key, value)` by `entry`.
+async fn listed<M, I, K: Eq + std::hash::Hash, V>(
+    stream: containerd_client::tonic::Streaming<M>,
+    items: impl Fn(M) -> Vec<I>,
+    entry: impl Fn(I) -> (K, V),
+) -> Result<HashMap<K, V>, Status> {
     stream
-        .map_ok(|message| futures_util::stream::iter(message.info.into_iter().map(Ok::<_, Status>)))
+        .map_ok(|message| {
+            futures_util::stream::iter(items(message).into_iter().map(Ok::<_, Status>))
+        })
         .try_flatten()
-        .map_ok(|info| (info.digest.clone(), info))
+        .map_ok(entry)
         .try_collect()
         .await
 }
@@ -343,10 +360,10 @@ pub(super) async fn snapshot_parents(
         )?)
         .await?
         .into_inner();
-    stream
-        .map_ok(|message| futures_util::stream::iter(message.info.into_iter().map(Ok::<_, Status>)))
-        .try_flatten()
-        .map_ok(|info| (info.name, info.parent))
-        .try_collect()
-        .await
+    listed(
+        stream,
+        |message| message.info,
+        |info| (info.name, info.parent),
+    )
+    .await
 }

@@ -79,6 +79,14 @@ if ! $build_only; then
   # Debian packages apart.
   command -v python3 >/dev/null 2>&1 || need+=(python3)
   python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
+  # The command-line tests load `safeprune completions` in each shell it
+  # writes for (bash is Debian's own), and render `safeprune man` with groff.
+  command -v zsh >/dev/null 2>&1 || need+=(zsh)
+  command -v fish >/dev/null 2>&1 || need+=(fish)
+  command -v groff >/dev/null 2>&1 || need+=(groff-base)
+  # ... and give safeprune a terminal with script(1) (bsdutils): whether it
+  # colours its logs.
+  command -v script >/dev/null 2>&1 || need+=(bsdutils)
   # The metrics test lints the textfile with promtool, from Debian's
   # prometheus package.
   command -v promtool >/dev/null 2>&1 || need_promtool=true

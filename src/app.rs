@@ -5,12 +5,13 @@
 
 use std::io::IsTerminal;
 
-use crate::cli::{Cli, Command, CompareWith, Output, RunArgs};
+use crate::cli::{Cli, Command, CompareWith, ExplainArgs, ExplainOutput, Output, RunArgs};
 use crate::cycle::{CycleOptions, Node, cycle};
 use crate::error::AppError;
 use crate::execute::NodePressure;
 use crate::explain;
 use crate::inventory::RuntimeKind;
+use crate::manual;
 use crate::output::{eprintln_lossy, print_lossy};
 use crate::policy::{Policy, PolicySource};
 use crate::report::{Report, render_table, write_atomically};
@@ -18,11 +19,32 @@ use crate::reviewed::SavedPlan;
 use crate::runtime::Engine;
 use crate::shutdown::Shutdown;
 
+/// The man page's date, the package's (build.rs reads it from
+/// debian/changelog): `safeprune man` prints the package's page.
+const MAN_DATE: &str = env!("SAFEPRUNE_MAN_DATE");
+
 /// Runs the command `cli` names.
 ///
 /// # Errors
 /// See [`AppError`]: each maps to an exit code.
 pub async fn run(cli: &Cli) -> Result<(), AppError> {
+    // What shells and man read needs no policy and no engine: a node
+    // without /etc/safeprune, or with a broken policy, gets them too.
+    match &cli.command {
+        Command::Completions { shell } => {
+            print_lossy(&manual::completion(*shell));
+            Ok(())
+        }
+        Command::Man => {
+            print_lossy(&manual::man_page(MAN_DATE));
+            Ok(())
+        }
+        _ => with_policy(cli).await,
+    }
+}
+
+/// The commands that load the policy first.
+async fn with_policy(cli: &Cli) -> Result<(), AppError> {
     let source = PolicySource::resolve(
         cli.config.as_deref(),
         std::env::var("SAFEPRUNE_CONFIG").ok().as_deref(),
@@ -103,26 +125,46 @@ pub async fn run(cli: &Cli) -> Result<(), AppError> {
             Ok(())
         }
         Command::Run(args) => run_once(&policy, args, cli.quiet).await,
-        Command::Explain { object } => {
-            let node = Node::connect(&policy, false).await?;
-            let plan = node.plan(&policy);
-            let found = explain::find(&plan, &node.inventory, object);
-            if found.is_empty() {
-                return Err(AppError::NotFound {
-                    query: object.clone(),
-                    runtime: node.runtime.kind().as_str(),
-                });
-            }
-            let texts: Vec<String> = found
-                .into_iter()
-                .map(|d| explain::render(d, &node.inventory, object))
-                .collect();
-            print_lossy(&texts.join("\n"));
-            Ok(())
-        }
+        Command::Explain(args) => explain_object(&policy, args).await,
         // Boxed: the daemon's future holds a whole cycle's.
         Command::Daemon => Box::pin(crate::daemon::run(source, policy)).await,
+        // Printed by `run`, before any policy is read.
+        Command::Completions { .. } | Command::Man => Ok(()),
     }
+}
+
+/// `explain`: the decisions for the objects `args.object` names, as text
+/// blocks or one JSON document.
+async fn explain_object(policy: &Policy, args: &ExplainArgs) -> Result<(), AppError> {
+    let object = &args.object;
+    let node = Node::connect(policy, false).await?;
+    let plan = node.plan(policy);
+    let found = explain::find(&plan, &node.inventory, object);
+    if found.is_empty() {
+        return Err(AppError::NotFound {
+            query: object.clone(),
+            runtime: node.runtime.kind().as_str(),
+        });
+    }
+    let text = match args.output {
+        ExplainOutput::Json => explain::to_json(
+            &found,
+            &node.inventory,
+            object,
+            explain::Context {
+                runtime: node.runtime.kind().as_str(),
+                node: &node.name,
+                started_at: node.started_at,
+            },
+        ),
+        ExplainOutput::Text => found
+            .into_iter()
+            .map(|d| explain::render(d, &node.inventory, object))
+            .collect::<Vec<String>>()
+            .join("\n"),
+    };
+    print_lossy(&text);
+    Ok(())
 }
 
 /// The command `--compare` names.

@@ -21,6 +21,16 @@ pub struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
+    /// Colours in text logs on stderr: auto colours on a terminal unless `NO_COLOR` is set
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        default_value_t = Color::Auto
+    )]
+    pub color: Color,
+
     /// More logs (-v info, -vv debug); `RUST_LOG` overrides
     #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
     pub verbose: u8,
@@ -44,18 +54,33 @@ pub enum Command {
     /// Validate the policy and print it with defaults filled in
     Check,
     /// The decision for one object: its rule code and why
-    Explain {
-        /// A container id or name, image id or reference, volume name, network id or name
-        #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new())]
-        object: String,
+    Explain(ExplainArgs),
+    /// Print the completion script for SHELL on stdout
+    Completions {
+        /// The shell that loads it
+        #[arg(value_enum)]
+        shell: Shell,
     },
+    /// Print the man page safeprune(8) on stdout, as roff
+    Man,
 }
 
 #[derive(Debug, Args)]
 pub struct OutputArgs {
     /// Report format on stdout
-    #[arg(long, value_enum, default_value_t = Output::Table)]
+    #[arg(short, long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// A container id or name, image id or reference, volume name, network id or name
+    #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub object: String,
+
+    /// Format on stdout: text blocks, or one JSON document
+    #[arg(short, long, value_enum, default_value_t = ExplainOutput::Text)]
+    pub output: ExplainOutput,
 }
 
 #[derive(Debug, Args)]
@@ -119,7 +144,32 @@ pub enum Output {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExplainOutput {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// When text logs are coloured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Color {
+    /// On a terminal, unless `NO_COLOR` is set and not empty
+    Auto,
+    /// Always, even with `NO_COLOR`
+    Always,
+    /// Never
+    Never,
+}
+
+/// The shells `completions` writes for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
 }

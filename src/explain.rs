@@ -2,6 +2,10 @@
 
 use std::fmt::Write as _;
 
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
 use crate::inventory::Kind;
 use crate::inventory::{Inventory, reference_forms};
 use crate::plan::{Decision, Plan};
@@ -87,43 +91,138 @@ pub fn render(d: &Decision, inventory: &Inventory, query: &str) -> String {
     if let Some(bytes) = d.bytes {
         rows.push(("size".into(), human_bytes(bytes)));
     }
-    if d.kind == Kind::Image {
-        if let Some(unique) = inventory
-            .images
-            .iter()
-            .find(|i| i.id == d.id)
-            .and_then(|i| i.unique_size)
-        {
-            rows.push((
-                "frees".into(),
-                format!("{} (shared with no other image)", human_bytes(unique)),
-            ));
-        }
-        if let (Some(at), Some(source)) = (d.last_used, d.last_used_source) {
-            rows.push((
-                "last used".into(),
-                format!(
-                    "{} ({})",
-                    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                    source.as_str()
-                ),
-            ));
-        }
+    if let Some(unique) = unique_bytes(d, inventory) {
+        rows.push((
+            "frees".into(),
+            format!("{} (shared with no other image)", human_bytes(unique)),
+        ));
     }
-    if d.kind == Kind::Container {
-        let own = inventory.containers.iter().find(|c| c.id == d.id);
-        rows.extend(
-            own.into_iter()
-                .flat_map(crate::inventory::Container::facts)
-                .map(|(k, v)| (k.to_owned(), v)),
-        );
+    if let (Kind::Image, Some(at), Some(source)) = (d.kind, d.last_used, d.last_used_source) {
+        rows.push((
+            "last used".into(),
+            format!(
+                "{} ({})",
+                at.to_rfc3339_opts(SecondsFormat::Secs, true),
+                source.as_str()
+            ),
+        ));
     }
-    rows.extend(d.facts.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
+    rows.extend(
+        facts(d, inventory)
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v)),
+    );
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
     for (what, value) in rows {
         let _ = writeln!(out, "  {:<width$} {value}", format!("{what}:"));
     }
     out
+}
+
+/// What removing an image alone frees (the bytes no other image shares),
+/// when the runtime says; `None` for other kinds.
+fn unique_bytes(d: &Decision, inventory: &Inventory) -> Option<u64> {
+    if d.kind != Kind::Image {
+        return None;
+    }
+    inventory
+        .images
+        .iter()
+        .find(|i| i.id == d.id)
+        .and_then(|i| i.unique_size)
+}
+
+/// The facts behind a decision, as `explain` prints them: a container's
+/// own (state, image, pod, sandbox), then the decision's (protect rule,
+/// ready sandbox, what uses it…).
+fn facts(d: &Decision, inventory: &Inventory) -> Vec<(&'static str, String)> {
+    let mut facts = Vec::new();
+    if d.kind == Kind::Container {
+        let own = inventory.containers.iter().find(|c| c.id == d.id);
+        facts.extend(own.into_iter().flat_map(crate::inventory::Container::facts));
+    }
+    facts.extend(d.facts.iter().cloned());
+    facts
+}
+
+/// `explain --output json`: one document, the query and every decision it
+/// matched (docs/design.md, "explain --output json").
+#[derive(Serialize)]
+struct Document<'a> {
+    version: u32,
+    query: &'a str,
+    runtime: &'a str,
+    node: &'a str,
+    started_at: String,
+    decisions: Vec<Explained<'a>>,
+}
+
+/// A decision as the JSON report writes it, with what `explain` adds.
+#[derive(Serialize)]
+struct Explained<'a> {
+    #[serde(flatten)]
+    decision: &'a Decision,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unique_bytes: Option<u64>,
+    facts: Facts,
+}
+
+/// The facts as one object, in the text's order, named in `snake_case`
+/// (`ready sandbox` is `ready_sandbox`). A name said twice keeps its first
+/// value.
+struct Facts(Vec<(String, String)>);
+
+impl Serialize for Facts {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seen = std::collections::HashSet::new();
+        let mut map = s.serialize_map(None)?;
+        for (what, value) in self.0.iter().filter(|(what, _)| seen.insert(what)) {
+            map.serialize_entry(what, value)?;
+        }
+        map.end()
+    }
+}
+
+/// Where the decisions `explain` found were made: what the JSON document
+/// says beside them.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    pub runtime: &'a str,
+    pub node: &'a str,
+    pub started_at: DateTime<Utc>,
+}
+
+/// The decisions `query` found, with the facts behind each, as one JSON
+/// document, pretty-printed with a final newline.
+///
+/// # Panics
+/// Never: every field serializes.
+#[must_use]
+pub fn to_json(found: &[&Decision], inventory: &Inventory, query: &str, at: Context<'_>) -> String {
+    let document = Document {
+        version: 1,
+        query,
+        runtime: at.runtime,
+        node: at.node,
+        started_at: at.started_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+        decisions: found
+            .iter()
+            .map(|d| Explained {
+                decision: d,
+                unique_bytes: unique_bytes(d, inventory),
+                facts: Facts(
+                    facts(d, inventory)
+                        .into_iter()
+                        .map(|(what, value)| (what.replace(' ', "_"), value))
+                        .collect(),
+                ),
+            })
+            .collect(),
+    };
+    let mut text =
+        serde_json::to_string_pretty(&document).expect("an explanation always serializes");
+    text.push('\n');
+    text
 }
 
 #[cfg(test)]
@@ -211,6 +310,71 @@ mod tests {
         assert!(
             text.contains(&format!("last used:  {created} (container create)")),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn json_is_one_document_of_the_query_and_each_decision_with_its_facts() {
+        let (mut inv, _) = node();
+        inv.images[0].unique_size = Some(12_000_000);
+        let p = plan(&inv, &Policy::builtin(), Utc::now());
+        let at = Context {
+            runtime: "docker",
+            node: "node1",
+            started_at: chrono::DateTime::parse_from_rfc3339("2026-11-26T05:00:00Z")
+                .unwrap()
+                .into(),
+        };
+        let found = find(&p, &inv, "nginx:1.25");
+        let text = to_json(&found, &inv, "nginx:1.25", at);
+        assert!(text.ends_with("}\n"), "{text}");
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(doc["version"], 1);
+        assert_eq!(doc["query"], "nginx:1.25");
+        assert_eq!(doc["runtime"], "docker");
+        assert_eq!(doc["node"], "node1");
+        assert_eq!(doc["started_at"], "2026-11-26T05:00:00Z");
+        let decisions = doc["decisions"].as_array().unwrap();
+        assert_eq!(decisions.len(), 1);
+        let image = &decisions[0];
+        // The report's decision, field for field, then what explain adds.
+        let report: serde_json::Value = serde_json::to_value(found[0]).unwrap();
+        for (field, value) in report.as_object().unwrap() {
+            assert_eq!(&image[field], value, "{field}");
+        }
+        assert_eq!(image["kind"], "image");
+        assert_eq!(image["id"], "sha256:5555aaaa");
+        assert_eq!(image["decision"], "keep");
+        assert_eq!(image["rule"], "in_use");
+        assert!(image["detail"].as_str().unwrap().contains("web"), "{text}");
+        assert_eq!(image["unique_bytes"], 12_000_000);
+        assert_eq!(image["last_used_source"], "container_create");
+        assert_eq!(
+            image["facts"],
+            serde_json::json!({"used_by": "abcdef0123456789"}),
+            "{text}"
+        );
+
+        // A container's own facts come first, in the text's order.
+        let found = find(&p, &inv, "web");
+        let text = to_json(&found, &inv, "web", at);
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let container = &doc["decisions"][0];
+        assert_eq!(container["kind"], "container");
+        assert_eq!(container["name"], "web");
+        assert_eq!(container["rule"], "running");
+        assert!(container["bytes"].is_null());
+        assert!(container.get("refs").is_none(), "images only");
+        assert!(container.get("unique_bytes").is_none(), "images only");
+        assert_eq!(
+            container["facts"],
+            serde_json::json!({"state": "running", "image": "nginx:1.25"}),
+            "{text}"
+        );
+        let facts = &text[text.find("\"facts\"").unwrap()..];
+        assert!(
+            facts.find("\"state\"") < facts.find("\"image\""),
+            "in the text's order: {text}"
         );
     }
 

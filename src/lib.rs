@@ -12,7 +12,9 @@
 //!   [`inventory`];
 //! - [`cli`], [`exit_codes`], [`output`] and [`shutdown`] stand apart and
 //!   import nothing of the crate: build.rs includes `cli.rs` and
-//!   `exit_codes.rs` as they are.
+//!   `exit_codes.rs` as they are;
+//! - [`manual`], the man page and the shell completions, imports only
+//!   [`cli`] and [`exit_codes`]: build.rs includes it too.
 
 pub mod app;
 pub mod cli;
@@ -24,6 +26,7 @@ pub mod exit_codes;
 pub mod explain;
 pub mod history;
 pub mod inventory;
+pub mod manual;
 pub mod output;
 pub mod plan;
 pub mod policy;

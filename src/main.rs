@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use safeprune::app;
-use safeprune::cli::{Cli, LogFormat};
+use safeprune::cli::{Cli, Color, LogFormat};
 use safeprune::error::exit;
 use safeprune::output::{Chain, eprintln_lossy};
 use tracing_subscriber::EnvFilter;
@@ -60,11 +60,26 @@ fn init_tracing(cli: &Cli) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     match cli.log_format {
-        LogFormat::Json => builder.json().init(),
-        // Colours only on a terminal: journald and cron mail want plain text.
+        // JSON is for collectors: never coloured.
+        LogFormat::Json => builder.json().with_ansi(false).init(),
         LogFormat::Text => builder
             .with_target(false)
-            .with_ansi(std::io::stderr().is_terminal())
+            .with_ansi(colours(cli.color))
             .init(),
+    }
+}
+
+/// Whether text logs are coloured. `auto` colours only a terminal
+/// (journald and cron mail want plain text), and not when `NO_COLOR` is set
+/// and not empty (<https://no-color.org>); `always` colours even then, as
+/// ripgrep's `--color always` does.
+fn colours(color: Color) -> bool {
+    match color {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => {
+            std::io::stderr().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        }
     }
 }

@@ -260,3 +260,295 @@ fn a_kubelet_configuration_it_cannot_use_exits_2_before_contacting_anything() {
         }
     }
 }
+
+#[test]
+fn output_has_a_short_form_on_every_command_that_reports() {
+    let cli = unreachable_engine();
+    // Exit 1, the engine's: the flag was taken, and the engine asked.
+    for args in [
+        &["plan", "-o", "json"][..],
+        &["plan", "-o", "table"],
+        &["run", "-o", "json"],
+        &["explain", "-o", "json", "x"],
+        &["explain", "--output", "json", "x"],
+        &["explain", "x", "-o", "text"],
+    ] {
+        let out = cli.run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("nothing.sock"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // explain prints text or JSON, no table; and no command but these three
+    // takes the flag.
+    for args in [
+        &["explain", "-o", "table", "x"][..],
+        &["explain", "-o", "xml", "x"],
+        &["check", "-o", "json"],
+        &["daemon", "-o", "json"],
+    ] {
+        let out = cli.run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
+
+/// Whether `text` holds an ANSI escape sequence (a colour).
+fn coloured(text: &[u8]) -> bool {
+    text.windows(2).any(|w| w == b"\x1b[")
+}
+
+#[test]
+fn color_colours_text_logs_as_asked_and_never_json() {
+    // `-vv check` logs the policy it loaded, at debug level.
+    let cli = Cli::with_yaml("");
+    let stderr = |args: &[&str], no_color: Option<&str>| {
+        let mut cmd = cli.command(args);
+        match no_color {
+            Some(value) => cmd.env("NO_COLOR", value),
+            None => cmd.env_remove("NO_COLOR"),
+        };
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(!out.stderr.is_empty(), "{args:?} logs something");
+        out.stderr
+    };
+    // Not a terminal: `auto` (the default) is plain.
+    assert!(!coloured(&stderr(&["-vv", "check"], None)));
+    assert!(!coloured(&stderr(
+        &["-vv", "--color", "auto", "check"],
+        None
+    )));
+    assert!(!coloured(&stderr(
+        &["-vv", "--color", "never", "check"],
+        None
+    )));
+    assert!(coloured(&stderr(
+        &["-vv", "--color", "always", "check"],
+        None
+    )));
+    // `always` is asked for: NO_COLOR does not undo it.
+    assert!(coloured(&stderr(
+        &["-vv", "--color", "always", "check"],
+        Some("1")
+    )));
+    // JSON logs are for collectors: never coloured.
+    let json = stderr(
+        &["-vv", "--log-format", "json", "--color", "always", "check"],
+        None,
+    );
+    assert!(!coloured(&json), "{}", String::from_utf8_lossy(&json));
+    assert_eq!(
+        cli.run(&["--color", "sometimes", "check"]).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn color_auto_colours_a_terminal_unless_no_color_is_set() {
+    let cli = Cli::with_yaml("");
+    // stdout and stderr on a terminal of script(1)'s, which copies what it
+    // shows to its own stdout.
+    let on_a_terminal = |flags: &str, no_color: Option<&str>| {
+        let line = format!(
+            "{} --config {} -vv {flags} check",
+            env!("CARGO_BIN_EXE_safeprune"),
+            cli.policy_path().display()
+        );
+        let mut cmd = std::process::Command::new("script");
+        cmd.args(["-qec", &line, "/dev/null"])
+            .env_remove("SAFEPRUNE_CONFIG")
+            .env_remove("RUST_LOG");
+        match no_color {
+            Some(value) => cmd.env("NO_COLOR", value),
+            None => cmd.env_remove("NO_COLOR"),
+        };
+        let out = cmd
+            .output()
+            .expect("script runs (bsdutils; scripts/deps.sh installs it)");
+        let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{line}: {shown}");
+        assert!(shown.contains("policy loaded"), "{line}: {shown}");
+        coloured(shown.as_bytes())
+    };
+    assert!(on_a_terminal("", None), "auto colours a terminal");
+    assert!(
+        on_a_terminal("--color auto", Some("")),
+        "NO_COLOR empty is unset"
+    );
+    assert!(!on_a_terminal("", Some("1")), "NO_COLOR=1");
+    assert!(!on_a_terminal("--color auto", Some("yes")), "NO_COLOR=yes");
+    assert!(!on_a_terminal("--color never", None));
+    assert!(on_a_terminal("--color always", Some("1")));
+}
+
+/// `safeprune args…` run to its end successfully; its stdout.
+fn stdout_of(args: &[&str]) -> String {
+    let out = safeprune(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    assert!(err.is_empty(), "{args:?}: {err}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `target/<profile>/assets`, what build.rs wrote for the Debian package.
+fn package_assets() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_BIN_EXE_safeprune"))
+        .parent()
+        .unwrap()
+        .join("assets")
+}
+
+#[test]
+fn completions_and_man_print_what_the_package_ships_and_need_no_policy() {
+    for (shell, file) in [
+        ("bash", "completions/safeprune.bash"),
+        ("zsh", "completions/_safeprune"),
+        ("fish", "completions/safeprune.fish"),
+    ] {
+        let printed = stdout_of(&["completions", shell]);
+        let packaged = std::fs::read_to_string(package_assets().join(file)).unwrap();
+        assert_eq!(printed, packaged, "{shell}: the package's {file}");
+    }
+    let page = stdout_of(&["man"]);
+    let packaged = std::fs::read_to_string(package_assets().join("safeprune.8")).unwrap();
+    assert_eq!(page, packaged, "the package's safeprune.8");
+    // No policy is read: a missing or broken one is no error here.
+    let broken = Cli::with_yaml("images: [\n");
+    for args in [&["completions", "bash"][..], &["man"]] {
+        let out = broken.run(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(!out.stdout.is_empty(), "{args:?}");
+        let out = command(args)
+            .env("SAFEPRUNE_CONFIG", "/nonexistent/policy.yaml")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+    }
+    for args in [
+        &["completions"][..],
+        &["completions", "tcsh"],
+        &["man", "x"],
+    ] {
+        assert_eq!(safeprune(args).status.code(), Some(2), "{args:?}");
+    }
+}
+
+/// Runs `shell -c script` in a home of its own (fish writes its settings
+/// there), with `$SAFEPRUNE` the binary under test; its stdout.
+fn in_shell(shell: &str, script: &str) -> String {
+    let home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(shell)
+        .arg("-c")
+        .arg(script)
+        .current_dir(home.path())
+        .env("SAFEPRUNE", env!("CARGO_BIN_EXE_safeprune"))
+        .env("HOME", home.path())
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("ZDOTDIR")
+        .output()
+        .unwrap_or_else(|e| panic!("{shell} runs (scripts/deps.sh installs it): {e}"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{shell}: {script}: {err}");
+    assert!(err.is_empty(), "{shell}: {script}: {err}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// What fish offers for `line`, once `safeprune completions fish` is loaded.
+fn fish_offers(line: &str) -> Vec<String> {
+    let said = in_shell(
+        "fish",
+        &format!(r#""$SAFEPRUNE" completions fish | source; complete -C '{line}'"#),
+    );
+    said.lines()
+        .map(|l| l.split('\t').next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_completions_load_in_bash_zsh_and_fish() {
+    let said = in_shell(
+        "bash",
+        r#"source <("$SAFEPRUNE" completions bash) && complete -p safeprune"#,
+    );
+    assert!(said.contains(" -F _safeprune "), "{said}");
+    assert!(said.trim_end().ends_with(" safeprune"), "{said}");
+    // What it offers: bash calls the function with the command, the word
+    // completed and the word before it.
+    let offers = |words: &[&str]| {
+        let script = format!(
+            r#"source <("$SAFEPRUNE" completions bash) && COMP_WORDS=({} "") && COMP_CWORD={} && _safeprune safeprune "" {} && printf '%s\n' "${{COMPREPLY[@]}}""#,
+            words.join(" "),
+            words.len(),
+            words.last().unwrap(),
+        );
+        in_shell("bash", &script)
+    };
+    assert!(
+        offers(&["safeprune", "completions"]).ends_with("bash\nzsh\nfish\n"),
+        "the shells"
+    );
+    assert_eq!(offers(&["safeprune", "explain", "-o"]), "text\njson\n");
+    assert_eq!(offers(&["safeprune", "plan", "-o"]), "table\njson\n");
+    // zsh: loaded after compinit, as a vendor completion is, it binds
+    // itself to the command.
+    let said = in_shell(
+        "zsh",
+        r#"autoload -Uz compinit && compinit -u -D && source <("$SAFEPRUNE" completions zsh) && print -r -- $_comps[safeprune]"#,
+    );
+    assert_eq!(said, "_safeprune\n");
+    // fish: what it offers, from the loaded script.
+    let commands = fish_offers("safeprune ");
+    for command in [
+        "plan",
+        "run",
+        "daemon",
+        "check",
+        "explain",
+        "completions",
+        "man",
+    ] {
+        assert!(
+            commands.iter().any(|c| c == command),
+            "fish offers no {command}: {commands:?}"
+        );
+    }
+    assert_eq!(fish_offers("safeprune explain x -o "), ["json", "text"]);
+    assert_eq!(
+        fish_offers("safeprune --color="),
+        ["--color=always", "--color=auto", "--color=never"]
+    );
+}
+
+#[test]
+fn the_man_page_renders_without_a_warning() {
+    let page = stdout_of(&["man"]);
+    assert!(
+        page.lines().any(|l| l.starts_with(".TH SAFEPRUNE 8 ")),
+        "{page}"
+    );
+    let mut groff = std::process::Command::new("groff")
+        // Plain text: no bold nor underline by overstriking.
+        .args(["-man", "-Tutf8", "-ww", "-P-cbou"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("groff runs (groff-base; scripts/deps.sh installs it)");
+    {
+        use std::io::Write as _;
+        let mut stdin = groff.stdin.take().unwrap();
+        stdin.write_all(page.as_bytes()).unwrap();
+    }
+    let out = groff.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.is_empty(), "groff warns: {err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for heading in ["NAME", "SYNOPSIS", "COMMANDS", "EXIT STATUS"] {
+        assert!(text.lines().any(|l| l == heading), "no {heading}: {text}");
+    }
+    for command in ["completions", "man"] {
+        assert!(text.contains(&format!("safeprune {command}")), "{text}");
+    }
+}

@@ -487,6 +487,29 @@ async fn explain_names_the_rule_and_the_facts(version: DockerVersion) {
         "names the sandbox: {text}"
     );
 
+    // The same as one JSON document: the report's decision, and the facts.
+    let (code, doc) = safeprune.json(&[
+        "explain",
+        "-o",
+        "json",
+        "k8s_istio-init_web_default_uid-default-web_0",
+    ]);
+    assert_eq!(code, Some(0));
+    assert_eq!(doc["query"], "k8s_istio-init_web_default_uid-default-web_0");
+    assert_eq!(doc["runtime"], "docker");
+    let decisions = doc["decisions"].as_array().unwrap();
+    assert_eq!(decisions.len(), 1, "{doc}");
+    let init = &decisions[0];
+    assert_eq!(init["kind"], "container");
+    assert_eq!(init["decision"], "keep");
+    assert_eq!(init["rule"], "protected_label");
+    assert_eq!(init["facts"]["state"], "exited", "{doc}");
+    assert_eq!(
+        init["facts"]["protect_rule"], "io.kubernetes.container.name=istio-init",
+        "{doc}"
+    );
+    assert_eq!(init["facts"]["sandbox"], layout.id("web sandbox"), "{doc}");
+
     let out = safeprune.run(&["explain", "base:1"]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("in_use"), "{text}");
@@ -521,14 +544,19 @@ async fn explain_names_the_rule_and_the_facts(version: DockerVersion) {
     assert_eq!(refs, ["multi:1", "multi:2", "other/multi:3"]);
 
     // Nothing of that name: exit 6, which says the engine was asked.
-    let out = safeprune.run(&["explain", "no-such-thing"]);
-    assert_eq!(out.status.code(), Some(6));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("no container, image, volume or network matches 'no-such-thing'"),
-        "{err}"
-    );
-    assert!(out.stdout.is_empty());
+    for args in [
+        &["explain", "no-such-thing"][..],
+        &["explain", "-o", "json", "no-such-thing"],
+    ] {
+        let out = safeprune.run(args);
+        assert_eq!(out.status.code(), Some(6), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("no container, image, volume or network matches 'no-such-thing'"),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
 }
 
 async fn a_reader_that_closed_the_pipe_is_no_error(version: DockerVersion) {

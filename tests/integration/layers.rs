@@ -1,9 +1,10 @@
 //! The layering of docs/design.md ("Layers"), checked on the source: the
 //! pure core (policy, inventory, plan, schedule) depends on no adapter,
 //! executor, report or command, the modules that stand apart (`cli`,
-//! `exit_codes`, `output`, `shutdown`) import nothing of the crate, and no module
-//! imports one that imports it back. A `use` that breaks any fails here with the
-//! file that holds it.
+//! `exit_codes`, `output`, `shutdown`) import nothing of the crate, `manual`
+//! only what build.rs includes beside it, and no module imports one that
+//! imports it back. A `use` that breaks any fails here with the file that
+//! holds it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -110,6 +111,20 @@ fn the_modules_apart_import_nothing_of_the_crate() {
         if let Some((name, file)) = uses.iter().next() {
             panic!("{module} stands apart but {file} imports crate::{name}");
         }
+    }
+}
+
+/// build.rs includes `manual.rs` too, beside `cli.rs` and `exit_codes.rs`:
+/// it may import nothing else of the crate.
+#[test]
+fn the_manual_imports_only_what_build_rs_includes() {
+    let graph = imports();
+    let uses = graph.get("manual").expect("src/manual.rs");
+    for (name, file) in uses {
+        assert!(
+            ["cli", "exit_codes"].contains(&name.as_str()),
+            "build.rs includes manual.rs, but {file} imports crate::{name}"
+        );
     }
 }
 

@@ -114,7 +114,12 @@ fn the_man_page_lists_every_exit_code_file_and_variable() {
         );
     }
     let environment = man_section(&page, "ENVIRONMENT");
-    for variable in ["SAFEPRUNE_CONFIG", "SAFEPRUNE_NODE_NAME", "RUST_LOG"] {
+    for variable in [
+        "SAFEPRUNE_CONFIG",
+        "SAFEPRUNE_NODE_NAME",
+        "RUST_LOG",
+        "NO_COLOR",
+    ] {
         assert!(
             environment.contains(variable),
             "ENVIRONMENT lacks {variable}"

@@ -3,6 +3,8 @@
 //! Each failure is an [`AppError`] whose variant fixes the exit code of
 //! docs/design.md; `main` only maps and prints it.
 
+mod check;
+
 use std::io::IsTerminal;
 
 use crate::cli::{Cli, Command, CompareWith, ExplainArgs, ExplainOutput, Output, RunArgs};
@@ -72,15 +74,35 @@ async fn with_policy(cli: &Cli) -> Result<(), AppError> {
         eprintln_lossy(&format!("safeprune: {line}"));
     };
     match &cli.command {
-        Command::Check => {
+        Command::Check(args) => {
             // stdout holds only the policy, so it can be saved and diffed.
             if !cli.quiet {
                 eprintln_lossy(&format!("safeprune: policy from {source}"));
             }
             say_kubelet();
-            say_pace();
+            if args.offline {
+                say_pace();
+                print_lossy(&policy.to_yaml());
+                return Ok(());
+            }
+            // The policy asks for pacing: the node must show its pressure.
+            let pace_ok = match policy.safety.pace {
+                None => true,
+                Some(pace) => {
+                    let (line, found) = NodePressure::checked(pace, std::path::Path::new("/"));
+                    if !found {
+                        eprintln_lossy(&format!(
+                            "safeprune: {line}; to pace them, turn PSI on (a kernel with \
+                             CONFIG_PSI, booted with psi=1), or remove safety.pace"
+                        ));
+                    } else if !cli.quiet {
+                        eprintln_lossy(&format!("safeprune: {line}"));
+                    }
+                    found
+                }
+            };
             print_lossy(&policy.to_yaml());
-            Ok(())
+            check::node(&policy, cli.quiet, pace_ok).await
         }
         Command::Plan(args) => {
             say_kubelet();

@@ -51,8 +51,8 @@ pub enum Command {
     Run(RunArgs),
     /// Cycle on the policy's schedule until SIGTERM/SIGINT
     Daemon,
-    /// Validate the policy and print it with defaults filled in
-    Check,
+    /// Validate the policy and print it with defaults filled in, then check that this node can run it
+    Check(CheckArgs),
     /// The decision for one object: its rule code and why
     Explain(ExplainArgs),
     /// Print the completion script for SHELL on stdout
@@ -70,6 +70,13 @@ pub struct OutputArgs {
     /// Report format on stdout
     #[arg(short, long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Validate the policy only: contact no engine, probe no directory
+    #[arg(long)]
+    pub offline: bool,
 }
 
 #[derive(Debug, Args)]

@@ -274,9 +274,11 @@ async fn locked_cycle(
     options: &CycleOptions,
     shutdown: &Shutdown,
 ) -> Result<(Report, Option<AppError>), AppError> {
-    // Every run holds the lock, a dry one too (docs/design.md): its report is
-    // "the last run's", and it must not interleave with a real run.
-    let (_lock, reread) = lock_and_reread(policy)?;
+    // A run holds the lock (docs/design.md, "The lock"). A dry one takes it
+    // when it can, so that its report files never interleave with a real
+    // run's, and goes on without it when the file cannot be opened (not
+    // root): it removes nothing.
+    let (_lock, reread) = lock_and_reread(policy, options.dry_run)?;
     let policy = reread.as_deref().unwrap_or(policy);
     // Open the audit log before anything is removed: a bad path stops the
     // cycle while nothing has happened yet.
@@ -387,8 +389,22 @@ async fn locked_cycle(
 /// (`images.disk.from_kubelet`): kubelet applies its file when it
 /// restarts, so each run and daemon cycle follows it. The policy with what
 /// changed, if anything did.
-fn lock_and_reread(policy: &Policy) -> Result<(File, Option<Box<Policy>>), AppError> {
-    let lock = lock(&policy.lock_file)?;
+fn lock_and_reread(
+    policy: &Policy,
+    dry_run: bool,
+) -> Result<(Option<File>, Option<Box<Policy>>), AppError> {
+    let lock = match lock(&policy.lock_file) {
+        Ok(file) => Some(file),
+        Err(AppError::File { path, source }) if dry_run => {
+            tracing::info!(
+                path = %path.display(),
+                error = %crate::output::io_words(&source),
+                "a dry run goes on without the lock, which it cannot open"
+            );
+            None
+        }
+        Err(e) => return Err(e),
+    };
     Ok((lock, policy.kubelet_reread()?))
 }
 

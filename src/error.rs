@@ -53,6 +53,10 @@ pub enum AppError {
         "stopped by a signal before the inventory was taken (runtime.kind {runtime}): nothing removed"
     )]
     Stopped { runtime: &'static str },
+    /// `check`: the policy is valid, but safeprune cannot work on this
+    /// node with it; the checks that failed, by name, each said above.
+    #[error("this node is not ready for the policy: {0} failed (see the lines above)")]
+    NotReady(String),
     #[error("the daemon cannot wait for its schedule")]
     Daemon(#[source] std::io::Error),
     #[error("the daemon cannot listen on {addr} (metrics.listen)")]
@@ -68,15 +72,57 @@ impl AppError {
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::Policy(_) | Self::Usage(_) => exit::USAGE,
-            Self::Runtime(_) | Self::File { .. } | Self::Daemon(_) | Self::Listen { .. } => {
-                exit::RUNTIME
-            }
+            Self::Runtime(_)
+            | Self::File { .. }
+            | Self::NotReady(_)
+            | Self::Daemon(_)
+            | Self::Listen { .. } => exit::RUNTIME,
             Self::RemovalsFailed { .. } => exit::REMOVALS_FAILED,
             Self::Locked(_) => exit::LOCKED,
             Self::OverLimit { .. } => exit::OVER_LIMIT,
             Self::NotFound { .. } => exit::NOT_FOUND,
             // docs/design.md: 0 also when a stop signal cut a run short.
             Self::Stopped { .. } => exit::OK,
+        }
+    }
+
+    /// The error as one short line a person can act on: what failed, its
+    /// last cause in a few words, and what to do where safeprune knows
+    /// (docs/design.md, "stdout and stderr"). [`crate::output::Chain`]
+    /// says every cause, for `-v` and the JSON error's `error`.
+    #[must_use]
+    pub fn brief(&self) -> String {
+        use crate::output::{io_cause, io_words, root_cause};
+        match self {
+            Self::Runtime(e) => e.brief(),
+            Self::File { path, source } => {
+                let todo = match source.kind() {
+                    std::io::ErrorKind::PermissionDenied => {
+                        " (run as root, or name a path in the policy that this user may write)"
+                    }
+                    std::io::ErrorKind::ReadOnlyFilesystem => {
+                        " (name a path on a writable file system in the policy)"
+                    }
+                    std::io::ErrorKind::NotFound => {
+                        " (its directory does not exist: create it, or name another path in the policy)"
+                    }
+                    _ => "",
+                };
+                format!("cannot use {}: {}{todo}", path.display(), io_words(source))
+            }
+            // What failed already says why: nothing below it to add.
+            Self::Policy(_)
+            | Self::Usage(_)
+            | Self::Locked(_)
+            | Self::OverLimit { .. }
+            | Self::RemovalsFailed { .. }
+            | Self::NotFound { .. }
+            | Self::NotReady(_)
+            | Self::Stopped { .. } => crate::output::Chain(self).to_string(),
+            Self::Daemon(_) | Self::Listen { .. } => {
+                let cause = io_cause(self).map_or_else(|| root_cause(self).to_string(), io_words);
+                format!("{self}: {cause}")
+            }
         }
     }
 }

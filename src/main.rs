@@ -8,7 +8,7 @@ use clap::Parser;
 use safeprune::app;
 use safeprune::cli::{Cli, Color, LogFormat};
 use safeprune::error::exit;
-use safeprune::output::{Chain, eprintln_lossy};
+use safeprune::output::{Chain, eprintln_lossy, io_words};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -21,9 +21,9 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln_lossy(&format!(
-                "safeprune: error: cannot start the async runtime: {e}"
-            ));
+            let message = format!("cannot start the async runtime: {}", io_words(&e));
+            let chain = format!("cannot start the async runtime: {}", Chain(&e));
+            fatal(&cli, &message, &chain, exit::RUNTIME);
             return ExitCode::from(exit::RUNTIME);
         }
     };
@@ -35,10 +35,35 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln_lossy(&format!("safeprune: error: {}", Chain(&e)));
+            fatal(&cli, &e.brief(), &Chain(&e).to_string(), e.exit_code());
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// Says on stderr why safeprune stops (docs/design.md, "stdout and
+/// stderr"): one line, `safeprune: error: ` and `message`, what failed and
+/// what to do; the whole `chain` of causes instead with `-v`. With
+/// `--log-format json`, one JSON object shaped as a log line, whatever
+/// `RUST_LOG` filters: `level` `ERROR`, and in `fields` the `message`,
+/// the whole chain as `error` and the `exit_code`.
+fn fatal(cli: &Cli, message: &str, chain: &str, code: u8) {
+    let line = match cli.log_format {
+        LogFormat::Json => serde_json::json!({
+            "timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            "level": "ERROR",
+            "fields": {
+                "message": message,
+                "error": chain,
+                "exit_code": code,
+            },
+            "target": "safeprune",
+        })
+        .to_string(),
+        LogFormat::Text if cli.verbose > 0 => format!("safeprune: error: {chain}"),
+        LogFormat::Text => format!("safeprune: error: {message}"),
+    };
+    eprintln_lossy(&line);
 }
 
 /// Logs go to stderr: text for a terminal, JSON lines for collectors. The

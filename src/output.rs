@@ -41,3 +41,48 @@ pub fn eprint_lossy(text: &str) {
 pub fn eprintln_lossy(line: &str) {
     eprint_lossy(&format!("{line}\n"));
 }
+
+/// The last of an error's causes (the error itself when it has none): the
+/// words a short line keeps, where [`Chain`] says every step.
+#[must_use]
+pub fn root_cause<'a>(error: &'a (dyn Error + 'static)) -> &'a (dyn Error + 'static) {
+    let mut last = error;
+    while let Some(cause) = last.source() {
+        last = cause;
+    }
+    last
+}
+
+/// The first I/O error among `error` and its causes: what the system said,
+/// under a library's wrappers (`client error (Connect): …`).
+#[must_use]
+pub fn io_cause<'a>(error: &'a (dyn Error + 'static)) -> Option<&'a std::io::Error> {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return Some(io);
+        }
+        next = e.source();
+    }
+    None
+}
+
+/// An I/O error in a few lower-case words, without its number: `permission
+/// denied`, `no such file or directory`, `read-only file system`.
+#[must_use]
+pub fn io_words(error: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    let words = match error.kind() {
+        K::NotFound => "no such file or directory",
+        K::PermissionDenied => "permission denied",
+        K::ConnectionRefused => "connection refused",
+        K::ReadOnlyFilesystem => "read-only file system",
+        K::AlreadyExists => "it already exists",
+        K::NotADirectory => "not a directory",
+        K::IsADirectory => "is a directory",
+        K::StorageFull => "no space left on device",
+        K::AddrInUse => "address in use",
+        _ => return error.to_string(),
+    };
+    words.to_owned()
+}

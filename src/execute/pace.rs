@@ -135,9 +135,19 @@ impl NodePressure {
     /// that it shows none and what was tried.
     #[must_use]
     pub fn line(pace: Pace, root: &Path) -> String {
+        Self::checked(pace, root).0
+    }
+
+    /// [`Self::line`], and whether the node shows its pressure at all
+    /// (`check` fails when it does not: the policy asks for pacing).
+    #[must_use]
+    pub fn checked(pace: Pace, root: &Path) -> (String, bool) {
         match Self::read(pace, root) {
-            Ok(node) => node.to_string(),
-            Err(tried) => format!("{NO_PSI}: removals would not be paced (tried {tried})"),
+            Ok(node) => (node.to_string(), true),
+            Err(tried) => (
+                format!("{NO_PSI}: removals would not be paced (tried {tried})"),
+                false,
+            ),
         }
     }
 

@@ -103,6 +103,18 @@ impl CriRuntime {
         })
     }
 
+    /// Its name, version and CRI API, as `check` says them: `cri-o 1.36.3
+    /// (CRI v1)`.
+    pub async fn describe(&self) -> String {
+        match tokio::time::timeout(CONNECT_TIMEOUT, api::version(&self.channel)).await {
+            Ok(Ok(v)) => format!(
+                "{} {} (CRI {})",
+                v.runtime_name, v.runtime_version, v.runtime_api_version
+            ),
+            _ => self.name.clone(),
+        }
+    }
+
     /// The runtime's name and version, as it answered: `cri-o 1.36.3`.
     #[must_use]
     pub fn name(&self) -> &str {

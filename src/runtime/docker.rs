@@ -130,6 +130,19 @@ impl DockerRuntime {
         })
     }
 
+    /// The engine's version and the API this connection speaks, as
+    /// `check` says them: `docker 28.5.2 (API 1.51)`.
+    pub async fn describe(&self) -> String {
+        let api = self.docker.client_version();
+        match tokio::time::timeout(CONNECT_TIMEOUT, self.docker.version()).await {
+            Ok(Ok(bollard::models::SystemVersion {
+                version: Some(version),
+                ..
+            })) => format!("{RUNTIME} {version} (API {api})"),
+            _ => format!("{RUNTIME} (API {api})"),
+        }
+    }
+
     /// The same connection, with inventories that measure the file system
     /// holding the engine's images (`DockerRootDir`; on the containerd
     /// image store, containerd's snapshotter root).

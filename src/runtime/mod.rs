@@ -37,6 +37,133 @@ pub enum RuntimeError {
     },
 }
 
+impl RuntimeError {
+    /// This error as one short line a person can act on: what failed, the
+    /// cause in a few words and what to do (`cannot reach Docker at
+    /// /var/run/docker.sock: permission denied (run as root, or as a
+    /// member of the docker group)`). [`Chain`] says every cause, for `-v`.
+    #[must_use]
+    pub fn brief(&self) -> String {
+        match self {
+            Self::Unreachable {
+                runtime,
+                endpoint,
+                hint,
+                source,
+            } => {
+                let at = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
+                let (cause, todo) = match source.downcast_ref::<NoneAnswered>() {
+                    Some(each) => (each.brief(), (*hint).to_owned()),
+                    None => unanswered(runtime, at, hint, source.as_ref()),
+                };
+                format!("cannot reach {} at {at}: {cause} ({todo})", shown(runtime))
+            }
+            Self::Call { source, .. } => {
+                let root = crate::output::root_cause(source.as_ref());
+                let cause = crate::output::io_cause(source.as_ref())
+                    .map_or_else(|| root.to_string(), crate::output::io_words);
+                format!("{self}: {cause}")
+            }
+        }
+    }
+}
+
+/// A runtime's name as a sentence gives it.
+fn shown(runtime: &str) -> &str {
+    match runtime {
+        "docker" => "Docker",
+        "cri" => "a CRI runtime",
+        other => other,
+    }
+}
+
+/// Why `runtime` did not answer, in a few words, and what to do about it:
+/// `hint`, unless the cause says better (no permission on the socket).
+fn unanswered(
+    runtime: &str,
+    socket: &str,
+    hint: &str,
+    source: &(dyn std::error::Error + 'static),
+) -> (String, String) {
+    use std::io::ErrorKind;
+    let denied = || {
+        (
+            "permission denied".to_owned(),
+            match runtime {
+                "docker" => "run as root, or as a member of the docker group",
+                _ => "run as root",
+            }
+            .to_owned(),
+        )
+    };
+    let mut next = Some(source);
+    while let Some(e) = next {
+        // bollard looks for the socket itself before it connects, and
+        // takes a directory it may not search for no socket at all.
+        if let Some(bollard::errors::Error::SocketNotFoundError(_)) =
+            e.downcast_ref::<bollard::errors::Error>()
+        {
+            return match std::fs::metadata(socket) {
+                Err(e) if e.kind() == ErrorKind::PermissionDenied => denied(),
+                _ => ("no such socket".to_owned(), hint.to_owned()),
+            };
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                ErrorKind::NotFound => ("no such socket".to_owned(), hint.to_owned()),
+                ErrorKind::PermissionDenied => denied(),
+                ErrorKind::ConnectionRefused => (
+                    "connection refused: nothing listens on the socket".to_owned(),
+                    hint.to_owned(),
+                ),
+                _ => (crate::output::io_words(io), hint.to_owned()),
+            };
+        }
+        next = e.source();
+    }
+    let root = crate::output::root_cause(source);
+    (root.to_string(), hint.to_owned())
+}
+
+/// Why `auto` found no runtime: each one's error, in the order asked.
+#[derive(Debug)]
+pub struct NoneAnswered(pub Vec<RuntimeError>);
+
+impl NoneAnswered {
+    /// Each runtime's cause, short: `docker: no such socket; containerd: …`.
+    fn brief(&self) -> String {
+        let each: Vec<String> = self
+            .0
+            .iter()
+            .map(|e| match e {
+                RuntimeError::Unreachable {
+                    runtime,
+                    endpoint,
+                    hint,
+                    source,
+                } => {
+                    let at = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
+                    format!(
+                        "{runtime}: {}",
+                        unanswered(runtime, at, hint, source.as_ref()).0
+                    )
+                }
+                call @ RuntimeError::Call { .. } => call.brief(),
+            })
+            .collect();
+        each.join("; ")
+    }
+}
+
+impl std::fmt::Display for NoneAnswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let each: Vec<String> = self.0.iter().map(|e| Chain(e).to_string()).collect();
+        write!(f, "{}", each.join("; "))
+    }
+}
+
+impl std::error::Error for NoneAnswered {}
+
 /// The socket path of an endpoint written `unix:///path` or `/path`.
 ///
 /// # Errors
@@ -389,19 +516,28 @@ impl Runtime {
                                 "{docker_endpoint}, {containerd_endpoint} or {cri_endpoint}"
                             ),
                             hint: "runtime.kind is auto and no engine answered: is one running, and are the endpoints right?",
-                            source: format!(
-                                "docker: {}; containerd: {}; cri: {}",
-                                Chain(&docker_error),
-                                Chain(&containerd_error),
-                                Chain(&cri_error)
-                            )
-                            .into(),
+                            source: Box::new(NoneAnswered(vec![
+                                docker_error,
+                                containerd_error,
+                                cri_error,
+                            ])),
                         });
                     }
                 }
             }
         };
         Ok(Self::chosen(chosen))
+    }
+
+    /// What answered, as `check` says it: `docker 28.5.2 (API 1.51)`,
+    /// `containerd v2.3.4`, `cri-o 1.36.3 (CRI v1)`. One call more than
+    /// connecting; what it cannot learn it leaves out.
+    pub async fn describe(&self) -> String {
+        match self {
+            Self::Docker(d) => d.describe().await,
+            Self::Containerd(c) => c.describe().await,
+            Self::Cri(c) => c.describe().await,
+        }
     }
 
     fn chosen(chosen: Chosen) -> Chosen {

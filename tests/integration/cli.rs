@@ -18,7 +18,7 @@ fn unreachable_engine() -> Cli {
 
 #[test]
 fn check_prints_the_documented_default_policy() {
-    let out = safeprune(&["--config", "config/policy.yaml", "check"]);
+    let out = safeprune(&["--config", "config/policy.yaml", "check", "--offline"]);
     assert!(out.status.success());
     let from_file = String::from_utf8(out.stdout).unwrap();
     assert!(from_file.contains("io.kubernetes.container.name=istio-init"));
@@ -30,7 +30,7 @@ fn check_prints_the_documented_default_policy() {
 
 #[test]
 fn check_says_when_it_read_no_file() {
-    let out = safeprune(&["check"]);
+    let out = safeprune(&["check", "--offline"]);
     assert!(out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
     if std::path::Path::new("/etc/safeprune/policy.yaml").exists() {
@@ -41,7 +41,7 @@ fn check_says_when_it_read_no_file() {
             "{err}"
         );
     }
-    let quiet = safeprune(&["--config", "config/policy.yaml", "-q", "check"]);
+    let quiet = safeprune(&["--config", "config/policy.yaml", "-q", "check", "--offline"]);
     assert!(quiet.stderr.is_empty(), "-q says nothing but errors");
 }
 
@@ -50,7 +50,7 @@ fn a_closed_stdout_is_no_panic() {
     // `safeprune check | head -1` once head has gone.
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
-    let out = command(&["--config", "config/policy.yaml", "check"])
+    let out = command(&["--config", "config/policy.yaml", "check", "--offline"])
         .stdout(writer)
         .output()
         .unwrap();
@@ -84,7 +84,7 @@ fn missing_policy_file_exits_2() {
 #[test]
 fn config_comes_from_the_environment_when_no_flag_is_given() {
     let cli = Cli::with_yaml("safety:\n  max_deletions: 7\n");
-    let out = command(&["check"])
+    let out = command(&["check", "--offline"])
         .env("SAFEPRUNE_CONFIG", cli.policy_path())
         .output()
         .unwrap();
@@ -95,16 +95,295 @@ fn config_comes_from_the_environment_when_no_flag_is_given() {
 #[test]
 fn unreachable_engine_exits_1_and_names_the_endpoint() {
     let cli = unreachable_engine();
+    let socket = cli.path("nothing.sock");
     for args in [vec!["plan"], vec!["run"], vec!["explain", "x"]] {
         let out = cli.run(&args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         let err = String::from_utf8(out.stderr).unwrap();
-        assert!(err.contains("nothing.sock"), "{err}");
-        assert!(err.contains("dockerd"), "says what to check: {err}");
-        assert_eq!(err.lines().count(), 1, "one line: {err}");
-        // The cause (bollard's words) is said once, after what failed.
-        assert_eq!(err.matches("Socket not found").count(), 1, "{err}");
+        // What failed, why in a few words, and what to do: one short line.
+        assert_eq!(
+            err,
+            format!(
+                "safeprune: error: cannot reach Docker at {}: no such socket (is dockerd \
+                 running, and is the socket path right?)\n",
+                socket.display()
+            ),
+            "{args:?}"
+        );
+        // -v: the whole chain instead, each cause once (bollard's words).
+        let mut verbose = vec!["-v"];
+        verbose.extend(&args);
+        let out = cli.run(&verbose);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        let line = err.lines().last().unwrap_or_default();
+        assert!(
+            line.starts_with("safeprune: error: cannot reach docker at unix://"),
+            "{err}"
+        );
+        assert_eq!(line.matches("Socket not found").count(), 1, "{err}");
     }
+}
+
+/// A policy at a socket in its own directory where nothing listens, with
+/// `extra` (see [`Cli::new`]); the directory and the policy readable by
+/// all, for a run as nobody.
+fn unreachable_engine_with(extra: &str) -> Cli {
+    use std::os::unix::fs::PermissionsExt;
+    let cli = Cli::with_yaml("");
+    let endpoint = format!("unix://{}", cli.path("nothing.sock").display());
+    cli.rewrite(&Runtime::Docker(&endpoint), extra);
+    let dir = cli.policy_path().parent().unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(cli.policy_path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    cli
+}
+
+/// The lines of `out`'s stderr, and its exit code.
+fn said(out: &std::process::Output) -> (Option<i32>, Vec<String>) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), err.lines().map(str::to_owned).collect())
+}
+
+#[test]
+fn check_says_whether_safeprune_can_work_on_this_node() {
+    let cli = unreachable_engine_with("");
+    let dir = cli.policy_path().parent().unwrap().display().to_string();
+    let offline = cli.run(&["check", "--offline"]);
+    assert_eq!(
+        said(&offline),
+        (
+            Some(0),
+            vec![format!(
+                "safeprune: policy from {}",
+                cli.policy_path().display()
+            )]
+        )
+    );
+    let out = cli.run(&["check"]);
+    // stdout is the policy, exactly as offline: scripts read it.
+    assert_eq!(out.stdout, offline.stdout);
+    let (code, lines) = said(&out);
+    assert_eq!(code, Some(1), "the engine's exit code: {lines:#?}");
+    assert_eq!(
+        lines,
+        [
+            format!("safeprune: policy from {}", cli.policy_path().display()),
+            format!(
+                "safeprune: engine: cannot reach Docker at {dir}/nothing.sock: no such socket (is \
+                 dockerd running, and is the socket path right?)"
+            ),
+            format!("safeprune: state_dir: ok: {dir}/state can be created"),
+            format!("safeprune: report.json_path: ok: {dir} is writable"),
+            format!("safeprune: report.metrics_textfile: ok: {dir} is writable"),
+            format!("safeprune: report.audit_log: ok: {dir}/audit.jsonl can be created"),
+            format!("safeprune: lock_file: ok: {dir}/safeprune.lock can be created"),
+            "safeprune: error: this node is not ready for the policy: engine failed (see the lines \
+             above)"
+                .to_owned(),
+        ]
+    );
+    // The check made nothing it leaves behind.
+    for name in ["state", "safeprune.lock", "audit.jsonl"] {
+        assert!(!cli.path(name).exists(), "{name}");
+    }
+    // -q: only what failed.
+    let (code, lines) = said(&cli.run(&["-q", "check"]));
+    assert_eq!(code, Some(1));
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert!(
+        lines[0].starts_with("safeprune: engine: cannot reach Docker"),
+        "{lines:#?}"
+    );
+
+    // A state_dir that cannot be made, and a report directory that does
+    // not exist.
+    cli.rewrite(
+        &Runtime::Docker(&format!("unix://{dir}/nothing.sock")),
+        "state_dir: /proc/safeprune-check/state\n",
+    );
+    let yaml = std::fs::read_to_string(cli.policy_path()).unwrap().replace(
+        &format!("{dir}/report.json"),
+        "/nonexistent/safeprune/report.json",
+    );
+    cli.write(&yaml);
+    let (code, lines) = said(&cli.run(&["check"]));
+    assert_eq!(code, Some(1));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l
+                .starts_with("safeprune: state_dir: cannot create /proc/safeprune-check/state: ")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.contains(
+            &"safeprune: report.json_path: cannot write in /nonexistent/safeprune: no such file \
+              or directory (create the directory, or name another path in the policy)"
+                .to_owned()
+        ),
+        "{lines:#?}"
+    );
+    assert_eq!(
+        lines.last().unwrap(),
+        "safeprune: error: this node is not ready for the policy: engine, state_dir, \
+         report.json_path failed (see the lines above)"
+    );
+    assert!(!std::path::Path::new("/proc/safeprune-check").exists());
+    // --offline: the policy alone, as before.
+    let (code, lines) = said(&cli.run(&["check", "--offline"]));
+    assert_eq!((code, lines.len()), (Some(0), 1), "{lines:#?}");
+}
+
+/// `safeprune --config <policy> args…` as nobody, with no group.
+fn as_nobody(cli: &Cli, args: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_safeprune"))
+        .arg("--config")
+        .arg(cli.policy_path())
+        .args(args)
+        .env_remove("SAFEPRUNE_CONFIG")
+        .env_remove("RUST_LOG");
+    cmd.output().expect("setpriv runs (util-linux)")
+}
+
+#[test]
+fn a_socket_without_permission_says_so_and_what_to_do() {
+    use std::os::unix::fs::PermissionsExt;
+    let cli = unreachable_engine_with("");
+    // root's socket, 0600: only root may connect.
+    let socket = cli.path("nothing.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let denied = format!(
+        "cannot reach Docker at {}: permission denied (run as root, or as a member of the \
+         docker group)",
+        socket.display()
+    );
+    let (code, lines) = said(&as_nobody(&cli, &["check"]));
+    assert_eq!(code, Some(1), "{lines:#?}");
+    assert!(
+        lines.contains(&format!("safeprune: engine: {denied}")),
+        "{lines:#?}"
+    );
+    // The other commands say it in one short line.
+    for args in [&["plan"][..], &["run", "--dry-run"], &["explain", "x"]] {
+        let (code, lines) = said(&as_nobody(&cli, args));
+        assert_eq!(code, Some(1), "{args:?}");
+        // (A dry run logs first that it cannot write the metrics textfile
+        // in root's directory.)
+        assert_eq!(
+            lines.last(),
+            Some(&format!("safeprune: error: {denied}")),
+            "{args:?}: {lines:#?}"
+        );
+        assert_eq!(lines.iter().filter(|l| l.contains(&denied)).count(), 1);
+    }
+    // -v: the whole chain, with the system's own words.
+    let (_, lines) = said(&as_nobody(&cli, &["-v", "plan"]));
+    assert!(
+        lines
+            .last()
+            .unwrap()
+            .contains("Permission denied (os error 13)"),
+        "{lines:#?}"
+    );
+    // --offline contacts nothing: the policy is fine.
+    let (code, lines) = said(&as_nobody(&cli, &["check", "--offline"]));
+    assert_eq!(code, Some(0), "{lines:#?}");
+}
+
+#[test]
+fn under_json_logs_every_fatal_error_is_one_json_object() {
+    let error = |out: &std::process::Output| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let values: Vec<serde_json::Value> = err
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        assert_eq!(values.len(), 1, "{err}");
+        let value = values.into_iter().next().unwrap();
+        assert_eq!(value["level"], "ERROR", "{value}");
+        assert_eq!(
+            value["fields"]["exit_code"].as_i64(),
+            out.status.code().map(i64::from),
+            "{value}"
+        );
+        value
+    };
+    // A bad policy: before this, a plain line.
+    let cli = Cli::with_yaml("version: 1\nimages:\n  kep: []\n");
+    for cmd in ["check", "plan", "run"] {
+        let out = cli.run(&["--log-format", "json", cmd]);
+        assert_eq!(out.status.code(), Some(2));
+        let value = error(&out);
+        let message = value["fields"]["message"].as_str().unwrap();
+        assert!(message.contains("unknown field `kep`"), "{value}");
+        assert!(message.contains("line 3 column 3"), "{value}");
+    }
+    // The engine: the short line as the message, the chain as the error.
+    let cli = unreachable_engine();
+    let out = cli.run(&["--log-format", "json", "plan"]);
+    assert_eq!(out.status.code(), Some(1));
+    let value = error(&out);
+    assert!(
+        value["fields"]["message"].as_str().unwrap().ends_with(
+            "nothing.sock: no such socket (is dockerd running, and is the socket path right?)"
+        ),
+        "{value}"
+    );
+    assert!(
+        value["fields"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("Socket not found"),
+        "{value}"
+    );
+    // A held lock, exit 4.
+    let lock = File::create(cli.path("safeprune.lock")).unwrap();
+    lock.try_lock().unwrap();
+    let out = cli.run(&["--log-format", "json", "run"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        error(&out)["fields"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("holds the lock")
+    );
+}
+
+#[test]
+fn a_dry_run_needs_no_lock_and_a_real_run_does() {
+    let cli = Cli::with_yaml("");
+    let dir = cli.policy_path().parent().unwrap().display().to_string();
+    let endpoint = format!("unix://{dir}/nothing.sock");
+    cli.rewrite(&Runtime::Docker(&endpoint), "");
+    // A lock file that cannot be opened, as /run/safeprune.lock for a user.
+    let yaml = std::fs::read_to_string(cli.policy_path())
+        .unwrap()
+        .replace("lock_file: ", "lock_file: /nonexistent/safeprune");
+    cli.write(&yaml);
+    let out = cli.run(&["run"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.starts_with(&format!("safeprune: error: cannot use /nonexistent/safeprune{dir}/safeprune.lock: no such file or directory")),
+        "{err}"
+    );
+    // The dry run goes on to the (absent) engine.
+    let out = cli.run(&["run", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.starts_with("safeprune: error: cannot reach Docker at "),
+        "{err}"
+    );
+    // A lock another run holds still stops it: nothing done.
+    let cli = unreachable_engine();
+    let lock = File::create(cli.path("safeprune.lock")).unwrap();
+    lock.try_lock().unwrap();
+    assert_eq!(cli.run(&["run", "--dry-run"]).status.code(), Some(4));
 }
 
 #[test]
@@ -162,7 +441,7 @@ fn check_and_plan_say_what_from_kubelet_derived_and_from_where() {
             &format!("images:\n  min_age: 1h\n  disk:\n    from_kubelet: {path}\n"),
         );
         let line = format!("safeprune: images.disk from {path}: {derived}\n");
-        let out = cli.run(&["check"]);
+        let out = cli.run(&["check", "--offline"]);
         assert_eq!(out.status.code(), Some(0));
         let err = String::from_utf8(out.stderr).unwrap();
         assert!(err.ends_with(&line), "{err}");
@@ -177,7 +456,7 @@ fn check_and_plan_say_what_from_kubelet_derived_and_from_where() {
         assert_eq!(out.status.code(), Some(1));
         let err = String::from_utf8(out.stderr).unwrap();
         assert!(err.starts_with(&line), "{err}");
-        let quiet = cli.run(&["-q", "check"]);
+        let quiet = cli.run(&["-q", "check", "--offline"]);
         assert!(quiet.stderr.is_empty(), "-q says nothing but errors");
     }
 }
@@ -198,7 +477,7 @@ fn check_and_plan_say_the_pace_threshold_against_the_nodes_own_pressure() {
     } else {
         "safeprune: safety.pace: this node shows no I/O pressure (PSI): removals would not be paced"
     };
-    let out = cli.run(&["check"]);
+    let out = cli.run(&["check", "--offline"]);
     assert_eq!(out.status.code(), Some(0));
     let err = String::from_utf8(out.stderr).unwrap();
     let line = err.lines().last().unwrap_or_default();
@@ -213,7 +492,7 @@ fn check_and_plan_say_the_pace_threshold_against_the_nodes_own_pressure() {
         "said before the (absent) engine: {err}"
     );
     assert!(
-        cli.run(&["-q", "check"]).stderr.is_empty(),
+        cli.run(&["-q", "check", "--offline"]).stderr.is_empty(),
         "-q says nothing but errors"
     );
     // Without pace, nothing about it.
@@ -313,32 +592,42 @@ fn color_colours_text_logs_as_asked_and_never_json() {
         out.stderr
     };
     // Not a terminal: `auto` (the default) is plain.
-    assert!(!coloured(&stderr(&["-vv", "check"], None)));
+    assert!(!coloured(&stderr(&["-vv", "check", "--offline"], None)));
     assert!(!coloured(&stderr(
-        &["-vv", "--color", "auto", "check"],
+        &["-vv", "--color", "auto", "check", "--offline"],
         None
     )));
     assert!(!coloured(&stderr(
-        &["-vv", "--color", "never", "check"],
+        &["-vv", "--color", "never", "check", "--offline"],
         None
     )));
     assert!(coloured(&stderr(
-        &["-vv", "--color", "always", "check"],
+        &["-vv", "--color", "always", "check", "--offline"],
         None
     )));
     // `always` is asked for: NO_COLOR does not undo it.
     assert!(coloured(&stderr(
-        &["-vv", "--color", "always", "check"],
+        &["-vv", "--color", "always", "check", "--offline"],
         Some("1")
     )));
     // JSON logs are for collectors: never coloured.
     let json = stderr(
-        &["-vv", "--log-format", "json", "--color", "always", "check"],
+        &[
+            "-vv",
+            "--log-format",
+            "json",
+            "--color",
+            "always",
+            "check",
+            "--offline",
+        ],
         None,
     );
     assert!(!coloured(&json), "{}", String::from_utf8_lossy(&json));
     assert_eq!(
-        cli.run(&["--color", "sometimes", "check"]).status.code(),
+        cli.run(&["--color", "sometimes", "check", "--offline"])
+            .status
+            .code(),
         Some(2)
     );
 }
@@ -350,7 +639,7 @@ fn color_auto_colours_a_terminal_unless_no_color_is_set() {
     // shows to its own stdout.
     let on_a_terminal = |flags: &str, no_color: Option<&str>| {
         let line = format!(
-            "{} --config {} -vv {flags} check",
+            "{} --config {} -vv {flags} check --offline",
             env!("CARGO_BIN_EXE_safeprune"),
             cli.policy_path().display()
         );

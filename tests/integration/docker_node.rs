@@ -43,6 +43,10 @@ docker_tests! {
     run_dry_run_decides_as_plan_does_and_removes_nothing,
     #[tokio::test(flavor = "multi_thread")]
     a_policy_that_does_not_prune_the_build_cache_does_not_read_it,
+    #[tokio::test(flavor = "multi_thread")]
+    check_says_ok_for_each_on_a_working_node_and_what_to_do_as_nobody,
+    #[tokio::test(flavor = "multi_thread")]
+    a_dry_run_needs_no_lock,
 }
 
 /// Roles safeprune must delete; every other role must stay.
@@ -717,4 +721,154 @@ async fn a_policy_that_does_not_prune_the_build_cache_does_not_read_it(version: 
         "the default policy reads the build cache"
     );
     assert_eq!(build_cache("build_cache: { enabled: false }\n"), 0);
+}
+
+/// `safeprune --config <policy> args…` as nobody, with no group.
+fn as_nobody(cli: &Cli, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_safeprune"))
+        .arg("--config")
+        .arg(cli.policy_path())
+        .args(args)
+        .env_remove("SAFEPRUNE_CONFIG")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("setpriv runs (util-linux)")
+}
+
+async fn check_says_ok_for_each_on_a_working_node_and_what_to_do_as_nobody(version: DockerVersion) {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
+    // Pacing too, where this machine shows its I/O pressure.
+    let psi = std::fs::read_to_string("/proc/pressure/io").is_ok_and(|t| t.contains("avg300"));
+    let safeprune = safeprune_on(&engine, if psi { "safety:\n  pace: {}\n" } else { "" });
+    let out = safeprune.run(&["check"]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    // stdout is the policy alone, as offline.
+    assert_eq!(out.stdout, safeprune.run(&["check", "--offline"]).stdout);
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(lines[0].starts_with("safeprune: policy from "), "{err}");
+    let engine_line = lines
+        .iter()
+        .find(|l| l.starts_with("safeprune: engine: "))
+        .unwrap_or_else(|| panic!("no engine line: {err}"));
+    assert!(
+        engine_line.starts_with("safeprune: engine: ok: docker ")
+            && engine_line.contains(" (API 1.")
+            && engine_line.ends_with(&format!(") at {}", engine.endpoint())),
+        "{err}"
+    );
+    let mut checked: Vec<&str> = lines[1..]
+        .iter()
+        .filter_map(|l| {
+            let (what, rest) = l.strip_prefix("safeprune: ")?.split_once(": ")?;
+            assert!(
+                rest.starts_with("ok: ")
+                    || (what == "safety.pace" && rest.starts_with("threshold ")),
+                "{err}"
+            );
+            Some(what)
+        })
+        .collect();
+    checked.sort_unstable();
+    let mut expected = vec![
+        "engine",
+        "lock_file",
+        "report.audit_log",
+        "report.json_path",
+        "report.metrics_textfile",
+        "state_dir",
+    ];
+    if psi {
+        expected.push("safety.pace");
+        expected.sort_unstable();
+    }
+    assert_eq!(checked, expected, "{err}");
+
+    // The engine's socket for root alone: nobody is told why and what to do.
+    let socket = engine.endpoint().trim_start_matches("unix://").to_owned();
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let dir = safeprune.policy_path().parent().unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        safeprune.policy_path(),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let denied = format!(
+        "cannot reach Docker at {socket}: permission denied (run as root, or as a member of the \
+         docker group)"
+    );
+    let out = as_nobody(&safeprune, &["check"]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("\nsafeprune: engine: {denied}\n")),
+        "{err}"
+    );
+    let out = as_nobody(&safeprune, &["plan"]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.ends_with(&format!("safeprune: error: {denied}\n")),
+        "{err}"
+    );
+    assert!(
+        !err.contains("client error"),
+        "no cause chain without -v: {err}"
+    );
+    assert_eq!(
+        as_nobody(&safeprune, &["check", "--offline"]).status.code(),
+        Some(0)
+    );
+}
+
+async fn a_dry_run_needs_no_lock(version: DockerVersion) {
+    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
+        return;
+    };
+    engine
+        .run_to_exit(
+            "exited",
+            &engine.import_busybox_image("sp-busybox:1", None).await,
+            &[],
+        )
+        .await;
+    let safeprune = safeprune_on(&engine, "");
+    // A lock file it cannot open, as /run/safeprune.lock is for a user.
+    let lock = format!(
+        "/nonexistent/safeprune{}",
+        safeprune.path("safeprune.lock").display()
+    );
+    let yaml = std::fs::read_to_string(safeprune.policy_path())
+        .unwrap()
+        .replace("lock_file: ", "lock_file: /nonexistent/safeprune");
+    safeprune.write(&yaml);
+    let (code, dry) = safeprune.json(&["run", "--dry-run", "--output", "json"]);
+    assert_eq!(code, Some(0), "{dry}");
+    assert_eq!(dry["dry_run"], true);
+    assert!(
+        dry["summary"]["delete"]["container"].as_u64() >= Some(1),
+        "{dry}"
+    );
+    // A real run still takes it, and stops before the engine.
+    let out = safeprune.run(&["run"]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with(&format!("safeprune: error: cannot use {lock}: ")),
+        "{err}"
+    );
+    assert!(
+        engine
+            .docker()
+            .inspect_container("exited", None)
+            .await
+            .is_ok(),
+        "the real run removed nothing"
+    );
 }

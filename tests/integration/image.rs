@@ -240,8 +240,8 @@ async fn docker_imports_the_rootfs_and_runs_it_read_only_with_no_capability(
         format!("safeprune {}\n", env!("CARGO_PKG_VERSION"))
     );
     // No policy file in the image: the built-in default, as on the host.
-    let check = docker_run(&dockerd, None, &["check"]);
-    let host = safeprune(&["--config", "config/policy.yaml", "check"]);
+    let check = docker_run(&dockerd, None, &["check", "--offline"]);
+    let host = safeprune(&["--config", "config/policy.yaml", "check", "--offline"]);
     assert_eq!(check.stdout, host.stdout);
     assert!(
         String::from_utf8_lossy(&check.stderr)

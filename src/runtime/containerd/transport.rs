@@ -83,6 +83,16 @@ impl ContainerdRuntime {
     }
 }
 
+impl ContainerdRuntime {
+    /// Its version, as `check` says it: `containerd v2.3.4`.
+    pub async fn describe(&self) -> String {
+        match tokio::time::timeout(CONNECT_TIMEOUT, native::version(&self.channel)).await {
+            Ok(Ok(version)) => format!("{RUNTIME} {version}"),
+            _ => RUNTIME.to_owned(),
+        }
+    }
+}
+
 /// The plugin type of containerd's snapshotters.
 const SNAPSHOTTER_PLUGIN: &str = "io.containerd.snapshotter.v1";
 

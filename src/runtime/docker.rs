@@ -638,14 +638,14 @@ async fn graph_holds(
     )
 }
 
-/// What each image of `images` holds on Docker's containerd image store,
-/// from its containerd: `/info` names the address, the namespace
+/// Docker's containerd, as `/info` names it: its socket (`Containerd.Address`),
+/// the namespace dockerd keeps its objects in
 /// (`Containerd.Namespaces.Containers`, `moby` by default) and the
-/// snapshotter (`Driver`). Why not, when it cannot be read.
-async fn containerd_store_holds(
+/// snapshotter of the containerd image store (`Driver`). Why not, when
+/// `/info` does not say.
+fn containerd_of(
     info: &bollard::models::SystemInfo,
-    images: &[crate::inventory::Image],
-) -> Result<crate::inventory::ImageHolds, String> {
+) -> Result<(std::path::PathBuf, &str, &str), String> {
     let containerd = info.containerd.as_ref();
     let address = containerd
         .and_then(|c| c.address.as_deref())
@@ -662,27 +662,25 @@ async fn containerd_store_holds(
         .filter(|d| !d.is_empty())
         .ok_or("/info names no snapshotter (Driver)")?;
     let socket = super::socket_path("containerd", address).map_err(|e| e.to_string())?;
+    Ok((socket, namespace, snapshotter))
+}
+
+/// What each image of `images` holds on Docker's containerd image store,
+/// from its containerd ([`containerd_of`]). Why not, when it cannot be read.
+async fn containerd_store_holds(
+    info: &bollard::models::SystemInfo,
+    images: &[crate::inventory::Image],
+) -> Result<crate::inventory::ImageHolds, String> {
+    let (socket, namespace, snapshotter) = containerd_of(info)?;
     let targets: Vec<&str> = images.iter().map(|i| i.id.as_str()).collect();
     super::containerd::image_holds(&socket, namespace, snapshotter, &targets).await
 }
 
 /// The root of the snapshotter Docker's containerd image store keeps its
-/// images in: `/info` names containerd's address and the snapshotter
-/// (`Driver`), and containerd that snapshotter's root. Why not, when it
-/// cannot be found.
+/// images in: containerd ([`containerd_of`]) names that snapshotter's
+/// root. Why not, when it cannot be found.
 async fn containerd_store_root(info: &bollard::models::SystemInfo) -> Result<String, String> {
-    let address = info
-        .containerd
-        .as_ref()
-        .and_then(|c| c.address.as_deref())
-        .filter(|a| !a.is_empty())
-        .ok_or("/info names no containerd address (Containerd.Address)")?;
-    let snapshotter = info
-        .driver
-        .as_deref()
-        .filter(|d| !d.is_empty())
-        .ok_or("/info names no snapshotter (Driver)")?;
-    let socket = super::socket_path("containerd", address).map_err(|e| e.to_string())?;
+    let (socket, _, snapshotter) = containerd_of(info)?;
     super::containerd::snapshotter_root(&socket, snapshotter).await
 }
 

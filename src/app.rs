@@ -7,16 +7,20 @@ mod check;
 
 use std::io::IsTerminal;
 
-use crate::cli::{Cli, Command, CompareWith, ExplainArgs, ExplainOutput, Output, RunArgs};
+use crate::cli::{
+    Cli, Command, CompareWith, ExplainArgs, ExplainOutput, ObjectKind, Only, Output, PlanArgs,
+    RunArgs,
+};
 use crate::cycle::{CycleOptions, Node, cycle};
 use crate::error::AppError;
 use crate::execute::NodePressure;
 use crate::explain;
-use crate::inventory::RuntimeKind;
+use crate::inventory::{Kind, RuntimeKind};
 use crate::manual;
-use crate::output::{eprintln_lossy, print_lossy};
+use crate::output::{eprintln_lossy, print_lossy, stdout_columns};
+use crate::plan::Action;
 use crate::policy::{Policy, PolicySource};
-use crate::report::{Report, render_table, write_atomically};
+use crate::report::{Filter, Report, render_table, render_table_fitted, write_atomically};
 use crate::reviewed::SavedPlan;
 use crate::runtime::Engine;
 use crate::shutdown::Shutdown;
@@ -107,44 +111,7 @@ async fn with_policy(cli: &Cli) -> Result<(), AppError> {
         Command::Plan(args) => {
             say_kubelet();
             say_pace();
-            let compared = args.compare.map(compared_command);
-            // A command of another runtime than the policy names is
-            // refused before anything is contacted (exit 2's promise).
-            if let (Some(command), Some(runtime)) = (compared, policy.runtime.kind.only()) {
-                same_runtime(command, runtime)?;
-            }
-            let node = Node::connect(&policy, false).await?;
-            // With `auto` the runtime is known only now: refused before
-            // `--save` writes anything.
-            if let Some(command) = compared {
-                same_runtime(command, node.runtime.kind())?;
-            }
-            let plan = node.plan(&policy);
-            if let Some(path) = &args.save {
-                let saved = SavedPlan::new(
-                    &plan,
-                    &node.name,
-                    node.runtime.kind(),
-                    &policy,
-                    node.started_at,
-                );
-                write_atomically(path, saved.to_json().as_bytes()).map_err(|source| {
-                    AppError::File {
-                        path: path.clone(),
-                        source,
-                    }
-                })?;
-                tracing::info!(path = %path.display(), deletions = plan.deletion_count(), "plan saved: review it, then `safeprune run --plan` it");
-            }
-            if let Some(command) = compared {
-                // Shared layers count once in what each side frees.
-                let holds = node.runtime.image_holds(&node.inventory.images).await;
-                compare(&node, &plan, &holds, command, args.output.output, cli.quiet);
-                return Ok(());
-            }
-            let report = node.report(&policy, &plan, true, vec![]);
-            emit(&report, args.output.output, cli.quiet);
-            Ok(())
+            plan(&policy, args, cli.quiet).await
         }
         Command::Run(args) => run_once(&policy, args, cli.quiet).await,
         Command::Explain(args) => explain_object(&policy, args).await,
@@ -153,6 +120,55 @@ async fn with_policy(cli: &Cli) -> Result<(), AppError> {
         // Printed by `run`, before any policy is read.
         Command::Completions { .. } | Command::Man => Ok(()),
     }
+}
+
+/// `plan`: decide, save the whole plan when asked, and list it (or its
+/// comparison) as `--only` and `--kind` say.
+async fn plan(policy: &Policy, args: &PlanArgs, quiet: bool) -> Result<(), AppError> {
+    let compared = args.compare.map(compared_command);
+    // A command of another runtime than the policy names is
+    // refused before anything is contacted (exit 2's promise).
+    if let (Some(command), Some(runtime)) = (compared, policy.runtime.kind.only()) {
+        same_runtime(command, runtime)?;
+    }
+    let node = Node::connect(policy, false).await?;
+    // With `auto` the runtime is known only now: refused before
+    // `--save` writes anything.
+    if let Some(command) = compared {
+        same_runtime(command, node.runtime.kind())?;
+    }
+    let plan = node.plan(policy);
+    if let Some(path) = &args.save {
+        let saved = SavedPlan::new(
+            &plan,
+            &node.name,
+            node.runtime.kind(),
+            policy,
+            node.started_at,
+        );
+        write_atomically(path, saved.to_json().as_bytes()).map_err(|source| AppError::File {
+            path: path.clone(),
+            source,
+        })?;
+        tracing::info!(path = %path.display(), deletions = plan.deletion_count(), "plan saved: review it, then `safeprune run --plan` it");
+    }
+    if let Some(command) = compared {
+        // Shared layers count once in what each side frees.
+        let holds = node.runtime.image_holds(&node.inventory.images).await;
+        let listed = Listed {
+            filter: listing(args),
+            output: args.output.output,
+            quiet,
+        };
+        compare(&node, &plan, &holds, command, &listed);
+        return Ok(());
+    }
+    // `--save` above wrote the whole plan; only the listing is filtered.
+    let report = node
+        .report(policy, &plan, true, vec![])
+        .listing_only(listing(args));
+    emit(&report, args.output.output, quiet);
+    Ok(())
 }
 
 /// `explain`: the decisions for the objects `args.object` names, as text
@@ -218,14 +234,38 @@ fn same_runtime(
     )))
 }
 
+/// What `plan --only` and `--kind` let through to the listing.
+fn listing(args: &PlanArgs) -> Filter {
+    let kind = |k: &ObjectKind| match k {
+        ObjectKind::Container => Kind::Container,
+        ObjectKind::Image => Kind::Image,
+        ObjectKind::Volume => Kind::Volume,
+        ObjectKind::Network => Kind::Network,
+        ObjectKind::BuildCache => Kind::BuildCache,
+    };
+    Filter {
+        only: args.only.map(|only| match only {
+            Only::Delete => Action::Delete,
+            Only::Keep => Action::Keep,
+        }),
+        kinds: (!args.kind.is_empty()).then(|| args.kind.iter().map(kind).collect()),
+    }
+}
+
+/// How `plan` lists what it found: which objects, in which format.
+struct Listed {
+    filter: Filter,
+    output: Output,
+    quiet: bool,
+}
+
 /// `plan --compare`: the plan beside what `command` would remove now.
 fn compare(
     node: &Node,
     plan: &crate::plan::Plan,
     holds: &crate::inventory::ImageHolds,
     command: crate::report::compare::Command,
-    output: Output,
-    quiet: bool,
+    listed: &Listed,
 ) {
     use crate::report::compare::Comparison;
     let comparison = Comparison::new(
@@ -236,20 +276,28 @@ fn compare(
         node.runtime.kind().as_str(),
         node.started_at,
     )
-    .counting_holds(holds);
-    match output {
+    .counting_holds(holds)
+    .listing_only(listed.filter.clone());
+    match listed.output {
         Output::Json => print_lossy(&comparison.to_json()),
-        Output::Table if quiet => {}
-        Output::Table => print_lossy(&comparison.to_table()),
+        Output::Table if listed.quiet => {}
+        Output::Table => print_lossy(&match stdout_columns() {
+            Some(width) => comparison.to_table_fitted(width),
+            None => comparison.to_table(),
+        }),
     }
 }
 
-/// Prints the report on stdout: one JSON document, or the table unless quiet.
+/// Prints the report on stdout: one JSON document, or the table unless
+/// quiet, fitted to the terminal when stdout is one.
 fn emit(report: &Report, output: Output, quiet: bool) {
     let text = match output {
         Output::Json => report.to_json(),
         Output::Table if quiet => return,
-        Output::Table => render_table(report),
+        Output::Table => match stdout_columns() {
+            Some(width) => render_table_fitted(report, width),
+            None => render_table(report),
+        },
     };
     print_lossy(&text);
 }

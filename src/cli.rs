@@ -98,13 +98,42 @@ pub struct PlanArgs {
     #[arg(
         long,
         value_name = "FILE",
-        help = "Also write the plan to FILE, for `run --plan FILE` once it is reviewed"
+        help = "Also write the whole plan to FILE (whatever --only and --kind list), for `run --plan FILE` once it is reviewed"
     )]
     pub save: Option<PathBuf>,
 
     /// Show, instead of the plan, what this command would remove now beside what safeprune removes
     #[arg(long, value_enum, value_name = "COMMAND")]
     pub compare: Option<CompareWith>,
+
+    /// List only the objects the plan deletes, or only those it keeps; the summary stays the whole plan's
+    #[arg(long, value_enum, value_name = "DECISION")]
+    pub only: Option<Only>,
+
+    /// List only objects of these kinds (repeat it, or separate with commas); the summary stays the whole plan's
+    #[arg(long, value_enum, value_name = "KIND", value_delimiter = ',')]
+    pub kind: Vec<ObjectKind>,
+}
+
+/// The decision `plan --only` lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Only {
+    /// What the plan deletes
+    Delete,
+    /// What the plan keeps
+    Keep,
+}
+
+/// The kinds of object `plan --kind` lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ObjectKind {
+    Container,
+    Image,
+    Volume,
+    Network,
+    /// Build cache records (also `build_cache`, as the JSON spells it)
+    #[value(alias = "build_cache")]
+    BuildCache,
 }
 
 /// The commands `plan --compare` models.

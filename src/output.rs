@@ -23,6 +23,30 @@ impl fmt::Display for Chain<'_> {
     }
 }
 
+/// The columns of the terminal stdout is, for the tables to fit; `None`
+/// when stdout is no terminal (piped, redirected), where tables keep their
+/// full width for scripts and files. The terminal's own size
+/// (`TIOCGWINSZ`), else `$COLUMNS`, else 80, as `ls` and docker read it.
+#[must_use]
+pub fn stdout_columns() -> Option<usize> {
+    use std::io::IsTerminal;
+    let stdout = std::io::stdout();
+    if !stdout.is_terminal() {
+        return None;
+    }
+    let from_terminal = rustix::termios::tcgetwinsize(&stdout)
+        .ok()
+        .map(|size| usize::from(size.ws_col))
+        .filter(|&columns| columns > 0);
+    let from_env = || {
+        std::env::var("COLUMNS")
+            .ok()
+            .and_then(|columns| columns.trim().parse::<usize>().ok())
+            .filter(|&columns| columns > 0)
+    };
+    Some(from_terminal.or_else(from_env).unwrap_or(80))
+}
+
 /// Writes `text` to stdout as is, ignoring a closed pipe.
 pub fn print_lossy(text: &str) {
     let mut stdout = std::io::stdout().lock();

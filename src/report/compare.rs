@@ -8,8 +8,9 @@ use std::fmt::Write as _;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
-use super::human_bytes;
+use super::fit::{self, Column};
 use super::table::push_rows;
+use super::{Filter, human_bytes};
 use crate::inventory::{ImageHolds, Inventory, Kind, RuntimeKind, short_id};
 use crate::plan::prune_model::{self, Verdict};
 use crate::plan::{Action, Plan, Rule};
@@ -124,6 +125,10 @@ pub struct Comparison {
     pub node: String,
     pub runtime: String,
     pub started_at: String,
+    /// What `plan --only` and `--kind` listed, when they were given: the
+    /// lists are then partial, the summary still whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<Filter>,
     /// What the command removes and safeprune keeps.
     pub only_command: Vec<Difference>,
     /// What safeprune removes and the command keeps.
@@ -203,6 +208,7 @@ impl Comparison {
             node: node.to_owned(),
             runtime: runtime.to_owned(),
             started_at: at.to_rfc3339_opts(SecondsFormat::Secs, true),
+            filter: None,
             only_command,
             only_safeprune,
             both,
@@ -239,6 +245,24 @@ impl Comparison {
         self
     }
 
+    /// Lists only the objects `filter` lets through, by their kind and
+    /// safeprune's decision (`--only keep`: what safeprune keeps, so what
+    /// the command removes or untags beside it); the summary stays whole.
+    /// Call it after [`Self::counting_holds`], which counts from the lists.
+    #[must_use]
+    pub fn listing_only(mut self, filter: Filter) -> Self {
+        if filter.is_everything() {
+            return self;
+        }
+        let shows = |kind: Kind, rule: Rule| filter.shows(kind, rule.action());
+        self.only_command.retain(|d| shows(d.kind, d.rule));
+        self.only_safeprune.retain(|d| shows(d.kind, d.rule));
+        self.both.retain(|d| shows(d.kind, d.rule));
+        self.untagged.retain(|u| shows(u.kind, u.rule));
+        self.filter = Some(filter);
+        self
+    }
+
     /// One JSON document.
     ///
     /// # Panics
@@ -252,7 +276,7 @@ impl Comparison {
 
     /// The images the command keeps but takes names off, as a section of
     /// the table; nothing when there are none.
-    fn untagged_table(&self, out: &mut String) {
+    fn untagged_table(&self, out: &mut String, width: Option<usize>) {
         if self.untagged.is_empty() {
             return;
         }
@@ -275,19 +299,38 @@ impl Comparison {
                 u.command.clone(),
             ]);
         }
-        push_rows(out, &cells);
+        push_rows(
+            out,
+            &cells,
+            &[Column::Text, Column::Id, Column::Text, Column::Text],
+            width,
+        );
         out.push('\n');
     }
 
-    /// The table for people.
+    /// The table for people, at full width: for pipes, files and scripts.
     #[must_use]
     pub fn to_table(&self) -> String {
+        self.render(None)
+    }
+
+    /// The table fitted to a terminal of `width` columns: no line is longer.
+    #[must_use]
+    pub fn to_table_fitted(&self, width: usize) -> String {
+        fit::wrap(&self.render(Some(width)), width)
+    }
+
+    fn render(&self, width: Option<usize>) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "safeprune plan beside `{}` on {} ({}) at {}\n",
+            "safeprune plan beside `{}` on {} ({}) at {}",
             self.command, self.node, self.runtime, self.started_at
         );
+        if let Some(filter) = &self.filter {
+            let _ = writeln!(out, "showing: {filter}; the summary counts the whole plan");
+        }
+        out.push('\n');
         let section = |out: &mut String,
                        title: String,
                        rows: &[Difference],
@@ -316,7 +359,19 @@ impl Comparison {
                     reason(d).to_owned(),
                 ]);
             }
-            push_rows(out, &cells);
+            push_rows(
+                out,
+                &cells,
+                &[
+                    Column::Fixed,
+                    Column::Text,
+                    Column::Id,
+                    Column::Fixed,
+                    Column::Fixed,
+                    Column::Text,
+                ],
+                width,
+            );
             out.push('\n');
         };
         section(
@@ -341,7 +396,7 @@ impl Comparison {
             "THE COMMAND KEEPS IT: WHY",
             |d| &d.command,
         );
-        self.untagged_table(&mut out);
+        self.untagged_table(&mut out, width);
         let s = &self.summary;
         let _ = write!(
             out,

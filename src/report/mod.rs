@@ -5,6 +5,7 @@
 
 pub mod compare;
 mod files;
+mod fit;
 mod metrics;
 mod table;
 
@@ -20,7 +21,7 @@ use crate::plan::{Action, Decision, Plan, Rule};
 
 pub use files::{AuditLog, read_bounded, write_atomically};
 pub use metrics::{RunFacts, last_success_in, render_metrics, render_run_metrics};
-pub use table::{human_bytes, render_table};
+pub use table::{human_bytes, render_table, render_table_fitted};
 
 /// Counts by kind, in the JSON's fixed shape; a kind the runtime does not
 /// have (volumes on containerd) is `null`, not zero.
@@ -70,6 +71,52 @@ impl KindCounts {
     }
 }
 
+/// What `plan --only` and `--kind` let through to the list of objects.
+/// The summary is never filtered: it stays the whole plan's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Filter {
+    /// Only objects with this decision; `None`: both.
+    pub only: Option<Action>,
+    /// Only objects of these kinds (in removal order); `None`: every kind.
+    pub kinds: Option<BTreeSet<Kind>>,
+}
+
+impl Filter {
+    /// Whether an object of `kind` that the plan decides `action` is listed.
+    #[must_use]
+    pub fn shows(&self, kind: Kind, action: Action) -> bool {
+        self.only.is_none_or(|only| only == action)
+            && self
+                .kinds
+                .as_ref()
+                .is_none_or(|kinds| kinds.contains(&kind))
+    }
+
+    /// Whether it lets everything through.
+    #[must_use]
+    pub fn is_everything(&self) -> bool {
+        self.only.is_none() && self.kinds.is_none()
+    }
+}
+
+/// As the table says it: `delete only; kinds: container, image`.
+impl std::fmt::Display for Filter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(only) = self.only {
+            parts.push(format!("{} only", only.as_str()));
+        }
+        if let Some(kinds) = &self.kinds {
+            let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+            parts.push(format!("kinds: {}", names.join(", ")));
+        }
+        if parts.is_empty() {
+            parts.push("everything".to_owned());
+        }
+        f.write_str(&parts.join("; "))
+    }
+}
+
 /// The totals at the end of the report.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Summary {
@@ -104,6 +151,10 @@ pub struct Report {
     #[serde(serialize_with = "rfc3339")]
     pub started_at: DateTime<Utc>,
     pub dry_run: bool,
+    /// What `plan --only` and `--kind` listed, when they were given:
+    /// `decisions` is then partial, the summary still whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<Filter>,
     pub decisions: Vec<Decision>,
     pub outcomes: Vec<Outcome>,
     pub summary: Summary,
@@ -225,6 +276,7 @@ impl Report {
             refused: None,
             docker_prune_bytes: None,
             pace: None,
+            filter: None,
         }
     }
 
@@ -284,6 +336,21 @@ impl Report {
             .count()
     }
 
+    /// Lists only the decisions (and outcomes) `filter` lets through; the
+    /// summary, and `docker_prune_bytes`, stay the whole plan's. A filter
+    /// that lets everything through changes nothing.
+    #[must_use]
+    pub fn listing_only(mut self, filter: Filter) -> Self {
+        if filter.is_everything() {
+            return self;
+        }
+        self.decisions.retain(|d| filter.shows(d.kind, d.decision));
+        self.outcomes
+            .retain(|o| filter.shows(o.kind, Action::Delete));
+        self.filter = Some(filter);
+        self
+    }
+
     /// Marks this as the plan of a run refused for `refusal`.
     #[must_use]
     pub fn refused(mut self, refusal: Refusal) -> Self {
@@ -324,5 +391,7 @@ impl Report {
     }
 }
 
+#[cfg(test)]
+mod listing_tests;
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use chrono::SecondsFormat;
 
 use super::Report;
+use super::fit::{self, Column};
 use crate::execute::RemovalResult;
 use crate::inventory::{Kind, refs, short_id};
 use crate::plan::{Action, Rule};
@@ -45,14 +46,29 @@ fn plural(kind: Kind, n: usize) -> String {
     format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
 
-/// Rows of cells, padded to the widest cell of each column but the last.
-pub(super) fn push_rows(out: &mut String, rows: &[Vec<String>]) {
-    let columns = rows.first().map_or(0, Vec::len);
-    let widths: Vec<usize> = (0..columns)
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
+/// Rows of cells (a header row first), padded to the widest cell of each
+/// column but the last; with a terminal's `width`, fitted to it (see
+/// `fit.rs`), else at full width.
+pub(super) fn push_rows(
+    out: &mut String,
+    rows: &[Vec<String>],
+    columns: &[Column],
+    width: Option<usize>,
+) {
+    let fitted;
+    let rows = match width {
+        Some(width) => {
+            let mut cut = rows.to_vec();
+            fit::fit_rows(&mut cut, columns, width);
+            fitted = cut;
+            &fitted[..]
+        }
+        None => rows,
+    };
+    let widths = fit::widths(rows);
+    let columns = widths.len();
     for row in rows {
-        let mut line = String::from("  ");
+        let mut line = " ".repeat(fit::INDENT);
         for (i, cell) in row.iter().enumerate() {
             if i + 1 == columns {
                 line.push_str(cell);
@@ -60,7 +76,12 @@ pub(super) fn push_rows(out: &mut String, rows: &[Vec<String>]) {
                 let _ = write!(line, "{cell:<width$}  ", width = widths[i]);
             }
         }
-        out.push_str(line.trim_end());
+        let line = line.trim_end();
+        // Fixed columns wider than the terminal: the row is cut, not wrapped.
+        match width {
+            Some(width) => out.push_str(&fit::cut(line, width)),
+            None => out.push_str(line),
+        }
         out.push('\n');
     }
 }
@@ -101,9 +122,32 @@ pub(super) fn compact_refs(refs: &[String]) -> Option<String> {
     Some(names.join(" "))
 }
 
-/// Renders the whole report as a table.
+/// Renders the whole report as a table, at full width: for pipes, files
+/// and scripts.
 #[must_use]
 pub fn render_table(report: &Report) -> String {
+    render(report, None)
+}
+
+/// Renders the whole report as a table fitted to a terminal of `width`
+/// columns: no line is longer.
+#[must_use]
+pub fn render_table_fitted(report: &Report, width: usize) -> String {
+    fit::wrap(&render(report, Some(width)), width)
+}
+
+/// The columns of a section of decisions (DECISION, RULE, NAME, ID, SIZE,
+/// WHY) and of the removals (RESULT, KIND, NAME, ID, SIZE, ERROR).
+const COLUMNS: [Column; 6] = [
+    Column::Fixed,
+    Column::Fixed,
+    Column::Text,
+    Column::Id,
+    Column::Fixed,
+    Column::Text,
+];
+
+fn render(report: &Report, width: Option<usize>) -> String {
     let mut out = String::new();
     let at = report.started_at.to_rfc3339_opts(SecondsFormat::Secs, true);
     let (node, runtime) = (&report.node, &report.runtime);
@@ -125,16 +169,28 @@ pub fn render_table(report: &Report) -> String {
             report.runtime, report.runtime_reason
         );
     }
+    if let Some(filter) = &report.filter {
+        let _ = writeln!(out, "showing: {filter}; the summary counts the whole plan");
+    }
+    let mut shown = 0;
     for kind in Kind::ALL {
         let decisions: Vec<_> = report.decisions.iter().filter(|d| d.kind == kind).collect();
         if decisions.is_empty() {
             continue;
         }
+        shown += decisions.len();
         let s = &report.summary;
+        // The heading counts the whole plan's objects of the kind, as the
+        // summary does; under a filter it says how many are listed.
+        let all = s.delete.get(kind) + s.keep.get(kind);
+        let listed = match report.filter {
+            Some(_) => format!("; {} shown", decisions.len()),
+            None => String::new(),
+        };
         let _ = writeln!(
             out,
-            "\n{} (delete {}, keep {})",
-            plural(kind, decisions.len()).to_uppercase(),
+            "\n{} (delete {}, keep {}{listed})",
+            plural(kind, all).to_uppercase(),
             s.delete.get(kind),
             s.keep.get(kind)
         );
@@ -156,7 +212,13 @@ pub fn render_table(report: &Report) -> String {
                 d.detail.clone(),
             ]
         }));
-        push_rows(&mut out, &rows);
+        push_rows(&mut out, &rows, &COLUMNS, width);
+    }
+    if shown == 0 && report.filter.is_some() {
+        let _ = writeln!(
+            out,
+            "\nnothing to show: the plan has no object the filter lets through"
+        );
     }
     if !report.outcomes.is_empty() {
         let _ = writeln!(out, "\nREMOVALS");
@@ -175,7 +237,7 @@ pub fn render_table(report: &Report) -> String {
                 o.error.clone().unwrap_or_default(),
             ]
         }));
-        push_rows(&mut out, &rows);
+        push_rows(&mut out, &rows, &COLUMNS, width);
     }
     render_summary(&mut out, report);
     out

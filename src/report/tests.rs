@@ -10,7 +10,7 @@ use crate::inventory::{
 use crate::plan::plan;
 use crate::policy::Policy;
 
-fn sample_report(outcomes: Vec<Outcome>) -> Report {
+pub(super) fn sample_report(outcomes: Vec<Outcome>) -> Report {
     let now = Utc.with_ymd_and_hms(2026, 11, 22, 5, 0, 0).unwrap();
     let ago = |h| now - chrono::Duration::hours(h);
     let container =

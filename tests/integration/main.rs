@@ -33,5 +33,6 @@ mod layers;
 mod metrics_promtool;
 mod pace;
 mod package;
+mod plan_listing;
 mod reviewed_plans;
 mod systemd_units;

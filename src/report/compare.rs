@@ -556,6 +556,72 @@ mod tests {
         );
     }
 
+    /// On a terminal the comparison fits, whatever its width; piped, it
+    /// is unchanged; and a filter lists by safeprune's decision and kind.
+    #[test]
+    fn the_comparison_fits_the_terminal_and_lists_what_the_filter_names() {
+        let mut plan = Plan::default();
+        let mut verdicts = HashMap::new();
+        for (id, rule, removes) in [
+            ("kept-container", Rule::ProtectedLabel, true),
+            ("deleted-container", Rule::Eligible, true),
+            ("deleted-image", Rule::Eligible, false),
+        ] {
+            let kind = if id.ends_with("image") {
+                Kind::Image
+            } else {
+                Kind::Container
+            };
+            let long = format!("{id}-with-a-name-long-enough-to-be-cut-on-a-terminal");
+            let mut d = Decision::saved(kind, id, &long, None, Some(1));
+            d.rule = rule;
+            d.decision = rule.action();
+            d.detail = format!("{} because of a reason that takes a line", rule.as_str());
+            plan.decisions.push(d);
+            let why = format!("the command's own reason for {id}, at some length");
+            verdicts.insert(
+                (kind, id.to_owned()),
+                Verdict {
+                    removes,
+                    why,
+                    untags: Vec::new(),
+                },
+            );
+        }
+        let c = Comparison::new(
+            Command::DockerPrune,
+            &plan,
+            &verdicts,
+            "n",
+            "docker",
+            Utc::now(),
+        );
+        assert_eq!(c.to_table(), c.render(None));
+        assert!(c.to_table().lines().any(|l| l.chars().count() > 120));
+        for width in [60, 80, 120] {
+            let fitted = c.to_table_fitted(width);
+            assert!(
+                fitted.lines().all(|l| l.chars().count() <= width),
+                "{fitted}"
+            );
+            assert!(fitted.contains('…'), "{fitted}");
+        }
+        let keep = c.clone().listing_only(Filter {
+            only: Some(Action::Keep),
+            kinds: None,
+        });
+        assert_eq!(keep.only_command.len(), 1);
+        assert!(keep.only_safeprune.is_empty() && keep.both.is_empty());
+        assert_eq!(keep.summary, c.summary);
+        let images = c.listing_only(Filter {
+            only: None,
+            kinds: Some([Kind::Image].into()),
+        });
+        assert!(images.only_command.is_empty() && images.both.is_empty());
+        assert_eq!(images.only_safeprune.len(), 1);
+        assert!(images.to_table().contains("showing: kinds: image;"));
+    }
+
     /// Two images the command removes share a layer, and a third it removes
     /// shares one with an image that stays (a committed image's parent):
     /// the shared layer is freed once, the kept one not at all, and an

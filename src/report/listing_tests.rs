@@ -129,3 +129,35 @@ fn no_filter_adds_no_field() {
     let v: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
     assert!(v.get("filter").is_none());
 }
+
+/// docs/design.md's "JSON report" field table names every top-level field
+/// a filtered plan's document has, `filter` included.
+#[test]
+fn the_documented_fields_name_every_field_of_a_filtered_plan() {
+    let design = include_str!("../../docs/design.md");
+    let section = design
+        .split("\n## JSON report\n")
+        .nth(1)
+        .and_then(|s| s.split("\nA decision:\n").next())
+        .expect("docs/design.md has a JSON report section");
+    let documented: Vec<&str> = section
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .filter_map(|line| line.split('`').next())
+        .collect();
+    let report = sample_report(vec![]).listing_only(Filter {
+        only: Some(Action::Keep),
+        kinds: Some([Kind::Container, Kind::Image].into()),
+    });
+    let v: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    for key in v.as_object().unwrap().keys() {
+        assert!(
+            documented.contains(&key.as_str()),
+            "{key} is not in docs/design.md's JSON report fields: {documented:?}"
+        );
+    }
+    assert_eq!(
+        v["filter"],
+        serde_json::json!({"only": "keep", "kinds": ["container", "image"]})
+    );
+}

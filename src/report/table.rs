@@ -178,6 +178,15 @@ pub fn render_table(report: &Report) -> String {
         push_rows(&mut out, &rows);
     }
     render_summary(&mut out, report);
+    // docker system prune's last line, for a run that removed (a dry run
+    // says what it would reclaim in its SUMMARY: `would delete: …`).
+    if !report.dry_run {
+        let _ = writeln!(
+            out,
+            "\nTotal reclaimed space: {}",
+            human_bytes(report.summary.reclaimed_bytes)
+        );
+    }
     out
 }
 

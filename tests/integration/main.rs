@@ -34,4 +34,5 @@ mod metrics_promtool;
 mod pace;
 mod package;
 mod reviewed_plans;
+mod run_terminal;
 mod systemd_units;

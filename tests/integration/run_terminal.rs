@@ -81,6 +81,56 @@ fn on_a_terminal(cli: &Cli, args: &str, typed: &str) -> (Option<i32>, String) {
 
 const QUESTION: &str = "? [y/N] ";
 
+/// `safeprune run` on a pseudo-terminal, sent SIGINT (as Ctrl-C would) once
+/// it asks, nothing typed: the exit code and what the terminal showed.
+fn interrupted_at_the_question(cli: &Cli) -> (Option<i32>, String) {
+    let line = format!(
+        "exec {} --config {} run",
+        env!("CARGO_BIN_EXE_safeprune"),
+        cli.policy_path().display()
+    );
+    let mut child = Command::new("script")
+        .args(["-qefc", &line, "/dev/null"])
+        .env_remove("SAFEPRUNE_CONFIG")
+        .env_remove("SAFEPRUNE_NODE_NAME")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script runs");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut shown = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !String::from_utf8_lossy(&shown).contains(QUESTION) {
+        let n = std::io::Read::read(&mut stdout, &mut chunk).unwrap();
+        assert!(
+            n > 0,
+            "ended before asking: {}",
+            String::from_utf8_lossy(&shown)
+        );
+        shown.extend_from_slice(&chunk[..n]);
+    }
+    // safeprune is script's child, the shell having exec'd it.
+    let pgrep = Command::new("pgrep")
+        .args(["-P", &child.id().to_string()])
+        .output()
+        .unwrap();
+    let pid = String::from_utf8_lossy(&pgrep.stdout).trim().to_owned();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success(),
+        "{pid:?}"
+    );
+    std::io::Read::read_to_end(&mut stdout, &mut shown).unwrap();
+    let status = child.wait().unwrap();
+    drop(child.stdin.take());
+    (status.code(), String::from_utf8_lossy(&shown).into_owned())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn on_a_terminal_run_asks_first_and_removes_only_on_yes() {
     let engine = PrivateDockerd::start().await;
@@ -113,6 +163,17 @@ async fn on_a_terminal_run_asks_first_and_removes_only_on_yes() {
         let audit = std::fs::read_to_string(cli.path("audit.jsonl")).unwrap_or_default();
         assert!(audit.is_empty(), "{typed:?}: {audit}");
     }
+
+    // Ctrl-C at the question: nothing removed, at once, exit 0.
+    let (code, shown) = interrupted_at_the_question(&cli);
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(
+        shown.contains("safeprune: nothing removed (stopped by a signal before an answer)"),
+        "{shown}"
+    );
+    let left = existing(&engine).await;
+    assert!(ids.iter().all(|id| left.contains(id)), "{shown}");
+    assert!(!cli.path("report.json").exists());
 
     // Yes: removed, with the progress line on stderr, no wider than the
     // terminal, erased at the end, and docker's last line.

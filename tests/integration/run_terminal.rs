@@ -269,3 +269,50 @@ async fn yes_force_and_a_stdin_that_is_no_terminal_never_ask() {
     let left = existing(&engine).await;
     assert!(ids.iter().all(|id| !left.contains(id)), "{shown}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_terminal_a_long_run_logs_its_progress_after_10_s_at_the_default_level() {
+    let engine = PrivateDockerd::start().await;
+    let base = engine.import_busybox_image("progress/base:1", None).await;
+    let ids = containers(&engine, &base, "long", 40).await;
+    let cli = Cli::new(
+        &Runtime::Docker(engine.endpoint()),
+        &format!(
+            "{CONTAINERS_ONLY}networks: {{ enabled: false }}\nbuild_cache: {{ enabled: false }}\n\
+             safety: {{ concurrency: 1 }}\n"
+        ),
+    );
+    // As cron runs it: no terminal anywhere, no -v.
+    let run = cli
+        .command(&["run"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once it removes, the engine hangs for 11 s: the run is a long one.
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(cli.path("audit.jsonl")).map_or(0, |t| t.lines().count()) == 0 {
+        assert!(started.elapsed().as_secs() < 60, "no removal");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    engine.freeze();
+    std::thread::sleep(std::time::Duration::from_secs(11));
+    engine.thaw();
+    let out = run.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let left = existing(&engine).await;
+    assert!(ids.iter().all(|id| !left.contains(id)), "{err}");
+    // One line for the 11 s: the first comes only after 10 s, the rest of
+    // the run took less than 10 s more. A log line, not a terminal's.
+    let progress: Vec<&str> = err.lines().filter(|l| l.contains("removing ")).collect();
+    assert_eq!(progress.len(), 1, "{err}");
+    assert!(progress[0].contains(" INFO "), "{err}");
+    assert!(progress[0].contains("/40 objects"), "{err}");
+    assert!(
+        progress[0].contains("done=") && progress[0].contains("planned=40"),
+        "{err}"
+    );
+    assert!(!err.contains('\r'), "{err:?}");
+}

@@ -319,7 +319,13 @@ async fn run_once(policy: &Policy, args: &RunArgs, quiet: bool) -> Result<(), Ap
     let options = CycleOptions {
         dry_run: args.dry_run,
         max_deletions: args.max_deletions,
-        progress: std::io::stderr().is_terminal() && !quiet,
+        progress_line: std::io::stderr().is_terminal() && !quiet,
+        // As `docker system prune` asks without `-f`; never where no one
+        // can answer (cron, systemd, a pipe).
+        confirm: !args.yes
+            && !args.dry_run
+            && std::io::stdin().is_terminal()
+            && std::io::stderr().is_terminal(),
         reviewed,
         ..CycleOptions::default()
     };
@@ -347,6 +353,12 @@ async fn run_once(policy: &Policy, args: &RunArgs, quiet: bool) -> Result<(), Ap
                 limit,
                 report,
             })
+        }
+        // Exit 0: the person asked said no (or stopped it); nothing was
+        // removed, written or printed on stdout.
+        Err(e @ AppError::NotConfirmed(_)) => {
+            eprintln_lossy(&format!("safeprune: {e}"));
+            Ok(())
         }
         // Exit 0 (docs/design.md), and the metrics already say it failed.
         Err(e @ AppError::Stopped { .. }) => {

@@ -165,6 +165,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub dry_run: bool,
 
+    /// Do not ask before removing; without it, a run on a terminal asks first
+    #[arg(short = 'y', long, visible_short_alias = 'f', visible_alias = "force")]
+    pub yes: bool,
+
     #[arg(
         long,
         value_name = "N",

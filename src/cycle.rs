@@ -2,7 +2,12 @@
 //! remove, write the report files. The same code path for both, so a daemon
 //! cycle behaves exactly as `safeprune run` does. [`Node`], the connected
 //! runtime and its snapshot, lives here because a cycle is what takes one;
-//! `plan` and `explain` take one too, without the lock.
+//! `plan` and `explain` take one too, without the lock. On a terminal a
+//! run asks before it removes (`confirm.rs`); while it removes it shows
+//! its progress (`progress.rs`).
+
+mod confirm;
+mod progress;
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -15,7 +20,8 @@ use crate::error::AppError;
 use crate::execute::{Outcome, Pacer, execute};
 use crate::history::{self, Found, History};
 use crate::inventory::{Image, Inventory, RuntimeKind};
-use crate::output::{Chain, eprint_lossy};
+use crate::output::Chain;
+
 use crate::plan::{Plan, plan};
 use crate::policy::Policy;
 use crate::report::{
@@ -24,6 +30,7 @@ use crate::report::{
 use crate::reviewed::SavedPlan;
 use crate::runtime::{Chosen, Engine, Runtime};
 use crate::shutdown::Shutdown;
+pub use progress::LOG_TARGET as PROGRESS_LOG_TARGET;
 
 /// A connected runtime and its snapshot, taken once per command or cycle.
 pub struct Node {
@@ -155,8 +162,14 @@ pub struct CycleOptions {
     pub dry_run: bool,
     /// Overrides `safety.max_deletions`.
     pub max_deletions: Option<u64>,
-    /// Show removal progress on stderr.
-    pub progress: bool,
+    /// Show removal progress as one line redrawn on stderr, a terminal;
+    /// else as a log line (target [`PROGRESS_LOG_TARGET`], `info`) at most
+    /// every 10 s, the first after 10 s.
+    pub progress_line: bool,
+    /// Ask on stderr, and read the answer from stdin, before removing
+    /// anything (`run` on a terminal, without `--yes`). Not asked for a dry
+    /// run, nor when the plan deletes nothing.
+    pub confirm: bool,
     /// `run --plan`: the reviewed plan, and its file.
     pub reviewed: Option<(std::path::PathBuf, SavedPlan)>,
     /// A daemon's schedule's period, for the metrics
@@ -204,7 +217,8 @@ pub async fn cycle_with_metrics(
         Err(e) => (Err(e), None),
     };
     let (report, success) = match &result {
-        Err(AppError::Locked(_)) => return (result, None),
+        // Nothing was done: the figures of the run before still hold.
+        Err(AppError::Locked(_) | AppError::NotConfirmed(_)) => return (result, None),
         Ok(report) => (
             Cow::Borrowed(report),
             report.summary.failed == 0 && unwritten.is_none(),
@@ -320,34 +334,27 @@ async fn locked_cycle(
             (plan, skipped)
         }
     };
-    let limit = options.max_deletions.unwrap_or(policy.safety.max_deletions);
-    let planned = plan.deletion_count();
-    if !options.dry_run && u64::try_from(planned).unwrap_or(u64::MAX) > limit {
-        return Err(AppError::OverLimit {
-            planned,
-            limit,
-            report: Box::new(
-                node.report(policy, &plan, true, vec![])
-                    .refused(Refusal { planned, limit }),
-            ),
-        });
+    within_limit(&node, policy, &plan, options)?;
+    // Asked once the plan is known and allowed by the cap: a refused run
+    // is refused without a question.
+    if options.confirm && !options.dry_run && plan.deletion_count() > 0 {
+        confirm::ask(&plan, shutdown).await?;
     }
     let (outcomes, pace) = if options.dry_run {
         (Vec::new(), None)
     } else {
         let mut pacer = Pacer::for_policy(policy);
-        let mut outcomes = execute(&node.runtime, &plan, policy, &mut pacer, shutdown, |o, done, total| {
+        let mut progress = progress::Progress::for_run(options.progress_line, &plan);
+        let mut outcomes = execute(&node.runtime, &plan, policy, &mut pacer, shutdown, |o, done, _| {
             if let Some(log) = audit.as_mut()
                 && let Err(e) = log.record(&node.name, node.runtime.kind().as_str(), o)
             {
                 tracing::error!(path = %log.path().display(), error = %e, "cannot append to the audit log");
             }
-            if options.progress {
-                let end = if done == total { "\n" } else { "" };
-                eprint_lossy(&format!("\rremoved {done}/{total}  {end}"));
-            }
+            progress.show(o, done);
         })
         .await;
+        progress.end();
         if shutdown.is_stopped() {
             tracing::warn!(
                 "stopped by a signal: removals in flight answered or were given up, the rest not attempted"
@@ -383,6 +390,30 @@ async fn locked_cycle(
             })
     });
     Ok((report, unwritten))
+}
+
+/// Refuses a run whose plan deletes more than the cap
+/// (`safety.max_deletions`, or `--max-deletions`); the error carries the
+/// refused plan's report. A dry run is never refused.
+fn within_limit(
+    node: &Node,
+    policy: &Policy,
+    plan: &Plan,
+    options: &CycleOptions,
+) -> Result<(), AppError> {
+    let limit = options.max_deletions.unwrap_or(policy.safety.max_deletions);
+    let planned = plan.deletion_count();
+    if options.dry_run || u64::try_from(planned).unwrap_or(u64::MAX) <= limit {
+        return Ok(());
+    }
+    Err(AppError::OverLimit {
+        planned,
+        limit,
+        report: Box::new(
+            node.report(policy, plan, true, vec![])
+                .refused(Refusal { planned, limit }),
+        ),
+    })
 }
 
 /// Takes the lock, then reads kubelet's configuration again

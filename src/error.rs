@@ -53,6 +53,10 @@ pub enum AppError {
         "stopped by a signal before the inventory was taken (runtime.kind {runtime}): nothing removed"
     )]
     Stopped { runtime: &'static str },
+    /// `run` on a terminal asked before removing, and was not told yes
+    /// (why: `not confirmed`, or a stop signal before an answer).
+    #[error("nothing removed ({0})")]
+    NotConfirmed(&'static str),
     /// `check`: the policy is valid, but safeprune cannot work on this
     /// node with it; the checks that failed, by name, each said above.
     #[error("this node is not ready for the policy: {0} failed (see the lines above)")]
@@ -81,8 +85,9 @@ impl AppError {
             Self::Locked(_) => exit::LOCKED,
             Self::OverLimit { .. } => exit::OVER_LIMIT,
             Self::NotFound { .. } => exit::NOT_FOUND,
-            // docs/design.md: 0 also when a stop signal cut a run short.
-            Self::Stopped { .. } => exit::OK,
+            // docs/design.md: 0 also when a stop signal cut a run short,
+            // and when the question before removing was not answered yes.
+            Self::Stopped { .. } | Self::NotConfirmed(_) => exit::OK,
         }
     }
 
@@ -118,7 +123,8 @@ impl AppError {
             | Self::RemovalsFailed { .. }
             | Self::NotFound { .. }
             | Self::NotReady(_)
-            | Self::Stopped { .. } => crate::output::Chain(self).to_string(),
+            | Self::Stopped { .. }
+            | Self::NotConfirmed(_) => crate::output::Chain(self).to_string(),
             Self::Daemon(_) | Self::Listen { .. } => {
                 let cause = io_cause(self).map_or_else(|| root_cause(self).to_string(), io_words);
                 format!("{self}: {cause}")

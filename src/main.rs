@@ -68,7 +68,8 @@ fn fatal(cli: &Cli, message: &str, chain: &str, code: u8) {
 
 /// Logs go to stderr: text for a terminal, JSON lines for collectors. The
 /// level comes from `RUST_LOG`, else `-q` (errors), `-v` (info), `-vv` (debug),
-/// else warnings (info for the daemon).
+/// else warnings (info for the daemon), and the progress of removals but
+/// with `-q`.
 fn init_tracing(cli: &Cli) {
     // The daemon tells journald when it will run next: info by default.
     let daemon = matches!(cli.command, safeprune::cli::Command::Daemon);
@@ -79,8 +80,16 @@ fn init_tracing(cli: &Cli) {
         (false, 1) => "info",
         _ => "debug",
     };
+    // A long run's progress shows in cron mail and the journal at the
+    // default level: its log lines (at most one every 10 s) are `info` of
+    // their own target, which only `-q` hides.
+    let progress = if cli.quiet {
+        String::new()
+    } else {
+        format!(",{}=info", safeprune::cycle::PROGRESS_LOG_TARGET)
+    };
     let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("safeprune={level},warn")));
+        .unwrap_or_else(|_| EnvFilter::new(format!("safeprune={level},warn{progress}")));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -240,6 +240,15 @@ fn render(report: &Report, width: Option<usize>) -> String {
         push_rows(&mut out, &rows, &COLUMNS, width);
     }
     render_summary(&mut out, report);
+    // docker system prune's last line, for a run that removed (a dry run
+    // says what it would reclaim in its SUMMARY: `would delete: …`).
+    if !report.dry_run {
+        let _ = writeln!(
+            out,
+            "\nTotal reclaimed space: {}",
+            human_bytes(report.summary.reclaimed_bytes)
+        );
+    }
     out
 }
 

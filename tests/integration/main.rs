@@ -35,4 +35,5 @@ mod pace;
 mod package;
 mod plan_listing;
 mod reviewed_plans;
+mod run_terminal;
 mod systemd_units;

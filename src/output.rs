@@ -34,10 +34,7 @@ pub fn stdout_columns() -> Option<usize> {
     if !stdout.is_terminal() {
         return None;
     }
-    let from_terminal = rustix::termios::tcgetwinsize(&stdout)
-        .ok()
-        .map(|size| usize::from(size.ws_col))
-        .filter(|&columns| columns > 0);
+    let from_terminal = terminal_columns(&stdout);
     let from_env = || {
         std::env::var("COLUMNS")
             .ok()
@@ -45,6 +42,18 @@ pub fn stdout_columns() -> Option<usize> {
             .filter(|&columns| columns > 0)
     };
     Some(from_terminal.or_else(from_env).unwrap_or(80))
+}
+
+/// The columns of the terminal stderr is, if it is one and says.
+#[must_use]
+pub fn stderr_columns() -> Option<usize> {
+    terminal_columns(std::io::stderr())
+}
+
+/// The columns the terminal behind `fd` says it has (TIOCGWINSZ).
+fn terminal_columns(fd: impl std::os::fd::AsFd) -> Option<usize> {
+    let size = rustix::termios::tcgetwinsize(fd).ok()?;
+    (size.ws_col > 0).then_some(usize::from(size.ws_col))
 }
 
 /// Writes `text` to stdout as is, ignoring a closed pipe.

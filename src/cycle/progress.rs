@@ -69,7 +69,7 @@ impl Progress {
     pub fn for_run(line: bool, plan: &Plan) -> Self {
         let show = if line {
             Show::Line {
-                width: terminal_width().unwrap_or(80),
+                width: crate::output::stderr_columns().unwrap_or(80),
             }
         } else {
             Show::Log
@@ -204,13 +204,6 @@ impl Throttle {
         self.next = now + self.every;
         true
     }
-}
-
-/// The terminal's width in columns, if `stderr` is a terminal that says.
-#[must_use]
-pub fn terminal_width() -> Option<usize> {
-    let size = rustix::termios::tcgetwinsize(std::io::stderr()).ok()?;
-    (size.ws_col > 0).then_some(usize::from(size.ws_col))
 }
 
 #[cfg(test)]

@@ -738,7 +738,7 @@ impl<T, F: FnOnce(u64) -> Result<T, String>> Visitor<'_> for Integer<F> {
 
 /// The whole number a fraction likely means.
 fn whole_hint(v: f64, example: &str) -> String {
-    if !v.is_finite() || v < 0.0 || v > 1e15 {
+    if !v.is_finite() || !(0.0..=1e15).contains(&v) {
         format!("write e.g. {example}")
     } else if v.fract() == 0.0 {
         format!("write {v:.0}")
@@ -909,6 +909,30 @@ pub(super) fn kubelet_config_path<'de, D: Deserializer<'de>>(
                     self.0
                 )))
             }
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<PathBuf, E> {
+            Err(E::custom(format!(
+                "{v} is not a path (write the absolute path of kubelet's configuration, or true \
+                 for {})",
+                self.0
+            )))
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<PathBuf, E> {
+            Err(E::custom(format!(
+                "{v} is not a path (write the absolute path of kubelet's configuration, or true \
+                 for {})",
+                self.0
+            )))
+        }
+
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<PathBuf, E> {
+            Err(E::custom(format!(
+                "{v} is not a path (write the absolute path of kubelet's configuration, or true \
+                 for {})",
+                self.0
+            )))
         }
 
         fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PathBuf, E> {

@@ -191,14 +191,50 @@ impl Field {
         }
     }
 
-    /// An entry in croner's extensions (`L`, `15W`, `5#2`, `?`), which
-    /// croner checks itself; `false` for any other entry.
-    fn is_extension(&self, entry: &str) -> bool {
+    /// An entry in croner's extensions (`L`, `LW`, `15W`, `?` in the day of
+    /// month; `5L`, `5#2`, `?` in the day of week), checked; `None` for any
+    /// other entry.
+    fn extension(&self, entry: &str) -> Option<Result<(), String>> {
         let upper = entry.to_ascii_uppercase();
-        match self.name {
-            "day-of-month" => upper == "?" || upper.ends_with('L') || upper.ends_with('W'),
-            "day-of-week" => upper == "?" || upper.contains('#') || upper.ends_with('L'),
-            _ => false,
+        let name = self.name;
+        match name {
+            "day-of-month" if upper.contains(['L', 'W', '?']) => Some(
+                match upper.as_str() {
+                    "?" | "L" | "LW" => Some(Ok(())),
+                    _ => upper
+                        .strip_suffix('W')
+                        .filter(|day| day.bytes().all(|b| b.is_ascii_digit()) && !day.is_empty())
+                        .map(|day| self.value(day, false).map(drop)),
+                }
+                .unwrap_or_else(|| {
+                    Err(format!(
+                        "{name} {entry} is not a day of the month (1-31, L for the last day, or \
+                         15W for the weekday nearest the 15th)"
+                    ))
+                }),
+            ),
+            "day-of-week" if upper.contains(['L', '#', '?']) => {
+                Some(if upper == "?" || upper == "L" {
+                    Ok(())
+                } else if let Some((base, nth)) = entry.split_once('#') {
+                    if matches!(nth, "1" | "2" | "3" | "4" | "5") {
+                        self.entry(base)
+                    } else {
+                        Err(format!(
+                            "{name} {entry}: #{nth} is not a week of the month (write #1 to #5)"
+                        ))
+                    }
+                } else if let Some(day) = entry.strip_suffix(['L', 'l']).filter(|d| !d.is_empty()) {
+                    self.value(day, false).map(drop)
+                } else {
+                    Err(format!(
+                        "{name} {entry} is not a day of the week ({}, 5L for the last Friday, or 5#2 \
+                     for the second)",
+                        self.takes()
+                    ))
+                })
+            }
+            _ => None,
         }
     }
 
@@ -220,17 +256,7 @@ impl Field {
             ));
         }
         for entry in field.split(',') {
-            if let Some((_, nth)) = entry.split_once('#')
-                && !matches!(nth, "1" | "2" | "3" | "4" | "5")
-            {
-                return Err(format!(
-                    "{} {entry}: #{nth} is not a week of the month (write #1 to #5)",
-                    self.name
-                ));
-            }
-            if !self.is_extension(entry) {
-                self.entry(entry)?;
-            }
+            self.extension(entry).unwrap_or_else(|| self.entry(entry))?;
         }
         Ok(())
     }
@@ -316,6 +342,24 @@ mod tests {
                 "day-of-week THURSDAY is not a day of the week (0-7 or SUN-SAT; did you mean THU?)",
             ),
             ("a * * * *", "minute a is not a number (0-59)"),
+            ("0 0 32W * *", "day-of-month 32 is out of range (1-31)"),
+            (
+                "0 0 1L * *",
+                "day-of-month 1L is not a day of the month (1-31, L for the last day, or 15W \
+                 for the weekday nearest the 15th)",
+            ),
+            (
+                "0 0 * * 8#2",
+                "day-of-week 8 is out of range (0-7 or SUN-SAT)",
+            ),
+            (
+                "0 0 * * 1#7",
+                "day-of-week 1#7: #7 is not a week of the month (write #1 to #5)",
+            ),
+            (
+                "0 0 * * L#2",
+                "day-of-week L is not a day of the week (0-7 or SUN-SAT)",
+            ),
             ("MON * * * *", "minute MON is not a number (0-59)"),
             (
                 "0 99999999999999999999999 * * *",
@@ -398,6 +442,49 @@ mod tests {
         ] {
             let fields: Vec<&str> = line.split_ascii_whitespace().collect();
             check_fields(&fields).unwrap_or_else(|e| panic!("{line}: {e}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod against_croner {
+    use super::check_fields;
+
+    const ENTRIES: &[&str] = &[
+        "*", "*/5", "*/61", "0", "1", "5", "7", "12", "23", "31", "59", "60", "1-5", "5-1", "0-7",
+        "1-7", "1-5/2", "5/2", "/2", "*/0", "*/x", "L", "LW", "15W", "W", "?", "5L", "1-5L", "5#2",
+        "5#6", "5#", "#2", "MON", "mon", "JAN", "MON-FRI", "FRI-MON", "MON-SUN", "SUN-SAT",
+        "JAN-MAR", "MON#2", "1,2", "1,,2", "x", "-1", "1-", "1-2-3", "*/2/3", "+1", "L-5",
+    ];
+
+    fn croner_reads(line: &str) -> bool {
+        croner::parser::CronParser::builder()
+            .seconds(croner::parser::Seconds::Optional)
+            .year(croner::parser::Year::Disallowed)
+            .build()
+            .parse(line)
+            .is_ok()
+    }
+
+    /// What croner reads is not refused, but for what safeprune refuses
+    /// on purpose: a name in another field than its own (croner reads
+    /// `JAN` as 1 anywhere) and a list's empty entry.
+    #[test]
+    fn nothing_croner_reads_is_refused_but_on_purpose() {
+        let months = ["JAN", "FEB", "MAR"];
+        let days = ["MON", "FRI", "SUN", "SAT"];
+        for field in 0..5 {
+            for entry in ENTRIES {
+                let mut fields = ["*"; 5];
+                fields[field] = entry;
+                let line = fields.join(" ");
+                let upper = entry.to_ascii_uppercase();
+                let foreign_name = (field != 3 && months.iter().any(|m| upper.contains(m)))
+                    || (field != 4 && days.iter().any(|d| upper.contains(d)));
+                if croner_reads(&line) && !foreign_name && !entry.contains(",,") {
+                    check_fields(&fields).unwrap_or_else(|e| panic!("{line}: {e}"));
+                }
+            }
         }
     }
 }

@@ -16,6 +16,8 @@
 //! - `kubelet.rs`: kubelet's image garbage collection, read from its
 //!   configuration file for `images.disk.from_kubelet`.
 
+mod crontab;
+mod hints;
 mod kubelet;
 mod read;
 mod scan;

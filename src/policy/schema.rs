@@ -11,7 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::kubelet::{KUBELET_CONFIG_PATH, KubeletImageGc};
 use super::values::{
     Age, Concurrency, LabelRule, Listen, Pattern, Schedule, Version, absolute_path, endpoint,
-    kubelet_config_path, report_path, texts,
+    keep_recent, kubelet_config_path, max_deletions, percent, report_path, texts, whole_percent,
 };
 
 /// The whole policy, with every default filled in.
@@ -246,6 +246,7 @@ pub struct ImageRules {
     pub min_age: Age,
     pub keep: Vec<Pattern>,
     /// Keep the N most recently used images of each repository; 0: none.
+    #[serde(deserialize_with = "keep_recent")]
     pub keep_recent: u32,
     /// Prune only under disk pressure, least recently used first; `None`:
     /// by the age rules alone.
@@ -312,7 +313,9 @@ impl<'de> Deserialize<'de> for DiskWatermarks {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Written {
+            #[serde(default, deserialize_with = "whole_percent")]
             high_percent: Option<u64>,
+            #[serde(default, deserialize_with = "whole_percent")]
             low_percent: Option<u64>,
             #[serde(default, deserialize_with = "from_kubelet")]
             from_kubelet: Option<PathBuf>,
@@ -428,6 +431,7 @@ impl Default for BuildCacheRules {
 #[serde(deny_unknown_fields, default)]
 pub struct Safety {
     /// A plan with more deletions than this is refused whole.
+    #[serde(deserialize_with = "max_deletions")]
     pub max_deletions: u64,
     /// Removals in flight at once.
     pub concurrency: Concurrency,
@@ -474,6 +478,7 @@ impl<'de> Deserialize<'de> for Pace {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Written {
+            #[serde(default, deserialize_with = "percent")]
             io_pressure_percent: Option<f64>,
             max_delay: Option<Age>,
         }

@@ -145,17 +145,24 @@ impl Policy {
     }
 }
 
-/// The YAML reader's error, with its place. `yaml_serde` prints no place for
-/// line 1 column 1 (it takes a zero mark for "none"), so an unknown key
+/// The YAML reader's error, with its place and, for the faults serde words
+/// itself, what to write instead (`hints.rs`). `yaml_serde` prints no place
+/// for line 1 column 1 (it takes a zero mark for "none"), so an unknown key
 /// on the first line would be the one fault without a place; the marks of
 /// libyaml's byte-offset errors are zero too, and are left as they are.
 fn located(e: &serde_yaml::Error) -> String {
     let message = e.to_string();
-    match e.location() {
-        Some(at) if at.index() == 0 && !message.contains(" at position ") => {
-            format!("{message} at line 1 column 1")
-        }
-        _ => message,
+    let Some(at) = e.location() else {
+        return message;
+    };
+    if message.contains(" at position ") {
+        return message;
+    }
+    let place = format!(" at line {} column {}", at.line(), at.column());
+    match message.strip_suffix(&place) {
+        Some(fault) => format!("{}{place}", super::hints::explain(fault)),
+        None if at.index() == 0 => format!("{}{place}", super::hints::explain(&message)),
+        None => message,
     }
 }
 

@@ -104,7 +104,10 @@ fn bad_durations_are_refused_with_their_location() {
         assert!(Age::from_str(bad).is_err(), "{bad:?} should be refused");
     }
     let e = err("containers:\n  min_age: 10 minutes\n");
-    assert!(e.contains("invalid duration '10 minutes'"), "{e}");
+    assert!(
+        e.contains("\"10 minutes\" is not a duration (use 10m)"),
+        "{e}"
+    );
     assert!(e.contains("line 2 column 12"), "{e}");
 }
 
@@ -120,10 +123,10 @@ fn schedule_must_be_a_crontab_line() {
     assert!(parse("schedule: \"*/5 * * * *\"").is_ok());
     assert!(parse("schedule: \"0 5 * * 7\"").is_ok());
     let e = err("schedule: \"0 5 * *\"\n");
-    assert!(e.contains("invalid schedule"), "{e}");
+    assert!(e.contains("got 4"), "{e}");
     assert!(e.contains("line 1"), "{e}");
-    assert!(err("schedule: \"61 5 * * 4\"").contains("invalid schedule"));
-    assert!(err("schedule: \"0 5 * * 4 2030 1\"").contains("invalid schedule"));
+    assert!(err("schedule: \"61 5 * * 4\"").contains("minute 61 is out of range"));
+    assert!(err("schedule: \"0 5 * * 4 2030 1\"").contains("got 7"));
 }
 
 #[test]
@@ -245,7 +248,10 @@ fn metrics_listen_refuses_what_is_not_ip_and_port() {
 fn a_schedule_that_never_fires_is_refused_where_it_is_written() {
     for line in ["0 5 30 2 *", "0 5 31 4 *", "0 0 31 2,4,6,9,11 *"] {
         let e = err(&format!("version: 1\nschedule: \"{line}\"\n"));
-        assert!(e.contains(&format!("schedule '{line}' never fires")), "{e}");
+        assert!(
+            e.contains(&format!("schedule: \"{line}\": day-of-month 3")),
+            "{e}"
+        );
         assert!(e.ends_with("at line 2 column 11"), "{e}");
     }
     // Rare is not never: 29 February comes every four years.
@@ -274,7 +280,7 @@ fn pace_is_off_by_default_has_defaults_and_validates() {
         assert!(e.contains("above 0 and under 100"), "{bad}: {e}");
     }
     assert!(err("safety: {pace: {threshold: 5}}").contains("unknown field `threshold`"));
-    assert!(err("safety: {pace: {max_delay: soon}}").contains("invalid duration 'soon'"));
+    assert!(err("safety: {pace: {max_delay: soon}}").contains("soon is not a duration"));
 }
 
 #[test]
@@ -303,7 +309,7 @@ fn disk_watermarks_default_validate_and_may_be_null() {
     }
     assert!(err("images: {disk: {high: 80}}").contains("unknown field `high`"));
     let e = err("images:\n  disk: {high_percent: 90, low_percent: -1}\n");
-    assert!(e.contains("images.disk.low_percent: invalid type"), "{e}");
+    assert!(e.contains("images.disk.low_percent: -1 is negative"), "{e}");
 }
 
 #[test]
@@ -387,8 +393,8 @@ fn a_crontab_field_with_an_empty_list_entry_is_refused() {
     let e = err("schedule: \"1, 5 * * *\"\n");
     assert!(
         e.ends_with(
-            "invalid schedule '1, 5 * * *': the field '1,' has an empty list entry: write a list \
-             with no spaces or stray commas, e.g. 1,5 at line 1 column 11"
+            "schedule: \"1, 5 * * *\": minute 1, has an empty list entry (write a list with no \
+             spaces or stray commas, e.g. 1,5) at line 1 column 11"
         ),
         "{e}"
     );
@@ -407,7 +413,7 @@ fn a_crontab_line_spaced_with_other_than_plain_spaces_is_refused() {
         let e = Schedule::from_str(line).unwrap_err();
         assert!(
             e.ends_with(&format!(
-                "{code} is not a plain space: separate the fields with spaces"
+                "{code} is not a plain space (separate the fields with spaces)"
             )),
             "{line:?}: {e}"
         );
@@ -415,8 +421,8 @@ fn a_crontab_line_spaced_with_other_than_plain_spaces_is_refused() {
     let e = Schedule::from_str("0 5 * * 4\u{1}").unwrap_err();
     assert_eq!(
         e,
-        "invalid schedule '0 5 * * 4\\u{1}': U+0001 is not plain ASCII: write the line as in a \
-         crontab, e.g. \"0 5 * * 4\""
+        "\"0 5 * * 4\\u{1}\": U+0001 is not plain ASCII (write the line as in a crontab, e.g. \
+         \"0 5 * * 4\")"
     );
     let e = err("version: 1\nschedule: \"0\u{a0}5 * * 4\"\n");
     assert!(e.ends_with("at line 2 column 11"), "{e}");
@@ -555,7 +561,11 @@ fn from_kubelet_refuses_what_it_cannot_use() {
         ),
         ("{from_kubelet: false}", "from_kubelet: false says nothing"),
         ("{from_kubelet: kubelet.yaml}", "is not absolute"),
-        ("{from_kubelet: 5}", "invalid type: integer `5`"),
+        (
+            "{from_kubelet: 5}",
+            "5 is not a path (write the absolute path of kubelet's configuration, or true for \
+             /var/lib/kubelet/config.yaml)",
+        ),
     ] {
         let e = err(&format!("images: {{disk: {disk}}}"));
         assert!(e.contains(says), "{disk}: {e}");
@@ -587,4 +597,234 @@ fn a_run_reads_kubelets_configuration_again() {
     // Without from_kubelet nothing is read.
     let plain = Policy::builtin();
     assert!(plain.kubelet_reread().unwrap().is_none());
+}
+
+/// Issue 37: bad policies and their refusals, whole. Every refusal names
+/// the key, the value as written, what would be right, and the place. Each
+/// line here read differently before: serde's or croner's words (`expected
+/// u64`, `Component error: Number out of bounds.`), or no suggestion.
+const BAD_POLICIES: &[(&str, &str)] = &[
+    // Crontab lines: the field, its value and what it takes.
+    (
+        "version: 1\nschedule: \"61 * * * *\"\n",
+        "schedule: \"61 * * * *\": minute 61 is out of range (0-59) at line 2 column 11",
+    ),
+    (
+        "schedule: \"0 24 * * *\"",
+        "schedule: \"0 24 * * *\": hour 24 is out of range (0-23) at line 1 column 11",
+    ),
+    (
+        "schedule: \"0 5 32 * *\"",
+        "schedule: \"0 5 32 * *\": day-of-month 32 is out of range (1-31) at line 1 column 11",
+    ),
+    (
+        "schedule: \"0 5 * 13 *\"",
+        "schedule: \"0 5 * 13 *\": month 13 is out of range (1-12 or JAN-DEC) at line 1 \
+         column 11",
+    ),
+    (
+        "schedule: \"0 5 * * 8\"",
+        "schedule: \"0 5 * * 8\": day-of-week 8 is out of range (0-7 or SUN-SAT) at line 1 \
+         column 11",
+    ),
+    (
+        "schedule: \"0 5 * * THURSDAY\"",
+        "schedule: \"0 5 * * THURSDAY\": day-of-week THURSDAY is not a day of the week (0-7 \
+         or SUN-SAT; did you mean THU?) at line 1 column 11",
+    ),
+    (
+        "schedule: \"1-2-3 5 * * *\"",
+        "schedule: \"1-2-3 5 * * *\": minute 1-2-3 is not a range (write start-end, e.g. \
+         0-4) at line 1 column 11",
+    ),
+    (
+        "schedule: \"0 22-2 * * *\"",
+        "schedule: \"0 22-2 * * *\": hour range 22-2 goes backwards (write 2-22, or a list \
+         to wrap around: 22-23,0-2) at line 1 column 11",
+    ),
+    (
+        "schedule: \"*/0 5 * * *\"",
+        "schedule: \"*/0 5 * * *\": minute */0: a step of 0 never moves on (write */1 or \
+         more) at line 1 column 11",
+    ),
+    (
+        "schedule: \"0 5 * *\"",
+        "schedule: \"0 5 * *\": write 5 fields (minute hour day-of-month month \
+         day-of-week), or 6 with seconds first; got 4 at line 1 column 11",
+    ),
+    (
+        "schedule: \"0 0 30 2 *\"",
+        "schedule: \"0 0 30 2 *\": day-of-month 30 never occurs in February at line 1 \
+         column 11",
+    ),
+    (
+        "schedule: \"0 0 31 4 *\"",
+        "schedule: \"0 0 31 4 *\": day-of-month 31 never occurs in April at line 1 column 11",
+    ),
+    (
+        "schedule: \"0 0 31 2,APR,6,9,11 *\"",
+        "schedule: \"0 0 31 2,APR,6,9,11 *\": day-of-month 31 never occurs in February, \
+         April, June, September or November at line 1 column 11",
+    ),
+    // Durations: the value, and the duration it likely means.
+    (
+        "safety:\n  pace:\n    max_delay: 10\n",
+        "safety.pace.max_delay: 10 is not a duration (use 10s, 10m, 10h) at line 3 column 16",
+    ),
+    (
+        "containers:\n  min_age: 10\n",
+        "containers.min_age: 10 is not a duration (use 10s, 10m, 10h) at line 2 column 12",
+    ),
+    (
+        "images:\n  min_age: 1.5h\n",
+        "images.min_age: 1.5h is not a duration (use 1h30m) at line 2 column 12",
+    ),
+    (
+        "images:\n  min_age: 1h 30m\n",
+        "images.min_age: \"1h 30m\" is not a duration (use 1h30m) at line 2 column 12",
+    ),
+    (
+        "volumes:\n  min_age: 7 days\n",
+        "volumes.min_age: \"7 days\" is not a duration (use 7d) at line 2 column 12",
+    ),
+    (
+        "networks:\n  min_age: -1h\n",
+        "networks.min_age: -1h is not a duration (a duration is never negative: use 1h, or \
+         0) at line 2 column 12",
+    ),
+    (
+        "schedule_jitter: 5x\n",
+        "schedule_jitter: 5x is not a duration (x is not a unit: use s, m, h, d or w, as in \
+         1h30m) at line 1 column 18",
+    ),
+    (
+        "safety:\n  max_plan_age: soon\n",
+        "safety.max_plan_age: soon is not a duration (write a number with a unit: 90m, \
+         1h30m, 7d, 45s, or 0) at line 2 column 17",
+    ),
+    // Text where a number is expected, and numbers that are not whole.
+    (
+        "safety:\n  max_deletions: 10s\n",
+        "safety.max_deletions: 10s is not a whole number (write e.g. 1000) at line 2 \
+         column 18",
+    ),
+    (
+        "safety:\n  max_deletions: 2.5\n",
+        "safety.max_deletions: 2.5 is not a whole number (use 2 or 3) at line 2 column 18",
+    ),
+    (
+        "safety:\n  max_deletions: \"100\"\n",
+        "safety.max_deletions: \"100\" is text, not a whole number (write 100 without \
+         quotes) at line 2 column 18",
+    ),
+    (
+        "safety:\n  max_deletions: 99999999999999999999999\n",
+        "safety.max_deletions: 99999999999999999999999 is too large (write e.g. 1000) at \
+         line 2 column 18",
+    ),
+    (
+        "safety:\n  concurrency: 1.5\n",
+        "safety.concurrency: concurrency 1.5 is not a whole number: use 1 to 64, or auto at \
+         line 2 column 16",
+    ),
+    (
+        "safety:\n  concurrency: true\n",
+        "safety.concurrency: concurrency true is not a number: use 1 to 64, or auto at line \
+         2 column 16",
+    ),
+    (
+        "safety:\n  pace:\n    io_pressure_percent: high\n",
+        "safety.pace.io_pressure_percent: high is not a number (write e.g. 10) at line 3 \
+         column 26",
+    ),
+    (
+        "safety:\n  pace:\n    io_pressure_percent: 10%\n",
+        "safety.pace.io_pressure_percent: 10% is not a number (write 10, without %) at line \
+         3 column 26",
+    ),
+    (
+        "images:\n  keep_recent: two\n",
+        "images.keep_recent: two is not a whole number (write e.g. 2, or 0 for none) at \
+         line 2 column 16",
+    ),
+    (
+        "images:\n  keep_recent: 5000000000\n",
+        "images.keep_recent: 5000000000 is too large (write e.g. 2) at line 2 column 16",
+    ),
+    (
+        "images:\n  disk:\n    high_percent: 85%\n",
+        "images.disk.high_percent: 85% is not a whole number (write 85, without %) at line \
+         3 column 19",
+    ),
+    (
+        "version: 1.0\n",
+        "version: 1.0 is not a whole number (write 1) at line 1 column 10",
+    ),
+    // Booleans, lists and sections of the wrong type.
+    (
+        "containers:\n  enabled: maybe\n",
+        "containers.enabled: maybe is not a boolean (write true or false) at line 2 column 12",
+    ),
+    (
+        "volumes:\n  anonymous_only: yes\n",
+        "volumes.anonymous_only: yes is not a boolean (write true) at line 2 column 19",
+    ),
+    (
+        "images:\n  keep: registry.k8s.io/pause:*\n",
+        "images.keep: registry.k8s.io/pause:* is not a list (write \
+         [registry.k8s.io/pause:*], or `- registry.k8s.io/pause:*` on the line below the \
+         key) at line 2 column 9",
+    ),
+    (
+        "containers: 5\n",
+        "containers: 5 is not a mapping of keys (write its keys below it, indented, or {} \
+         for its defaults) at line 1 column 13",
+    ),
+    // An unknown key or value: the close one.
+    (
+        "images:\n  keep_recnet: 2\n",
+        "images: unknown field `keep_recnet`, expected one of `enabled`, `mode`, `min_age`, \
+         `keep`, `keep_recent`, `disk` (did you mean `keep_recent`?) at line 2 column 3",
+    ),
+    (
+        "shedule: \"0 5 * * 4\"\n",
+        "unknown field `shedule`, expected one of `version`, `runtime`, `schedule`, \
+         `schedule_jitter`, `timezone`, `protect`, `containers`, `images`, `volumes`, \
+         `networks`, `build_cache`, `safety`, `report`, `metrics`, `lock_file`, `state_dir` \
+         (did you mean `schedule`?) at line 1 column 1",
+    ),
+    (
+        "safety:\n  pace:\n    max_dealy: 5m\n",
+        "safety.pace: unknown field `max_dealy`, expected `io_pressure_percent` or \
+         `max_delay` (did you mean `max_delay`?) at line 3 column 5",
+    ),
+    (
+        "runtime:\n  kind: dokcer\n",
+        "runtime.kind: unknown variant `dokcer`, expected one of `auto`, `docker`, \
+         `containerd`, `cri` (did you mean `docker`?) at line 2 column 9",
+    ),
+    (
+        "images:\n  mode: unsued\n",
+        "images.mode: unknown variant `unsued`, expected `dangling` or `unused` (did you \
+         mean `unused`?) at line 2 column 9",
+    ),
+    (
+        "timezone: utc\n",
+        "timezone: unknown variant `utc`, expected `UTC` or `local` (did you mean `UTC`?) \
+         at line 1 column 11",
+    ),
+];
+
+#[test]
+fn every_policy_error_says_what_to_write_and_where() {
+    for (yaml, says) in BAD_POLICIES {
+        assert_eq!(
+            err(yaml),
+            format!("invalid policy test.yaml: {says}"),
+            "{yaml:?}"
+        );
+    }
+    // Nothing close, nothing suggested.
+    let e = err("runtime:\n  kind: podman\n");
+    assert!(e.ends_with("`cri` at line 2 column 9"), "{e}");
 }

@@ -35,15 +35,18 @@ impl Default for Version {
 
 impl<'de> Deserialize<'de> for Version {
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        de.deserialize_u64(Integer(|v| {
-            if v == 1 {
-                Ok(Self(1))
-            } else {
-                Err(format!(
-                    "unsupported policy version {v}: this safeprune reads version 1"
-                ))
-            }
-        }))
+        de.deserialize_any(Integer {
+            check: |v| {
+                if v == 1 {
+                    Ok(Self(1))
+                } else {
+                    Err(format!(
+                        "unsupported policy version {v}: this safeprune reads version 1"
+                    ))
+                }
+            },
+            example: "1",
+        })
     }
 }
 
@@ -92,6 +95,24 @@ impl<'de> Deserialize<'de> for Concurrency {
                         "concurrency {v} is out of range: use 1 to 64, or auto"
                     ))),
                 }
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Concurrency, E> {
+                Err(E::custom(format!(
+                    "concurrency {v:?} is not a whole number: use 1 to 64, or auto"
+                )))
+            }
+
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Concurrency, E> {
+                Err(E::custom(format!(
+                    "concurrency {v} is not a number: use 1 to 64, or auto"
+                )))
+            }
+
+            fn visit_u128<E: serde::de::Error>(self, v: u128) -> Result<Concurrency, E> {
+                Err(E::custom(format!(
+                    "concurrency {v} is out of range: use 1 to 64, or auto"
+                )))
             }
 
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Concurrency, E> {
@@ -149,9 +170,7 @@ impl FromStr for Age {
         if s == "0" {
             return Ok(Self(chrono::Duration::zero()));
         }
-        let bad = || {
-            format!("invalid duration '{text}': write a number with a unit: 90m, 1h30m, 7d, 45s")
-        };
+        let bad = || duration_fault(text);
         let mut total: i64 = 0;
         let mut digits = String::new();
         for c in s.chars() {
@@ -173,13 +192,93 @@ impl FromStr for Age {
                 .checked_mul(unit)
                 .and_then(|v| total.checked_add(v))
                 .filter(|v| *v <= 100 * 365 * 86_400)
-                .ok_or_else(|| format!("duration '{text}' is too long: keep it under 100 years"))?;
+                .ok_or_else(|| {
+                    format!("{s} is too long for a duration (keep it under 100 years)")
+                })?;
         }
         if !digits.is_empty() || s.is_empty() {
             return Err(bad());
         }
         Ok(Self(chrono::Duration::seconds(total)))
     }
+}
+
+/// Why `text` is not a duration, with the one it likely means where that
+/// can be told: `10 is not a duration (use 10s, 10m, 10h)`, `1.5h …
+/// (use 1h30m)`, `"1h 30m" … (use 1h30m)`.
+fn duration_fault(text: &str) -> String {
+    let s = text.trim();
+    let shown = if s.is_empty() || s.contains(char::is_whitespace) || s != text {
+        format!("{text:?}")
+    } else {
+        s.to_owned()
+    };
+    let forms = "write a number with a unit: 90m, 1h30m, 7d, 45s, or 0";
+    let hint = if s.is_empty() {
+        forms.to_owned()
+    } else if s.bytes().all(|b| b.is_ascii_digit()) {
+        format!("use {s}s, {s}m, {s}h")
+    } else if let Some(positive) = s.strip_prefix('-').filter(|p| p.parse::<Age>().is_ok()) {
+        format!("a duration is never negative: use {positive}, or 0")
+    } else if let Some(meant) = lenient_duration(s) {
+        format!("use {meant}")
+    } else if let Some(unit) = s
+        .split(|c: char| c.is_ascii_digit() || c == '.' || c.is_whitespace())
+        .find(|u| !u.is_empty() && !matches!(*u, "s" | "m" | "h" | "d" | "w"))
+        .filter(|_| s.starts_with(|c: char| c.is_ascii_digit()))
+    {
+        format!("{unit} is not a unit: use s, m, h, d or w, as in 1h30m")
+    } else {
+        forms.to_owned()
+    };
+    format!("{shown} is not a duration ({hint})")
+}
+
+/// The duration `text` means when read leniently (spaces, fractions,
+/// unit words: `1h 30m`, `1.5h`, `10 minutes`), written as a duration is;
+/// `None` when it means none, or none in whole seconds.
+fn lenient_duration(text: &str) -> Option<String> {
+    let mut rest = text.trim();
+    let mut groups = Vec::new();
+    let mut seconds = 0.0_f64;
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(rest.len());
+        let number = &rest[..number_end];
+        let value: f64 = number.parse().ok()?;
+        rest = rest[number_end..].trim_start();
+        let unit_end = rest
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(rest.len());
+        let (letter, size) = match rest[..unit_end].to_ascii_lowercase().as_str() {
+            "s" | "sec" | "secs" | "second" | "seconds" => ('s', 1.0),
+            "m" | "min" | "mins" | "minute" | "minutes" => ('m', 60.0),
+            "h" | "hr" | "hrs" | "hour" | "hours" => ('h', 3600.0),
+            "d" | "day" | "days" => ('d', 86_400.0),
+            "w" | "wk" | "wks" | "week" | "weeks" => ('w', 604_800.0),
+            _ => return None,
+        };
+        rest = rest[unit_end..].trim_start_matches([' ', '\t', ',']);
+        rest = rest.strip_prefix("and ").unwrap_or(rest);
+        groups.push(format!("{number}{letter}"));
+        seconds += value * size;
+    }
+    if groups.is_empty() || !seconds.is_finite() || seconds > 100.0 * 365.0 * 86_400.0 {
+        return None;
+    }
+    let written = groups.concat();
+    // Whole numbers with units: a duration as written, unless too long.
+    if !written.contains('.') {
+        return written.parse::<Age>().is_ok().then_some(written);
+    }
+    // A fraction: the same span in whole units.
+    let whole = seconds.round();
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "finite, and at most 100 years of seconds"
+    )]
+    ((whole - seconds).abs() < 1e-6 && whole >= 1.0).then(|| Age::seconds(whole as i64).to_string())
 }
 
 impl fmt::Display for Age {
@@ -235,36 +334,30 @@ impl Schedule {
 impl FromStr for Schedule {
     type Err = String;
 
+    /// The line, checked field by field (`crontab.rs`), so that an error
+    /// says which field is wrong and what it takes, quoting the line:
+    /// `"61 * * * *": minute 61 is out of range (0-59)`.
     fn from_str(text: &str) -> Result<Self, String> {
-        check_crontab_characters(text)?;
+        let quoted = |fault: String| format!("{text:?}: {fault}");
+        check_crontab_characters(text).map_err(quoted)?;
         let fields: Vec<&str> = text.split_ascii_whitespace().collect();
-        if !(5..=6).contains(&fields.len()) {
-            return Err(format!(
-                "invalid schedule '{text}': write a crontab line of 5 fields, e.g. \"0 5 * * 4\""
-            ));
-        }
-        // croner reads `1,` as `1`: `1, 5 * * *` would run at 05:01 where
-        // `1,5 * * * *` was meant.
-        if let Some(field) = fields.iter().find(|f| f.split(',').any(str::is_empty)) {
-            return Err(format!(
-                "invalid schedule '{text}': the field '{field}' has an empty list entry: write \
-                 a list with no spaces or stray commas, e.g. 1,5"
-            ));
-        }
+        super::crontab::check_fields(&fields).map_err(quoted)?;
         let cron = croner::parser::CronParser::builder()
             .seconds(croner::parser::Seconds::Optional)
             .year(croner::parser::Year::Disallowed)
             .build()
             .parse(text)
-            .map_err(|e| format!("invalid schedule '{text}': {e}"))?;
+            .map_err(|e| quoted(format!("croner cannot read it: {e}")))?;
         // `0 5 30 2 *` parses, and names no time ever: the daemon would have
         // nothing to wait for. croner searches up to the year 5000.
         if cron
             .find_next_occurrence(&chrono::Utc::now(), false)
             .is_err()
         {
-            return Err(format!(
-                "schedule '{text}' never fires (no such date): check the day of month and month"
+            return Err(quoted(
+                super::crontab::never_fires(&fields, &cron).unwrap_or_else(|| {
+                    "it never fires: no date has its day of month, month and day of week".into()
+                }),
             ));
         }
         Ok(Self {
@@ -287,15 +380,11 @@ fn check_crontab_characters(text: &str) -> Result<(), String> {
         return Ok(());
     };
     let what = if c.is_whitespace() {
-        "is not a plain space: separate the fields with spaces"
+        "is not a plain space (separate the fields with spaces)"
     } else {
-        "is not plain ASCII: write the line as in a crontab, e.g. \"0 5 * * 4\""
+        "is not plain ASCII (write the line as in a crontab, e.g. \"0 5 * * 4\")"
     };
-    Err(format!(
-        "invalid schedule '{}': U+{:04X} {what}",
-        text.escape_debug(),
-        u32::from(c)
-    ))
+    Err(format!("U+{:04X} {what}", u32::from(c)))
 }
 
 impl Serialize for Schedule {
@@ -581,8 +670,13 @@ pub(super) fn texts<'de, D: Deserializer<'de>>(de: D) -> Result<Vec<String>, D::
 }
 
 /// Reads an unsigned integer and checks it inside the deserializer, so that
-/// the error carries the line and column of the value itself.
-struct Integer<F>(F);
+/// the error carries the line and column of the value itself; what is not
+/// a whole number is refused saying what it is, with `example` (`1000`)
+/// or the number it likely means.
+struct Integer<F> {
+    check: F,
+    example: &'static str,
+}
 
 impl<T, F: FnOnce(u64) -> Result<T, String>> Visitor<'_> for Integer<F> {
     type Value = T;
@@ -592,15 +686,161 @@ impl<T, F: FnOnce(u64) -> Result<T, String>> Visitor<'_> for Integer<F> {
     }
 
     fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<T, E> {
-        (self.0)(v).map_err(E::custom)
+        (self.check)(v).map_err(E::custom)
     }
 
     fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<T, E> {
         match u64::try_from(v) {
             Ok(v) => self.visit_u64(v),
-            Err(_) => Err(E::custom(format!("{v} is negative: write a whole number"))),
+            Err(_) => Err(E::custom(format!(
+                "{v} is negative (write e.g. {})",
+                self.example
+            ))),
         }
     }
+
+    fn visit_u128<E: serde::de::Error>(self, v: u128) -> Result<T, E> {
+        Err(E::custom(format!(
+            "{v} is too large (write e.g. {})",
+            self.example
+        )))
+    }
+
+    fn visit_i128<E: serde::de::Error>(self, v: i128) -> Result<T, E> {
+        Err(E::custom(format!(
+            "{v} is out of range (write e.g. {})",
+            self.example
+        )))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<T, E> {
+        Err(E::custom(format!(
+            "{v:?} is not a whole number ({})",
+            whole_hint(v, self.example)
+        )))
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<T, E> {
+        Err(E::custom(format!(
+            "{v} is not a number (write e.g. {})",
+            self.example
+        )))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
+        Err(E::custom(number_text_fault(
+            v,
+            "a whole number",
+            self.example,
+        )))
+    }
+}
+
+/// The whole number a fraction likely means.
+fn whole_hint(v: f64, example: &str) -> String {
+    if !v.is_finite() || !(0.0..=1e15).contains(&v) {
+        format!("write e.g. {example}")
+    } else if v.fract() == 0.0 {
+        format!("write {v:.0}")
+    } else {
+        format!("use {:.0} or {:.0}", v.floor(), v.ceil())
+    }
+}
+
+/// Why the text `v` is not `what` (a number): a number in quotes, a
+/// percent sign, or a word.
+fn number_text_fault(v: &str, what: &str, example: &str) -> String {
+    let shown = if v.is_empty() || v.contains(char::is_whitespace) {
+        format!("{v:?}")
+    } else {
+        v.to_owned()
+    };
+    if v.trim().parse::<f64>().is_ok() {
+        return format!(
+            "{v:?} is text, not {what} (write {} without quotes)",
+            v.trim()
+        );
+    }
+    let hint = if let Some(n) = v
+        .trim()
+        .strip_suffix('%')
+        .map(str::trim_end)
+        .filter(|n| n.parse::<f64>().is_ok())
+    {
+        format!("write {n}, without %")
+    } else {
+        format!("write e.g. {example}")
+    };
+    format!("{shown} is not {what} ({hint})")
+}
+
+/// Reads a number, whole or not, inside the deserializer (see [`Integer`]).
+struct Real {
+    example: &'static str,
+}
+
+impl Visitor<'_> for Real {
+    type Value = f64;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a number")
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<f64, E> {
+        Ok(v)
+    }
+
+    #[expect(clippy::cast_precision_loss, reason = "a percent, far under 2^52")]
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<f64, E> {
+        Ok(v as f64)
+    }
+
+    #[expect(clippy::cast_precision_loss, reason = "a percent, far under 2^52")]
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<f64, E> {
+        Ok(v as f64)
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<f64, E> {
+        Err(E::custom(format!(
+            "{v} is not a number (write e.g. {})",
+            self.example
+        )))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<f64, E> {
+        Err(E::custom(number_text_fault(v, "a number", self.example)))
+    }
+}
+
+/// `safety.max_deletions`: a whole number.
+pub(super) fn max_deletions<'de, D: Deserializer<'de>>(de: D) -> Result<u64, D::Error> {
+    de.deserialize_any(Integer {
+        check: Ok,
+        example: "1000",
+    })
+}
+
+/// `images.keep_recent`: a whole number, 0 for none.
+pub(super) fn keep_recent<'de, D: Deserializer<'de>>(de: D) -> Result<u32, D::Error> {
+    de.deserialize_any(Integer {
+        check: |v| u32::try_from(v).map_err(|_| format!("{v} is too large (write e.g. 2)")),
+        example: "2, or 0 for none",
+    })
+}
+
+/// `images.disk.high_percent` and `low_percent`: a whole percent, checked
+/// against each other by the caller.
+pub(super) fn whole_percent<'de, D: Deserializer<'de>>(de: D) -> Result<Option<u64>, D::Error> {
+    de.deserialize_any(Integer {
+        check: Ok,
+        example: "85",
+    })
+    .map(Some)
+}
+
+/// `safety.pace.io_pressure_percent`: a percent, checked by the caller.
+pub(super) fn percent<'de, D: Deserializer<'de>>(de: D) -> Result<Option<f64>, D::Error> {
+    de.deserialize_any(Real { example: "10" }).map(Some)
 }
 
 /// Checks a string value inside the deserializer (see [`Parsed`]).
@@ -669,6 +909,30 @@ pub(super) fn kubelet_config_path<'de, D: Deserializer<'de>>(
                     self.0
                 )))
             }
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<PathBuf, E> {
+            Err(E::custom(format!(
+                "{v} is not a path (write the absolute path of kubelet's configuration, or true \
+                 for {})",
+                self.0
+            )))
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<PathBuf, E> {
+            Err(E::custom(format!(
+                "{v} is not a path (write the absolute path of kubelet's configuration, or true \
+                 for {})",
+                self.0
+            )))
+        }
+
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<PathBuf, E> {
+            Err(E::custom(format!(
+                "{v} is not a path (write the absolute path of kubelet's configuration, or true \
+                 for {})",
+                self.0
+            )))
         }
 
         fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PathBuf, E> {

@@ -34,7 +34,7 @@ const FILES: &[File] = &[
     ),
     (
         "bad-duration.yaml",
-        "invalid duration '1.5h'",
+        "images.min_age: 1.5h is not a duration (use 1h30m)",
         Some((2, 12)),
     ),
     ("bad-glob.yaml", "invalid glob 'app['", Some((2, 10))),
@@ -65,7 +65,7 @@ const FILES: &[File] = &[
     ),
     (
         "concurrency-huge.yaml",
-        "safety.concurrency: invalid type",
+        "safety.concurrency: concurrency 99999999999999999999999 is out of range",
         Some((2, 16)),
     ),
     (
@@ -167,20 +167,41 @@ const FILES: &[File] = &[
     ("lock-file-tilde.yaml", "does not expand", Some((1, 12))),
     (
         "max-deletions-negative.yaml",
-        "safety.max_deletions: invalid type",
+        "safety.max_deletions: -5 is negative (write e.g. 1000)",
         Some((2, 18)),
     ),
     (
         "never-fires-april-31.yaml",
-        "schedule '0 5 31 4 *' never fires",
+        "schedule: \"0 5 31 4 *\": day-of-month 31 never occurs in April",
         Some((1, 11)),
     ),
     (
         "never-fires.yaml",
-        "schedule '0 5 30 2 *' never fires",
+        "schedule: \"0 5 30 2 *\": day-of-month 30 never occurs in February",
         Some((1, 11)),
     ),
     ("not-utf8.yaml", "byte 0xe9 is not UTF-8", Some((3, 14))),
+    (
+        "schedule-minute-61.yaml",
+        "schedule: \"61 5 * * 4\": minute 61 is out of range (0-59)",
+        Some((2, 11)),
+    ),
+    (
+        "duration-bare-number.yaml",
+        "containers.min_age: 10 is not a duration (use 10s, 10m, 10h)",
+        Some((2, 12)),
+    ),
+    (
+        "max-deletions-text.yaml",
+        "safety.max_deletions: 10s is not a whole number (write e.g. 1000)",
+        Some((2, 18)),
+    ),
+    (
+        "kind-typo.yaml",
+        "runtime.kind: unknown variant `dokcer`, expected one of `auto`, `docker`, \
+         `containerd`, `cri` (did you mean `docker`?)",
+        Some((2, 9)),
+    ),
     (
         "report-relative.yaml",
         "report.json_path: path 'reports/last.json' is not absolute",
@@ -189,22 +210,23 @@ const FILES: &[File] = &[
     ("runtime-empty.yaml", "runtime has no value", Some((1, 8))),
     (
         "schedule-em-space.yaml",
-        "invalid schedule '0 5\\u{2003}* * 4': U+2003 is not a plain space",
+        "schedule: \"0 5\\u{2003}* * 4\": U+2003 is not a plain space",
         Some((2, 11)),
     ),
     (
         "schedule-garbage.yaml",
-        "invalid schedule 'every thursday'",
+        "schedule: \"every thursday\": write 5 fields (minute hour day-of-month month \
+         day-of-week), or 6 with seconds first; got 2",
         Some((1, 11)),
     ),
     (
         "schedule-nbsp.yaml",
-        "invalid schedule '0\\u{a0}5 * * 4': U+00A0 is not a plain space",
+        "schedule: \"0\\u{a0}5 * * 4\": U+00A0 is not a plain space",
         Some((1, 11)),
     ),
     (
         "schedule-trailing-comma.yaml",
-        "invalid schedule '1, 5 * * *': the field '1,' has an empty list entry",
+        "schedule: \"1, 5 * * *\": minute 1, has an empty list entry",
         Some((1, 11)),
     ),
     ("tab-indent.yaml", "not valid YAML", Some((2, 2))),
@@ -241,7 +263,12 @@ const FILES: &[File] = &[
     ("two-documents.yaml", "a second YAML document", Some((2, 1))),
     ("unclosed-flow.yaml", "not valid YAML", Some((2, 1))),
     ("unknown-alias.yaml", "unknown anchor", Some((2, 9))),
-    ("unknown-key.yaml", "unknown field `kep`", Some((2, 3))),
+    (
+        "unknown-key.yaml",
+        "unknown field `kep`, expected one of `enabled`, `mode`, `min_age`, `keep`, \
+         `keep_recent`, `disk` (did you mean `keep`?)",
+        Some((2, 3)),
+    ),
     (
         "unknown-key-first-line.yaml",
         "unknown field `bogus`",
@@ -259,12 +286,12 @@ const FILES: &[File] = &[
     ),
     (
         "version-negative.yaml",
-        "version: invalid type: integer `-1`",
+        "version: -1 is negative",
         Some((1, 10)),
     ),
     (
         "wrong-type.yaml",
-        "containers.enabled: invalid type",
+        "containers.enabled: maybe is not a boolean (write true or false)",
         Some((2, 12)),
     ),
 ];

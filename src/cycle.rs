@@ -21,7 +21,6 @@ use crate::execute::{Outcome, Pacer, execute};
 use crate::history::{self, Found, History};
 use crate::inventory::{Image, Inventory, RuntimeKind};
 use crate::output::Chain;
-
 use crate::plan::{Plan, plan};
 use crate::policy::Policy;
 use crate::report::{

@@ -2,7 +2,7 @@
 # the same files as scripts/image.sh's offline build: this Dockerfile runs
 # that script to assemble them. It is not built in this repository's CI:
 # building needs the Rust image from a registry, and none is reachable
-# there (scripts/image.sh builds the image offline; README.md, "The
+# there (scripts/image.sh builds the image offline; docs/install.md, "The
 # container image").
 #
 #   docker build -t <registry>/safeprune:<tag> .

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's "What it looks like under disk pressure": a private dockerd
+# docs/policy.md's "What it looks like under disk pressure": a private dockerd
 # on a 160 MiB loop-mounted ext4, seven 16 MiB images, safeprune daemon
 # watching while four of them run (and go) and two keep running, then
 # `plan`, `explain` and `run` on images.disk 90/85 with keep_recent 2.

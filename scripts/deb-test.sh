@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2317 # cleanup, ns_main and inner_* run via trap, bash -c and the written inner script
-# The Debian package, end to end (README.md, "The Debian package"). It builds
+# The Debian package, end to end (docs/install.md, "The Debian package"). It builds
 # target/debian/safeprune_<version>-1_<arch>.deb with `cargo deb --locked`,
 # lints it with lintian (any error fails), then installs it in a fresh
 # Debian 12 root (debootstrap --variant=minbase bookworm, with man-db,

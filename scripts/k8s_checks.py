@@ -20,7 +20,7 @@ STATE_DIR = "/var/lib/safeprune"
 # (where kubeadm writes kubelet's configuration).
 KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
 # The securityContexts, exactly: any other key or value loosens them (or
-# changes a choice README.md documents, such as root).
+# changes a choice docs/install.md documents, such as root).
 POD_SECURITY = {"seccompProfile": {"type": "RuntimeDefault"}}
 CONTAINER_SECURITY = {
     "runAsUser": 0,

@@ -51,7 +51,7 @@ from packaging.version import Version
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy" / "kubernetes"
-# README's overlay that acts before kubelet's image GC, as an example: a
+# docs/policy.md's overlay that acts before kubelet's image GC, as an example: a
 # variant, checked as the others are.
 KUBELET_IMAGE_GC = "kubelet-image-gc"
 VARIANTS = {
@@ -72,7 +72,7 @@ POLICY_CHANGES = {
 PODMONITOR = DEPLOY / "examples" / "podmonitor.yaml"
 PROMETHEUSRULE = DEPLOY / "examples" / "prometheusrule.yaml"
 RULES = REPO / "deploy" / "prometheus" / "rules.yaml"
-# README's overlay that takes the image from a registry, as an example.
+# docs/install.md's overlay that takes the image from a registry, as an example.
 REGISTRY = DEPLOY / "examples" / "registry"
 REGISTRY_IMAGE = "registry.example.com/safeprune:0.1.0"
 OLDEST = Version("1.31")

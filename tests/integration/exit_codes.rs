@@ -1,16 +1,18 @@
 //! The exit codes are a contract (docs/design.md, "Exit codes"): the tables
-//! of docs/design.md and README.md list exactly the codes of
-//! `exit_codes::ALL`, which the binary and the man page are made from.
+//! of docs/design.md, docs/reference.md and README.md list exactly the codes
+//! of `exit_codes::ALL`, which the binary and the man page are made from.
 
 use std::fs;
 
 use safeprune::exit_codes;
 
-/// The rows of the Markdown table under `### heading`: the cells of each.
+/// The rows of the Markdown table under the heading (`## heading` or
+/// `### heading`): the cells of each.
 fn table(doc: &str, heading: &str) -> Vec<Vec<String>> {
     let text = fs::read_to_string(doc).unwrap_or_else(|e| panic!("{doc}: {e}"));
-    let start = text
-        .find(&format!("\n### {heading}\n"))
+    let start = ["##", "###"]
+        .iter()
+        .find_map(|level| text.find(&format!("\n{level} {heading}\n")))
         .unwrap_or_else(|| panic!("{doc} has no {heading}"));
     text[start..]
         .lines()
@@ -37,10 +39,12 @@ fn the_documented_exit_codes_are_the_table_of_exit_codes() {
         .map(|row| (row[0].clone(), row[1].clone()))
         .collect();
     assert_eq!(design, expected, "docs/design.md");
-    let readme: Vec<String> = table("README.md", "Exit codes")
-        .into_iter()
-        .map(|row| row[0].clone())
-        .collect();
     let codes: Vec<String> = expected.into_iter().map(|(code, _)| code).collect();
-    assert_eq!(readme, codes, "README.md");
+    for doc in ["README.md", "docs/reference.md"] {
+        let listed: Vec<String> = table(doc, "Exit codes")
+            .into_iter()
+            .map(|row| row[0].clone())
+            .collect();
+        assert_eq!(listed, codes, "{doc}");
+    }
 }

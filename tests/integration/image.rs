@@ -1,8 +1,8 @@
-//! The container image `scripts/image.sh` builds offline (README.md, "The
-//! container image"), from the binary under test: it holds the binary, the
+//! The container image `scripts/image.sh` builds offline (docs/install.md,
+//! "The container image"), from the binary under test: it holds the binary, the
 //! libraries the loader needs and root's passwd and group entries, nothing
 //! else; it builds the same bytes twice; and both engines import it as the
-//! README says and run it as the Kubernetes pod does, read-only and with no
+//! docs/install.md says and run it as the Kubernetes pod does, read-only and with no
 //! capability. The images lie in the tests' private engines alone. Docker
 //! runs it on 20.10 and on 29 with each image store (`docker_tests!`),
 //! containerd on 1.6 and 2.3 (`containerd_tests!`).
@@ -204,7 +204,7 @@ async fn docker_imports_the_rootfs_and_runs_it_read_only_with_no_capability(
         return;
     };
     let image = BuiltImage::build();
-    // README.md's command.
+    // docs/install.md's command.
     let import = dockerd
         .cli()
         .args([
@@ -285,7 +285,7 @@ async fn containerd_imports_the_oci_archive_under_its_name_for_cri(version: Cont
     };
     let image = BuiltImage::build();
     let archive = image.oci_tar().to_string_lossy().into_owned();
-    // README.md's command.
+    // docs/install.md's command.
     containerd.ctr_ok(CRI_NAMESPACE, &["images", "import", &archive]);
     assert!(
         containerd

@@ -4,7 +4,7 @@
 //!
 //! Most start private engines of their own (`util`); those that need none
 //! make the fast tier of `cargo nextest run --profile fast`
-//! (`.config/nextest.toml`, README.md "Tests").
+//! (`.config/nextest.toml`, CONTRIBUTING.md "Tests").
 
 mod util;
 
@@ -24,6 +24,7 @@ mod disk_pressure;
 mod docker28;
 mod docker_adapter;
 mod docker_node;
+mod docs;
 mod engine_faults;
 mod exit_codes;
 mod hostile_policies;

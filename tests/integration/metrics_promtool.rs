@@ -241,7 +241,7 @@ fn promtool_passes_the_metrics_of_a_run_without_a_lint_problem() {
     assert!(report.summary.failed == 1 && report.summary.skipped == 1);
     let text = render_metrics(&report, Duration::from_millis(3_456), false);
     // The planner kept what a Kubernetes node needs kept: the figures the
-    // alerts of README.md watch are really there.
+    // alerts of docs/operations.md watch are really there.
     for line in [
         r#"safeprune_last_run_kept_objects{kind="container",rule="protected_label"} 1"#,
         r#"safeprune_last_run_kept_objects{kind="container",rule="live_pod_sandbox"} 1"#,

@@ -128,7 +128,7 @@ fn both_services_share_one_sandbox() {
     };
     let oneshot = sandbox("safeprune.service");
     assert_eq!(oneshot, sandbox("safeprune-daemon.service"));
-    // The sandbox is there at all: the properties README.md names.
+    // The sandbox is there at all: the properties docs/operations.md names.
     for key in [
         "ProtectSystem",
         "CapabilityBoundingSet",
@@ -153,7 +153,7 @@ fn the_timer_fires_on_the_default_policy_schedule() {
         .expect("config/policy.yaml sets schedule");
     let timer = settings("safeprune.timer", "Timer");
     // One pair, kept by hand: change the default schedule and this timer
-    // (and README.md's cron line) together.
+    // (and the cron lines of README.md and docs/operations.md) together.
     assert_eq!(
         (schedule, value(&timer, "OnCalendar")),
         ("0 5 * * 4", "Thu *-*-* 05:00:00")

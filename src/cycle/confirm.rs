@@ -7,7 +7,7 @@ use crate::error::AppError;
 use crate::inventory::Kind;
 use crate::output::eprint_lossy;
 use crate::plan::Plan;
-use crate::report::human_bytes;
+use crate::report::{human_bytes, plural};
 use crate::shutdown::Shutdown;
 
 /// Asks on stderr whether to remove what `plan` deletes, and reads the
@@ -60,7 +60,7 @@ pub fn summary(plan: &Plan) -> String {
         .iter()
         .map(|kind| (kind, plan.deletions().filter(|d| d.kind == *kind).count()))
         .filter(|(_, n)| *n > 0)
-        .map(|(kind, n)| counted(*kind, n))
+        .map(|(kind, n)| plural(*kind, n))
         .collect();
     let kept = plan.decisions.len() - plan.deletion_count();
     format!(
@@ -80,17 +80,6 @@ pub fn question(plan: &Plan) -> String {
         if n == 1 { "object" } else { "objects" },
         human_bytes(plan.reclaimable_bytes())
     )
-}
-
-fn counted(kind: Kind, n: usize) -> String {
-    let noun = match kind {
-        Kind::Container => "container",
-        Kind::Image => "image",
-        Kind::Volume => "volume",
-        Kind::Network => "network",
-        Kind::BuildCache => "build cache record",
-    };
-    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
 
 #[cfg(test)]

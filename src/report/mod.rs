@@ -21,7 +21,7 @@ use crate::plan::{Action, Decision, Plan, Rule};
 
 pub use files::{AuditLog, read_bounded, write_atomically};
 pub use metrics::{RunFacts, last_success_in, render_metrics, render_run_metrics};
-pub use table::{human_bytes, render_table, render_table_fitted};
+pub use table::{human_bytes, plural, render_table, render_table_fitted};
 
 /// Counts by kind, in the JSON's fixed shape; a kind the runtime does not
 /// have (volumes on containerd) is `null`, not zero.

@@ -35,7 +35,9 @@ fn size(bytes: Option<u64>) -> String {
     bytes.map_or_else(|| "-".to_owned(), human_bytes)
 }
 
-fn plural(kind: Kind, n: usize) -> String {
+/// `n` objects of `kind`, counted in words: `1 image`, `3 build cache records`.
+#[must_use]
+pub fn plural(kind: Kind, n: usize) -> String {
     let noun = match kind {
         Kind::Container => "container",
         Kind::Image => "image",

@@ -647,10 +647,7 @@ fn color_auto_colours_a_terminal_unless_no_color_is_set() {
             env!("CARGO_BIN_EXE_safeprune"),
             cli.policy_path().display()
         );
-        let mut cmd = std::process::Command::new("script");
-        cmd.args(["-qec", &line, "/dev/null"])
-            .env_remove("SAFEPRUNE_CONFIG")
-            .env_remove("RUST_LOG");
+        let mut cmd = crate::util::pty::script(&line);
         match no_color {
             Some(value) => cmd.env("NO_COLOR", value),
             None => cmd.env_remove("NO_COLOR"),

@@ -183,12 +183,7 @@ fn on_a_terminal(cli: &Cli, columns: u16, args: &str) -> String {
         env!("CARGO_BIN_EXE_safeprune"),
         cli.policy_path().display()
     );
-    let out = std::process::Command::new("script")
-        .args(["-qefc", &line, "/dev/null"])
-        .env_remove("SAFEPRUNE_CONFIG")
-        .env_remove("SAFEPRUNE_NODE_NAME")
-        .env_remove("RUST_LOG")
-        .env_remove("COLUMNS")
+    let out = crate::util::pty::script(&line)
         .output()
         .expect("script runs (bsdutils; scripts/deps.sh installs it)");
     let shown = String::from_utf8_lossy(&out.stdout).replace('\r', "");

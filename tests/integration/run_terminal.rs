@@ -6,6 +6,7 @@
 //! pseudo-terminal, the answer typed on it; the engine a private dockerd.
 
 use crate::util;
+use crate::util::pty;
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -56,11 +57,7 @@ fn on_a_terminal(cli: &Cli, args: &str, typed: &str) -> (Option<i32>, String) {
         env!("CARGO_BIN_EXE_safeprune"),
         cli.policy_path().display()
     );
-    let mut child = Command::new("script")
-        .args(["-qefc", &line, "/dev/null"])
-        .env_remove("SAFEPRUNE_CONFIG")
-        .env_remove("SAFEPRUNE_NODE_NAME")
-        .env_remove("RUST_LOG")
+    let mut child = pty::script(&line)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -89,11 +86,7 @@ fn interrupted_at_the_question(cli: &Cli) -> (Option<i32>, String) {
         env!("CARGO_BIN_EXE_safeprune"),
         cli.policy_path().display()
     );
-    let mut child = Command::new("script")
-        .args(["-qefc", &line, "/dev/null"])
-        .env_remove("SAFEPRUNE_CONFIG")
-        .env_remove("SAFEPRUNE_NODE_NAME")
-        .env_remove("RUST_LOG")
+    let mut child = pty::script(&line)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

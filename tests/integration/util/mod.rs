@@ -62,6 +62,7 @@ pub mod kubelet;
 pub mod node;
 pub mod oci;
 pub mod pod;
+pub mod pty;
 
 use std::collections::HashMap;
 use std::ffi::OsString;

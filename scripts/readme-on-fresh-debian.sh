@@ -14,7 +14,7 @@
 #                table headed "safeprune plan on ... (docker)"
 #   install      "## Install", first sh block: must exit 0 and leave
 #                safeprune at /usr/local/bin/safeprune
-#   containerd   "## On containerd nodes", first sh block, on a simulated
+#   containerd   "## On containerd and CRI-O nodes", first sh block, on a simulated
 #                containerd node (the quick start's dockerd stopped, Debian's
 #                containerd started on /run/containerd/containerd.sock): must
 #                exit 0, with "safeprune plan/run on ... (containerd)"
@@ -358,7 +358,7 @@ work=$root/.readme-test
 mkdir -p "$work/blocks" "$work/logs"
 readme_block "$root/src/safeprune/README.md" "Quick start" 1 >"$work/blocks/quickstart.sh"
 readme_block "$root/src/safeprune/README.md" "Install" 1 >"$work/blocks/install.sh"
-readme_block "$root/src/safeprune/README.md" "On containerd nodes" 1 >"$work/blocks/containerd.sh"
+readme_block "$root/src/safeprune/README.md" "On containerd and CRI-O nodes" 1 >"$work/blocks/containerd.sh"
 readme_block "$root/src/safeprune/README.md" "Quick start" 2 >"$work/blocks/tests.sh"
 for b in $blocks; do
   [ -s "$work/blocks/$b.sh" ] || die "README.md has no sh block for $b"

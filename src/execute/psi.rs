@@ -9,6 +9,10 @@
 //! run read 22 times saw 8.6%). [`PsiWindow`] reads `total` (microseconds
 //! in which some task waited on I/O, since boot) and gives the share of
 //! the time since its last reading that was stalled.
+//!
+//! Whose pressure: [`Signal`] finds the workloads' (the pods' cgroup,
+//! which counts only the waits of tasks in pods), and falls back on the
+//! node's, saying why (issue 38).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -101,6 +105,108 @@ impl PsiSource {
         match (some_total(&text), some_avg10(&text)) {
             (Some(total), Some(avg10)) => Ok((total, avg10)),
             _ => Err("no `some avg10=... total=` figures in it".to_owned()),
+        }
+    }
+}
+
+/// The cgroup v2 mount points under a node's root: the unified hierarchy
+/// itself, or on a hybrid host (v1 controllers, v2 beside them) its
+/// `unified` directory.
+const CGROUP2_MOUNTS: [&str; 2] = ["sys/fs/cgroup", "sys/fs/cgroup/unified"];
+
+/// The cgroup kubelet puts every pod under, at the root of the hierarchy:
+/// `kubepods.slice` with the systemd cgroup driver, `kubepods` with the
+/// cgroupfs driver.
+const PODS_CGROUPS: [&str; 2] = ["kubepods.slice", "kubepods"];
+
+/// Whose I/O stall the pacer reads: the workloads' (the pods' cgroup), or
+/// where there is none, the node's.
+///
+/// The node's pressure (`/proc/pressure/io`) also counts the waits of
+/// dockerd and containerd on the very deletions being paced, and whatever
+/// the node stalls on by itself: a limit on it limits the removals by
+/// what the workloads may never feel (issue 38). The pods' cgroup counts
+/// only the waits of tasks in pods, which is what pacing is for.
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "issue 38: the next slice reads it in the pacer")
+)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signal {
+    /// The pods' cgroup's `io.pressure`: configured, or kubelet's found.
+    Workloads(PsiSource),
+    /// No pods' cgroup found: the node's pressure, and what was tried
+    /// for the pods' (each path with its error).
+    Node(PsiSource, String),
+}
+
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "issue 38: the next slice reads it in the pacer")
+)]
+impl Signal {
+    /// Whose stall to read under `root` (`/` on a node): the `io.pressure`
+    /// of `configured` (an absolute cgroup directory, taken under `root`)
+    /// when given; else of kubelet's pods' cgroup (`kubepods.slice`, then
+    /// `kubepods`) under the cgroup v2 mount (`/sys/fs/cgroup`, then a
+    /// hybrid host's `/sys/fs/cgroup/unified`); else the node's, as
+    /// [`PsiSource::find`] finds it.
+    ///
+    /// # Errors
+    /// When `configured` is given and its `io.pressure` cannot be read (a
+    /// path written in the policy that does not work is not silently
+    /// replaced by another signal), or when nothing could be read: each
+    /// tried path with its error.
+    pub fn find(root: &Path, configured: Option<&Path>) -> Result<Self, String> {
+        if let Some(dir) = configured {
+            let Ok(relative) = dir.strip_prefix("/") else {
+                return Err(format!("{}: not an absolute path", dir.display()));
+            };
+            let source = PsiSource {
+                path: root.join(relative).join("io.pressure"),
+            };
+            return match source.stalled() {
+                Ok(_) => Ok(Self::Workloads(source)),
+                Err(e) => Err(format!("{}: {e}", source.path.display())),
+            };
+        }
+        let mut tried = Vec::new();
+        for mount in CGROUP2_MOUNTS {
+            for pods in PODS_CGROUPS {
+                let source = PsiSource {
+                    path: root.join(mount).join(pods).join("io.pressure"),
+                };
+                match source.stalled() {
+                    Ok(_) => return Ok(Self::Workloads(source)),
+                    Err(e) => tried.push(format!("{}: {e}", source.path.display())),
+                }
+            }
+        }
+        let tried = tried.join("; ");
+        match PsiSource::find(root) {
+            Ok(node) => Ok(Self::Node(node, tried)),
+            Err(node_tried) => Err(format!("{tried}; {node_tried}")),
+        }
+    }
+
+    /// The file read.
+    #[must_use]
+    pub fn source(&self) -> &PsiSource {
+        match self {
+            Self::Workloads(source) | Self::Node(source, _) => source,
+        }
+    }
+
+    /// What a run says once when it paces by the node's pressure: why
+    /// not the workloads'. `None` for the workloads'.
+    #[must_use]
+    pub fn fallback_note(&self) -> Option<String> {
+        match self {
+            Self::Workloads(_) => None,
+            Self::Node(source, tried) => Some(format!(
+                "no pods' cgroup found (tried {tried}): pacing by the node's pressure ({})",
+                source.path().display()
+            )),
         }
     }
 }
@@ -310,6 +416,114 @@ mod tests {
         assert!(
             tried.contains("sys/fs/cgroup/io.pressure: no `some avg10=... total=`"),
             "{tried}"
+        );
+    }
+
+    /// The workloads' signal found under `root`, or what it fell back on.
+    fn workloads(root: &Path, configured: Option<&Path>) -> PathBuf {
+        match Signal::find(root, configured).unwrap() {
+            Signal::Workloads(source) => source.path().to_owned(),
+            other => panic!("not the workloads': {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_pods_cgroup_of_either_kubelet_driver_on_v2_or_hybrid() {
+        for mount in CGROUP2_MOUNTS {
+            for pods in PODS_CGROUPS {
+                let root = tempfile::tempdir().unwrap();
+                // The node's pressure is there too: the pods' comes first.
+                write(root.path(), "proc/pressure/io", PSI);
+                let file = format!("{mount}/{pods}/io.pressure");
+                write(root.path(), &file, PSI);
+                assert_eq!(
+                    workloads(root.path(), None),
+                    root.path().join(&file),
+                    "{file}"
+                );
+            }
+        }
+        // With both drivers' cgroups (a node that changed driver), the
+        // systemd driver's: kubelet's default on systemd hosts.
+        let root = tempfile::tempdir().unwrap();
+        write(root.path(), "sys/fs/cgroup/kubepods/io.pressure", PSI);
+        write(root.path(), "sys/fs/cgroup/kubepods.slice/io.pressure", PSI);
+        assert_eq!(
+            workloads(root.path(), None),
+            root.path().join("sys/fs/cgroup/kubepods.slice/io.pressure")
+        );
+    }
+
+    #[test]
+    fn a_configured_cgroup_comes_first() {
+        let root = tempfile::tempdir().unwrap();
+        write(root.path(), "sys/fs/cgroup/kubepods.slice/io.pressure", PSI);
+        write(root.path(), "sys/fs/cgroup/pods.slice/io.pressure", PSI);
+        assert_eq!(
+            workloads(root.path(), Some(Path::new("/sys/fs/cgroup/pods.slice"))),
+            root.path().join("sys/fs/cgroup/pods.slice/io.pressure")
+        );
+    }
+
+    #[test]
+    fn a_configured_cgroup_that_cannot_be_read_is_an_error_not_a_fallback() {
+        let root = tempfile::tempdir().unwrap();
+        write(root.path(), "proc/pressure/io", PSI);
+        write(root.path(), "sys/fs/cgroup/kubepods.slice/io.pressure", PSI);
+        let e =
+            Signal::find(root.path(), Some(Path::new("/sys/fs/cgroup/typo.slice"))).unwrap_err();
+        assert!(
+            e.contains("sys/fs/cgroup/typo.slice/io.pressure: No such file"),
+            "{e}"
+        );
+        write(
+            root.path(),
+            "sys/fs/cgroup/junk.slice/io.pressure",
+            "junk\n",
+        );
+        let e =
+            Signal::find(root.path(), Some(Path::new("/sys/fs/cgroup/junk.slice"))).unwrap_err();
+        assert!(e.contains("junk.slice/io.pressure: no `some"), "{e}");
+        let e =
+            Signal::find(root.path(), Some(Path::new("sys/fs/cgroup/kubepods.slice"))).unwrap_err();
+        assert!(e.contains("not an absolute path"), "{e}");
+    }
+
+    #[test]
+    fn without_a_pods_cgroup_the_nodes_pressure_and_what_was_tried() {
+        let root = tempfile::tempdir().unwrap();
+        write(root.path(), "proc/pressure/io", PSI);
+        let signal = Signal::find(root.path(), None).unwrap();
+        let Signal::Node(source, tried) = &signal else {
+            panic!("not the node's: {signal:?}");
+        };
+        assert_eq!(source.path(), root.path().join("proc/pressure/io"));
+        assert_eq!(signal.source(), source);
+        for tried_path in [
+            "sys/fs/cgroup/kubepods.slice/io.pressure",
+            "sys/fs/cgroup/kubepods/io.pressure",
+            "sys/fs/cgroup/unified/kubepods.slice/io.pressure",
+            "sys/fs/cgroup/unified/kubepods/io.pressure",
+        ] {
+            assert!(tried.contains(tried_path), "{tried_path} in {tried}");
+        }
+        let note = signal.fallback_note().unwrap();
+        assert!(
+            note.starts_with("no pods' cgroup found (tried ")
+                && note.contains("kubepods.slice/io.pressure: No such file")
+                && note.ends_with(&format!(
+                    "): pacing by the node's pressure ({})",
+                    root.path().join("proc/pressure/io").display()
+                )),
+            "{note}"
+        );
+        assert_eq!(Signal::Workloads(source.clone()).fallback_note(), None);
+        // Nothing at all: every path tried, the node's too.
+        let bare = tempfile::tempdir().unwrap();
+        let e = Signal::find(bare.path(), None).unwrap_err();
+        assert!(
+            e.contains("unified/kubepods/io.pressure") && e.contains("proc/pressure/io"),
+            "{e}"
         );
     }
 

@@ -1,0 +1,350 @@
+//! The stall budget: how much I/O stall the removals may add to what the
+//! workloads feel, and so when a removal may start and how many may be in
+//! flight (issue 38).
+//!
+//! A threshold on the pressure itself (what [`super::pace`] did first)
+//! includes whatever the workloads stall on by themselves, which drifts by
+//! tenths of a point within minutes: a threshold close above it crawls, a
+//! wider one lets the removals add several times the stall it was meant
+//! for. The systems that protect latency bound the *added* delay over a
+//! base they measure (LEDBAT, BBR; Linux `io.latency` protects a victim
+//! relative to its own baseline), charge work when it is issued (Linux
+//! `io.cost`), sum stall over short intervals against a small target
+//! (senpai), back off fast and probe slowly. So:
+//!
+//! - The allowance grows by `target × elapsed` and is spent by the stall
+//!   above the baseline in each observed window, `max(0, stalled −
+//!   baseline × window)`. It holds at most [`BANK`] of the target: quiet
+//!   time before or between removals cannot be banked for a burst of them.
+//! - A removal starts only while the allowance, less what the removals in
+//!   flight are expected to cost, is not negative, and while the last
+//!   window's share is not above the ceiling (the policy's absolute
+//!   `io_pressure_percent`), whatever the baseline.
+//! - What a removal costs is learned per kind: each observed window's stall
+//!   above baseline is shared among the removals in flight during it, and a
+//!   removal's total, once it has finished, moves its kind's cost by
+//!   [`LEARNING`]. A removal is charged its kind's cost when it starts; as
+//!   windows come, its measured stall replaces the charge, and what was
+//!   charged beyond it is refunded when it has finished (a removal that
+//!   stalls more than its charge is charged the difference as measured).
+//! - Concurrency starts at one, rises by one after each window with
+//!   removals in it where the budget held, and halves after one that ended
+//!   in deficit, within `1..=max`. A window without removals says nothing
+//!   of how they weigh and changes nothing.
+//!
+//! The budget holds no clock: every call takes the time it happens at, so
+//! that its tests pass the times (see STYLE.md, "A pure core").
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::inventory::Kind;
+
+/// How much of the target the allowance may hold, as the time it takes to
+/// grow it: "the removals may add at most the target over any few
+/// seconds". More would let a long quiet spell (the baseline's measuring,
+/// a slow re-check) pay for a burst of removals all at once, the very
+/// stall the budget is there to spread.
+pub const BANK: Duration = Duration::from_secs(2);
+
+/// How far a removal's measured stall moves its kind's cost: a few
+/// removals' weight, so that the cost follows a kind whose objects get
+/// dearer (images with more layers) and one odd removal does not swing it.
+pub const LEARNING: f64 = 0.3;
+
+/// What the policy asks of the budget.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// The share of wall time (0 to 1: 0.005 is 0.5%) the removals may add
+    /// to the time some workload task waits on I/O, above the baseline.
+    /// Above 0.
+    pub target: f64,
+    /// The share of a window stalled (0 to 1) above which no removal
+    /// starts, whatever the baseline: `io_pressure_percent / 100`.
+    pub ceiling: f64,
+    /// The most removals in flight: the policy's concurrency.
+    pub max: usize,
+}
+
+/// Whether a removal may start now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// One may start now (then ask again before the next).
+    Start,
+    /// As many are in flight as the concurrency allows: one must finish.
+    Full,
+    /// The budget is in deficit: it is paid back after this long, if
+    /// nothing more stalls (observe in the meantime; a removal in flight
+    /// that costs less than charged pays it back sooner).
+    PayBack(Duration),
+    /// The last window's share was above the ceiling: wait for a window
+    /// under it.
+    Ceiling,
+}
+
+/// One removal started, to say when it has finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket(u64);
+
+/// How a run was held, for its report.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Accounts {
+    /// Time between a verdict that held a removal back (a deficit, the
+    /// ceiling) and the next that did not.
+    pub waited: Duration,
+    /// The stall above baseline observed, in all: what the removals added
+    /// (and what the workloads stalled on beyond their baseline meanwhile).
+    pub added_stall: Duration,
+    /// Windows observed.
+    pub windows: u64,
+    /// The fewest removals in flight the concurrency came down to.
+    pub lowest_concurrency: usize,
+}
+
+/// A removal started and not yet accounted for.
+#[derive(Debug, Clone, Copy)]
+struct Flight {
+    ticket: Ticket,
+    kind: Kind,
+    /// What it was charged when it started, seconds of stall.
+    charged: f64,
+    /// Its share of the stall above baseline of the windows it was in
+    /// flight during, seconds.
+    stall: f64,
+    /// It has finished; its last window is observed next.
+    finished: bool,
+}
+
+impl Flight {
+    /// What of its charge its measured stall has not yet replaced.
+    fn reserved(&self) -> f64 {
+        (self.charged - self.stall).max(0.0)
+    }
+}
+
+/// The budget (see the module).
+#[derive(Debug, Clone)]
+pub struct Budget {
+    limits: Limits,
+    /// The workloads' own stalled share, 0 to 1.
+    baseline: f64,
+    /// Seconds of added stall allowed, credited by time and debited by the
+    /// stall measured above baseline, charges aside. Negative: a deficit.
+    measured: f64,
+    /// Until when time is credited.
+    credited_at: Instant,
+    /// When the last window ended.
+    observed_at: Instant,
+    /// The last window's stalled share (at first the baseline's).
+    last_share: f64,
+    flights: Vec<Flight>,
+    next_ticket: u64,
+    /// Each kind's learned stall above baseline per removal, seconds.
+    costs: BTreeMap<Kind, f64>,
+    concurrency: usize,
+    /// Since when a verdict has held removals back.
+    held_since: Option<Instant>,
+    accounts: Accounts,
+}
+
+impl Budget {
+    /// A budget under `limits` over the workloads' `baseline` share (0 to
+    /// 1), its first window beginning `now`, one removal in flight at most.
+    #[must_use]
+    pub fn new(limits: Limits, baseline: f64, now: Instant) -> Self {
+        let limits = Limits {
+            max: limits.max.max(1),
+            ..limits
+        };
+        Self {
+            limits,
+            baseline,
+            measured: 0.0,
+            credited_at: now,
+            observed_at: now,
+            last_share: baseline,
+            flights: Vec::new(),
+            next_ticket: 0,
+            costs: BTreeMap::new(),
+            concurrency: 1,
+            held_since: None,
+            accounts: Accounts {
+                lowest_concurrency: 1,
+                ..Accounts::default()
+            },
+        }
+    }
+
+    /// The baseline measured again (after removals paused).
+    pub fn set_baseline(&mut self, baseline: f64) {
+        self.baseline = baseline;
+    }
+
+    /// The workloads' own stalled share, 0 to 1.
+    #[must_use]
+    pub fn baseline(&self) -> f64 {
+        self.baseline
+    }
+
+    /// The most removals in flight now.
+    #[must_use]
+    pub fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    /// Removals started and not finished.
+    #[must_use]
+    pub fn in_flight(&self) -> usize {
+        self.flights.iter().filter(|f| !f.finished).count()
+    }
+
+    /// A kind's learned cost: stall above baseline per removal; `None`
+    /// before one of its removals was observed.
+    #[must_use]
+    pub fn cost(&self, kind: Kind) -> Option<Duration> {
+        self.costs
+            .get(&kind)
+            .map(|secs| Duration::from_secs_f64(secs.max(0.0)))
+    }
+
+    /// The allowance at `now`, seconds of added stall: what time has
+    /// credited, less the stall measured and what the removals in flight
+    /// are still charged. Negative: a deficit.
+    #[must_use]
+    pub fn allowance(&self, now: Instant) -> f64 {
+        self.credited(now) - self.reserved()
+    }
+
+    /// How the run was held so far.
+    #[must_use]
+    pub fn accounts(&self) -> Accounts {
+        self.accounts
+    }
+
+    /// Whether a removal may start at `now`.
+    pub fn gate(&mut self, now: Instant) -> Verdict {
+        self.credit(now);
+        let balance = self.measured - self.reserved();
+        let verdict = if self.last_share > self.limits.ceiling {
+            Verdict::Ceiling
+        } else if balance < 0.0 {
+            Verdict::PayBack(
+                Duration::try_from_secs_f64(-balance / self.limits.target).unwrap_or(Duration::MAX),
+            )
+        } else if self.in_flight() >= self.concurrency {
+            Verdict::Full
+        } else {
+            Verdict::Start
+        };
+        match verdict {
+            Verdict::Ceiling | Verdict::PayBack(_) => {
+                self.held_since.get_or_insert(now);
+            }
+            Verdict::Start | Verdict::Full => {
+                if let Some(since) = self.held_since.take() {
+                    self.accounts.waited += now.saturating_duration_since(since);
+                }
+            }
+        }
+        verdict
+    }
+
+    /// A removal of `kind` starts at `now`: it is charged its kind's cost
+    /// (nothing before one was learned: the first removals of a kind, at
+    /// concurrency one, are how it is learned).
+    pub fn start(&mut self, kind: Kind, now: Instant) -> Ticket {
+        self.credit(now);
+        let ticket = Ticket(self.next_ticket);
+        self.next_ticket += 1;
+        self.flights.push(Flight {
+            ticket,
+            kind,
+            charged: self.costs.get(&kind).copied().unwrap_or(0.0),
+            stall: 0.0,
+            finished: false,
+        });
+        ticket
+    }
+
+    /// The removal of `ticket` has finished (removed or refused): the
+    /// window under way is its last.
+    pub fn finish(&mut self, ticket: Ticket) {
+        if let Some(flight) = self.flights.iter_mut().find(|f| f.ticket == ticket) {
+            flight.finished = true;
+        }
+    }
+
+    /// A window ends at `now`, `stalled` of it (PSI `some total`'s growth
+    /// since the last) with some workload task waiting on I/O.
+    pub fn observe(&mut self, now: Instant, stalled: Duration) {
+        self.credit(now);
+        let window = now.saturating_duration_since(self.observed_at);
+        if window.is_zero() {
+            return;
+        }
+        self.observed_at = now;
+        let (window, stalled) = (window.as_secs_f64(), stalled.as_secs_f64());
+        let excess = (stalled - self.baseline * window).max(0.0);
+        self.measured -= excess;
+        self.last_share = (stalled / window).min(1.0);
+        self.accounts.added_stall += Duration::from_secs_f64(excess);
+        self.accounts.windows += 1;
+        if self.flights.is_empty() {
+            return;
+        }
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "removals in flight, far under 2^52"
+        )]
+        let each = excess / self.flights.len() as f64;
+        for flight in &mut self.flights {
+            flight.stall += each;
+        }
+        let (done, flying) = std::mem::take(&mut self.flights)
+            .into_iter()
+            .partition(|f| f.finished);
+        self.flights = flying;
+        for flight in done {
+            self.learn(flight.kind, flight.stall);
+        }
+        self.concurrency = if self.measured < 0.0 {
+            (self.concurrency / 2).max(1)
+        } else {
+            (self.concurrency + 1).min(self.limits.max)
+        };
+        self.accounts.lowest_concurrency = self.accounts.lowest_concurrency.min(self.concurrency);
+    }
+
+    /// A finished removal of `kind` stalled the workloads `stall` seconds
+    /// above baseline: the first sets its kind's cost, later ones move it.
+    fn learn(&mut self, kind: Kind, stall: f64) {
+        self.costs
+            .entry(kind)
+            .and_modify(|cost| *cost += LEARNING * (stall - *cost))
+            .or_insert(stall);
+    }
+
+    /// What removals in flight are still charged, seconds.
+    fn reserved(&self) -> f64 {
+        self.flights.iter().map(Flight::reserved).sum()
+    }
+
+    /// The most the allowance holds, seconds.
+    fn cap(&self) -> f64 {
+        self.limits.target * BANK.as_secs_f64()
+    }
+
+    /// [`Self::measured`] with the time until `now` credited.
+    fn credited(&self, now: Instant) -> f64 {
+        let elapsed = now.saturating_duration_since(self.credited_at);
+        (self.measured + self.limits.target * elapsed.as_secs_f64()).min(self.cap())
+    }
+
+    fn credit(&mut self, now: Instant) {
+        self.measured = self.credited(now);
+        self.credited_at = self.credited_at.max(now);
+    }
+}
+
+#[cfg(test)]
+mod tests;

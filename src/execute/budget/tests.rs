@@ -1,0 +1,269 @@
+//! The budget's law in paused time: each test passes the instants.
+
+use super::*;
+
+/// 0.5% added, a 10% ceiling, at most 4 in flight.
+const LIMITS: Limits = Limits {
+    target: 0.005,
+    ceiling: 0.10,
+    max: 4,
+};
+
+/// A window of the pacer's timer.
+const WINDOW: Duration = Duration::from_millis(250);
+
+fn ms(millis: f64) -> Duration {
+    Duration::from_secs_f64(millis / 1000.0)
+}
+
+/// `a` and `b` within a microsecond, seconds.
+fn assert_close(a: f64, b: f64) {
+    assert!((a - b).abs() < 1e-6, "{a} is not {b}");
+}
+
+/// The verdict is a pay-back within a millisecond of `expected`.
+fn assert_pays_back(verdict: Verdict, expected: Duration) {
+    let Verdict::PayBack(wait) = verdict else {
+        panic!("{verdict:?}, not a pay-back of {expected:?}");
+    };
+    assert!(
+        wait.abs_diff(expected) < Duration::from_millis(1),
+        "{wait:?}, not {expected:?}"
+    );
+}
+
+/// One removal of `kind` in a window of its own that stalls `stalled`
+/// above baseline `0`: `now` moves to the window's end.
+fn one_removal(budget: &mut Budget, now: &mut Instant, kind: Kind, stalled: Duration) {
+    let ticket = budget.start(kind, *now);
+    budget.finish(ticket);
+    *now += WINDOW;
+    budget.observe(*now, stalled);
+}
+
+#[test]
+fn the_allowance_grows_with_time_and_no_more_than_the_cap() {
+    let t0 = Instant::now();
+    let budget = Budget::new(LIMITS, 0.0, t0);
+    assert_close(budget.allowance(t0), 0.0);
+    assert_close(budget.allowance(t0 + Duration::from_secs(1)), 0.005);
+    // An hour of quiet holds what two seconds give: 10 ms of stall.
+    let cap = LIMITS.target * BANK.as_secs_f64();
+    assert_close(budget.allowance(t0 + Duration::from_secs(3600)), cap);
+    assert_close(cap, 0.010);
+    // Observed, the cap holds too, and a window's stall above it is a
+    // deficit however long the quiet before.
+    let mut budget = Budget::new(LIMITS, 0.0, t0);
+    let t1 = t0 + Duration::from_secs(3600);
+    budget.observe(t1, ms(30.0));
+    assert_close(budget.allowance(t1), -0.020);
+}
+
+#[test]
+fn a_deficit_stops_starts_until_time_pays_it_back() {
+    let t0 = Instant::now();
+    // The workloads stall 1% of the time by themselves.
+    let mut budget = Budget::new(LIMITS, 0.01, t0);
+    assert_eq!(budget.gate(t0), Verdict::Start);
+    let ticket = budget.start(Kind::Container, t0);
+    budget.finish(ticket);
+    // 60 ms stalled in a second: 10 ms the baseline's, 50 ms added.
+    // Credited 5 ms: 45 ms short, which at 0.5% takes 9 s to pay back.
+    let t1 = t0 + Duration::from_secs(1);
+    budget.observe(t1, ms(60.0));
+    assert_close(budget.allowance(t1), -0.045);
+    assert_pays_back(budget.gate(t1), ms(9000.0));
+    assert_pays_back(budget.gate(t1 + ms(8250.0)), ms(750.0));
+    let paid = t1 + ms(9001.0);
+    assert_eq!(budget.gate(paid), Verdict::Start);
+    let accounts = budget.accounts();
+    assert!(
+        accounts.waited.abs_diff(ms(9001.0)) < Duration::from_micros(10),
+        "{accounts:?}"
+    );
+    assert!(
+        accounts.added_stall.abs_diff(ms(50.0)) < Duration::from_micros(1),
+        "{accounts:?}"
+    );
+    assert_eq!(accounts.windows, 1);
+}
+
+#[test]
+fn over_the_ceiling_nothing_starts_even_with_allowance() {
+    let t0 = Instant::now();
+    // The workloads' own stall is 20%, over the 10% ceiling: a stall
+    // budget above it would let the removals add to a node in trouble.
+    let mut budget = Budget::new(LIMITS, 0.20, t0);
+    let t1 = t0 + Duration::from_secs(1);
+    assert!(budget.allowance(t1) > 0.0);
+    assert_eq!(budget.gate(t1), Verdict::Ceiling, "the baseline's share");
+    budget.observe(t1, ms(200.0));
+    assert!(budget.allowance(t1) > 0.0, "at the baseline: nothing spent");
+    assert_eq!(budget.gate(t1), Verdict::Ceiling);
+    // A window under it: removals may start again.
+    let t2 = t1 + WINDOW;
+    budget.observe(t2, ms(12.5));
+    assert_eq!(budget.gate(t2), Verdict::Start);
+    assert_eq!(budget.accounts().waited, WINDOW);
+    // At the ceiling is not above it.
+    budget.observe(t2 + WINDOW, ms(25.0));
+    assert_eq!(budget.gate(t2 + WINDOW), Verdict::Start);
+}
+
+#[test]
+fn concurrency_rises_by_one_per_good_window_and_halves_on_a_deficit() {
+    let mut now = Instant::now();
+    let mut budget = Budget::new(LIMITS, 0.0, now);
+    assert_eq!(budget.concurrency(), 1);
+    let ticket = budget.start(Kind::Image, now);
+    assert_eq!(budget.gate(now), Verdict::Full);
+    // A removal in flight and no stall: the budget held.
+    let mut rises = Vec::new();
+    for _ in 0..5 {
+        now += WINDOW;
+        budget.observe(now, Duration::ZERO);
+        rises.push(budget.concurrency());
+    }
+    assert_eq!(rises, [2, 3, 4, 4, 4], "never above max");
+    assert_eq!(budget.gate(now), Verdict::Start);
+    // Windows over budget halve it, never under one.
+    let mut falls = Vec::new();
+    for _ in 0..3 {
+        now += WINDOW;
+        budget.observe(now, ms(40.0));
+        falls.push(budget.concurrency());
+    }
+    assert_eq!(falls, [2, 1, 1]);
+    assert_eq!(budget.accounts().lowest_concurrency, 1);
+    // A window without removals in it says nothing of them: no change,
+    // however it went.
+    budget.finish(ticket);
+    now += WINDOW;
+    budget.observe(now, Duration::ZERO);
+    let after = budget.concurrency();
+    now += Duration::from_secs(10);
+    budget.observe(now, Duration::ZERO);
+    assert_eq!(budget.concurrency(), after);
+    assert_eq!(budget.in_flight(), 0);
+}
+
+#[test]
+fn learned_costs_converge_toward_the_stall_per_removal_of_a_kind() {
+    let mut now = Instant::now();
+    let mut budget = Budget::new(LIMITS, 0.0, now);
+    assert_eq!(budget.cost(Kind::Image), None);
+    one_removal(&mut budget, &mut now, Kind::Image, ms(30.0));
+    assert_eq!(
+        budget.cost(Kind::Image),
+        Some(ms(30.0)),
+        "the first sets it"
+    );
+    let mut costs = Vec::new();
+    for _ in 0..15 {
+        one_removal(&mut budget, &mut now, Kind::Image, ms(10.0));
+        costs.push(budget.cost(Kind::Image).unwrap());
+    }
+    assert!(costs.is_sorted_by(|a, b| a > b), "{costs:?}");
+    let last = costs.last().unwrap();
+    assert!(last.abs_diff(ms(10.0)) < ms(0.2), "{last:?}");
+    assert_eq!(budget.cost(Kind::Container), None, "per kind");
+}
+
+#[test]
+fn a_window_is_shared_by_the_removals_in_flight_during_it() {
+    let mut now = Instant::now();
+    let mut budget = Budget::new(Limits { max: 8, ..LIMITS }, 0.0, now);
+    // A container over two windows, an image in the second only.
+    let container = budget.start(Kind::Container, now);
+    now += WINDOW;
+    budget.observe(now, ms(6.0));
+    let image = budget.start(Kind::Image, now);
+    budget.finish(container);
+    budget.finish(image);
+    now += WINDOW;
+    budget.observe(now, ms(8.0));
+    assert_eq!(budget.cost(Kind::Container), Some(ms(10.0)));
+    assert_eq!(budget.cost(Kind::Image), Some(ms(4.0)));
+}
+
+/// A budget that has learned an image costs 20 ms and a container 2 ms,
+/// and is in deficit (so that the cap does not blur what is charged).
+fn learned(now: &mut Instant) -> Budget {
+    let mut budget = Budget::new(LIMITS, 0.0, *now);
+    one_removal(&mut budget, now, Kind::Image, ms(20.0));
+    one_removal(&mut budget, now, Kind::Container, ms(2.0));
+    assert!(budget.allowance(*now) < 0.0);
+    budget
+}
+
+#[test]
+fn a_kind_with_a_large_cost_is_charged_more_at_start() {
+    let mut now = Instant::now();
+    let mut budget = learned(&mut now);
+    let before = budget.allowance(now);
+    budget.start(Kind::Container, now);
+    assert_close(budget.allowance(now), before - 0.002);
+    budget.start(Kind::Image, now);
+    assert_close(budget.allowance(now), before - 0.022);
+    // A kind not yet learned is charged nothing: its first removals are
+    // how it is learned.
+    budget.start(Kind::Volume, now);
+    assert_close(budget.allowance(now), before - 0.022);
+}
+
+#[test]
+fn a_correction_refunds_an_over_charge_and_charges_an_under_charge() {
+    let mut now = Instant::now();
+    let mut budget = learned(&mut now);
+    let before = budget.allowance(now);
+    let credit = LIMITS.target * WINDOW.as_secs_f64();
+    // Charged 20 ms; the window shows 2 ms: 18 ms back.
+    let image = budget.start(Kind::Image, now);
+    assert_close(budget.allowance(now), before - 0.020);
+    budget.finish(image);
+    now += WINDOW;
+    budget.observe(now, ms(2.0));
+    assert_close(budget.allowance(now), before + credit - 0.002);
+    // Charged what it has learned since (14.6 ms); the window shows 30
+    // ms: the difference more.
+    let before = budget.allowance(now);
+    let charge = budget.cost(Kind::Image).unwrap().as_secs_f64();
+    assert_close(charge, 0.0146);
+    let image = budget.start(Kind::Image, now);
+    assert_close(budget.allowance(now), before - charge);
+    budget.finish(image);
+    now += WINDOW;
+    budget.observe(now, ms(30.0));
+    assert_close(budget.allowance(now), before + credit - 0.030);
+}
+
+#[test]
+fn a_removal_still_in_flight_keeps_what_its_stall_has_not_yet_used() {
+    let mut now = Instant::now();
+    let mut budget = learned(&mut now);
+    let before = budget.allowance(now);
+    let credit = LIMITS.target * WINDOW.as_secs_f64();
+    let image = budget.start(Kind::Image, now);
+    now += WINDOW;
+    budget.observe(now, ms(5.0));
+    // 5 ms measured, 15 ms of its charge still held: not refunded yet.
+    assert_close(budget.allowance(now), before + credit - 0.020);
+    budget.finish(image);
+    now += WINDOW;
+    budget.observe(now, ms(1.0));
+    assert_close(budget.allowance(now), before + 2.0 * credit - 0.006);
+}
+
+#[test]
+fn only_the_stall_above_the_baseline_measured_again_is_spent() {
+    let t0 = Instant::now();
+    let mut budget = Budget::new(LIMITS, 0.01, t0);
+    // The workloads now stall 4% by themselves: measured again while the
+    // removals paused, that is no longer the removals' doing.
+    budget.set_baseline(0.04);
+    assert_close(budget.baseline(), 0.04);
+    let t1 = t0 + Duration::from_secs(1);
+    budget.observe(t1, ms(40.0));
+    assert_close(budget.allowance(t1), 0.005);
+    assert_eq!(budget.accounts().added_stall, Duration::ZERO);
+}

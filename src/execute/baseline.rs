@@ -76,7 +76,7 @@ impl Baseline {
         let mut shares = self.shares.clone();
         shares.sort_by(f64::total_cmp);
         let middle = shares.len() / 2;
-        Some(if shares.len() % 2 == 0 {
+        Some(if shares.len().is_multiple_of(2) {
             f64::midpoint(shares[middle - 1], shares[middle])
         } else {
             shares[middle]

@@ -127,10 +127,6 @@ const PODS_CGROUPS: [&str; 2] = ["kubepods.slice", "kubepods"];
 /// the node stalls on by itself: a limit on it limits the removals by
 /// what the workloads may never feel (issue 38). The pods' cgroup counts
 /// only the waits of tasks in pods, which is what pacing is for.
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "issue 38: the next slice reads it in the pacer")
-)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Signal {
     /// The pods' cgroup's `io.pressure`: configured, or kubelet's found.
@@ -423,7 +419,7 @@ mod tests {
     fn workloads(root: &Path, configured: Option<&Path>) -> PathBuf {
         match Signal::find(root, configured).unwrap() {
             Signal::Workloads(source) => source.path().to_owned(),
-            other => panic!("not the workloads': {other:?}"),
+            node @ Signal::Node(..) => panic!("not the workloads': {node:?}"),
         }
     }
 

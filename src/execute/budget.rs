@@ -27,6 +27,9 @@
 //!   windows come, its measured stall replaces the charge, and what was
 //!   charged beyond it is refunded when it has finished (a removal that
 //!   stalls more than its charge is charged the difference as measured).
+//! - A kind's first removal is charged nothing (there is nothing to charge
+//!   yet), so a kind not yet learned goes one at a time until one of its
+//!   removals was observed.
 //! - Concurrency starts at one, rises by one after each window with
 //!   removals in it where the budget held, and halves after one that ended
 //!   in deficit, within `1..=max`. A window without removals says nothing
@@ -71,7 +74,8 @@ pub struct Limits {
 pub enum Verdict {
     /// One may start now (then ask again before the next).
     Start,
-    /// As many are in flight as the concurrency allows: one must finish.
+    /// As many are in flight as the concurrency allows (for a kind not
+    /// yet learned, one): one must finish.
     Full,
     /// The budget is in deficit: it is paid back after this long, if
     /// nothing more stalls (observe in the meantime; a removal in flight
@@ -97,8 +101,11 @@ pub struct Accounts {
     pub added_stall: Duration,
     /// Windows observed.
     pub windows: u64,
-    /// The fewest removals in flight the concurrency came down to.
-    pub lowest_concurrency: usize,
+    /// The most removals in flight the concurrency rose to.
+    pub highest_concurrency: usize,
+    /// The fewest a deficit brought it down to; `None` when none did (it
+    /// starts at one, which says nothing).
+    pub lowest_concurrency: Option<usize>,
 }
 
 /// A removal started and not yet accounted for.
@@ -169,7 +176,7 @@ impl Budget {
             concurrency: 1,
             held_since: None,
             accounts: Accounts {
-                lowest_concurrency: 1,
+                highest_concurrency: 1,
                 ..Accounts::default()
             },
         }
@@ -221,8 +228,12 @@ impl Budget {
         self.accounts
     }
 
-    /// Whether a removal may start at `now`.
-    pub fn gate(&mut self, now: Instant) -> Verdict {
+    /// Whether a removal of `kind` may start at `now`. A kind not yet
+    /// learned goes one at a time, whatever the concurrency another kind
+    /// rose to, until one of its removals was observed: charged nothing,
+    /// several at once could spend the budget many times over before a
+    /// window says so.
+    pub fn gate(&mut self, kind: Kind, now: Instant) -> Verdict {
         self.credit(now);
         let balance = self.measured - self.reserved();
         let verdict = if self.last_share > self.limits.ceiling {
@@ -231,7 +242,10 @@ impl Budget {
             Verdict::PayBack(
                 Duration::try_from_secs_f64(-balance / self.limits.target).unwrap_or(Duration::MAX),
             )
-        } else if self.in_flight() >= self.concurrency {
+        } else if self.in_flight() >= self.concurrency
+            || (!self.costs.contains_key(&kind)
+                && self.flights.iter().any(|f| f.kind == kind && !f.finished))
+        {
             Verdict::Full
         } else {
             Verdict::Start
@@ -250,8 +264,7 @@ impl Budget {
     }
 
     /// A removal of `kind` starts at `now`: it is charged its kind's cost
-    /// (nothing before one was learned: the first removals of a kind, at
-    /// concurrency one, are how it is learned).
+    /// (nothing before one was learned: see [`Self::gate`]).
     pub fn start(&mut self, kind: Kind, now: Instant) -> Ticket {
         self.credit(now);
         let ticket = Ticket(self.next_ticket);
@@ -307,12 +320,18 @@ impl Budget {
         for flight in done {
             self.learn(flight.kind, flight.stall);
         }
-        self.concurrency = if self.measured < 0.0 {
-            (self.concurrency / 2).max(1)
+        let accounts = &mut self.accounts;
+        if self.measured < 0.0 {
+            self.concurrency = (self.concurrency / 2).max(1);
+            accounts.lowest_concurrency = Some(
+                accounts
+                    .lowest_concurrency
+                    .map_or(self.concurrency, |l| l.min(self.concurrency)),
+            );
         } else {
-            (self.concurrency + 1).min(self.limits.max)
-        };
-        self.accounts.lowest_concurrency = self.accounts.lowest_concurrency.min(self.concurrency);
+            self.concurrency = (self.concurrency + 1).min(self.limits.max);
+            accounts.highest_concurrency = accounts.highest_concurrency.max(self.concurrency);
+        }
     }
 
     /// A finished removal of `kind` stalled the workloads `stall` seconds

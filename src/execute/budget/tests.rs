@@ -64,7 +64,7 @@ fn a_deficit_stops_starts_until_time_pays_it_back() {
     let t0 = Instant::now();
     // The workloads stall 1% of the time by themselves.
     let mut budget = Budget::new(LIMITS, 0.01, t0);
-    assert_eq!(budget.gate(t0), Verdict::Start);
+    assert_eq!(budget.gate(Kind::Container, t0), Verdict::Start);
     let ticket = budget.start(Kind::Container, t0);
     budget.finish(ticket);
     // 60 ms stalled in a second: 10 ms the baseline's, 50 ms added.
@@ -72,10 +72,10 @@ fn a_deficit_stops_starts_until_time_pays_it_back() {
     let t1 = t0 + Duration::from_secs(1);
     budget.observe(t1, ms(60.0));
     assert_close(budget.allowance(t1), -0.045);
-    assert_pays_back(budget.gate(t1), ms(9000.0));
-    assert_pays_back(budget.gate(t1 + ms(8250.0)), ms(750.0));
+    assert_pays_back(budget.gate(Kind::Container, t1), ms(9000.0));
+    assert_pays_back(budget.gate(Kind::Container, t1 + ms(8250.0)), ms(750.0));
     let paid = t1 + ms(9001.0);
-    assert_eq!(budget.gate(paid), Verdict::Start);
+    assert_eq!(budget.gate(Kind::Container, paid), Verdict::Start);
     let accounts = budget.accounts();
     assert!(
         accounts.waited.abs_diff(ms(9001.0)) < Duration::from_micros(10),
@@ -96,18 +96,22 @@ fn over_the_ceiling_nothing_starts_even_with_allowance() {
     let mut budget = Budget::new(LIMITS, 0.20, t0);
     let t1 = t0 + Duration::from_secs(1);
     assert!(budget.allowance(t1) > 0.0);
-    assert_eq!(budget.gate(t1), Verdict::Ceiling, "the baseline's share");
+    assert_eq!(
+        budget.gate(Kind::Container, t1),
+        Verdict::Ceiling,
+        "the baseline's share"
+    );
     budget.observe(t1, ms(200.0));
     assert!(budget.allowance(t1) > 0.0, "at the baseline: nothing spent");
-    assert_eq!(budget.gate(t1), Verdict::Ceiling);
+    assert_eq!(budget.gate(Kind::Container, t1), Verdict::Ceiling);
     // A window under it: removals may start again.
     let t2 = t1 + WINDOW;
     budget.observe(t2, ms(12.5));
-    assert_eq!(budget.gate(t2), Verdict::Start);
+    assert_eq!(budget.gate(Kind::Container, t2), Verdict::Start);
     assert_eq!(budget.accounts().waited, WINDOW);
     // At the ceiling is not above it.
     budget.observe(t2 + WINDOW, ms(25.0));
-    assert_eq!(budget.gate(t2 + WINDOW), Verdict::Start);
+    assert_eq!(budget.gate(Kind::Container, t2 + WINDOW), Verdict::Start);
 }
 
 #[test]
@@ -116,7 +120,7 @@ fn concurrency_rises_by_one_per_good_window_and_halves_on_a_deficit() {
     let mut budget = Budget::new(LIMITS, 0.0, now);
     assert_eq!(budget.concurrency(), 1);
     let ticket = budget.start(Kind::Image, now);
-    assert_eq!(budget.gate(now), Verdict::Full);
+    assert_eq!(budget.gate(Kind::Container, now), Verdict::Full);
     // A removal in flight and no stall: the budget held.
     let mut rises = Vec::new();
     for _ in 0..5 {
@@ -125,7 +129,8 @@ fn concurrency_rises_by_one_per_good_window_and_halves_on_a_deficit() {
         rises.push(budget.concurrency());
     }
     assert_eq!(rises, [2, 3, 4, 4, 4], "never above max");
-    assert_eq!(budget.gate(now), Verdict::Start);
+    assert_eq!(budget.accounts().lowest_concurrency, None, "no deficit yet");
+    assert_eq!(budget.gate(Kind::Container, now), Verdict::Start);
     // Windows over budget halve it, never under one.
     let mut falls = Vec::new();
     for _ in 0..3 {
@@ -134,7 +139,8 @@ fn concurrency_rises_by_one_per_good_window_and_halves_on_a_deficit() {
         falls.push(budget.concurrency());
     }
     assert_eq!(falls, [2, 1, 1]);
-    assert_eq!(budget.accounts().lowest_concurrency, 1);
+    assert_eq!(budget.accounts().lowest_concurrency, Some(1));
+    assert_eq!(budget.accounts().highest_concurrency, 4);
     // A window without removals in it says nothing of them: no change,
     // however it went.
     budget.finish(ticket);
@@ -266,4 +272,33 @@ fn only_the_stall_above_the_baseline_measured_again_is_spent() {
     budget.observe(t1, ms(40.0));
     assert_close(budget.allowance(t1), 0.005);
     assert_eq!(budget.accounts().added_stall, Duration::ZERO);
+}
+
+#[test]
+fn a_kind_not_yet_learned_goes_one_at_a_time() {
+    let mut now = Instant::now();
+    let mut budget = Budget::new(LIMITS, 0.0, now);
+    let container = budget.start(Kind::Container, now);
+    for _ in 0..3 {
+        now += WINDOW;
+        budget.observe(now, Duration::ZERO);
+    }
+    budget.finish(container);
+    now += WINDOW;
+    budget.observe(now, Duration::ZERO);
+    assert_eq!(budget.concurrency(), 4);
+    // Containers are learned: as many as the concurrency.
+    budget.start(Kind::Container, now);
+    assert_eq!(budget.gate(Kind::Container, now), Verdict::Start);
+    // Images are not: one, until it was observed.
+    assert_eq!(budget.gate(Kind::Image, now), Verdict::Start);
+    let image = budget.start(Kind::Image, now);
+    assert_eq!(budget.gate(Kind::Image, now), Verdict::Full);
+    assert_eq!(budget.gate(Kind::Container, now), Verdict::Start);
+    budget.finish(image);
+    assert_eq!(budget.gate(Kind::Image, now), Verdict::Start, "finished");
+    now += WINDOW;
+    budget.observe(now, Duration::ZERO);
+    budget.start(Kind::Image, now);
+    assert_eq!(budget.gate(Kind::Image, now), Verdict::Start, "learned");
 }

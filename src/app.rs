@@ -71,7 +71,7 @@ async fn with_policy(cli: &Cli) -> Result<(), AppError> {
     // And what `safety.pace`'s threshold is against the node's own I/O
     // pressure: a threshold under it makes a run wait out max_delay.
     let say_pace = || {
-        let Some(pace) = policy.safety.pace.filter(|_| !cli.quiet) else {
+        let Some(pace) = policy.safety.pace.as_ref().filter(|_| !cli.quiet) else {
             return;
         };
         let line = NodePressure::line(pace, std::path::Path::new("/"));
@@ -90,7 +90,7 @@ async fn with_policy(cli: &Cli) -> Result<(), AppError> {
                 return Ok(());
             }
             // The policy asks for pacing: the node must show its pressure.
-            let pace_ok = match policy.safety.pace {
+            let pace_ok = match &policy.safety.pace {
                 None => true,
                 Some(pace) => {
                     let (line, found) = NodePressure::checked(pace, std::path::Path::new("/"));

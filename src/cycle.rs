@@ -342,7 +342,9 @@ async fn locked_cycle(
     let (outcomes, pace) = if options.dry_run {
         (Vec::new(), None)
     } else {
-        let mut pacer = Pacer::for_policy(policy);
+        // A workloads' cgroup written in the policy that cannot be read
+        // fails the run before anything is removed.
+        let mut pacer = Pacer::for_policy(policy).map_err(AppError::Usage)?;
         let mut progress = progress::Progress::for_run(options.progress_line, &plan);
         let mut outcomes = execute(&node.runtime, &plan, policy, &mut pacer, shutdown, |o, done, _| {
             if let Some(log) = audit.as_mut()

@@ -30,23 +30,12 @@ use crate::runtime::{Engine, Removal, Target};
 use crate::shutdown::Shutdown;
 
 mod adapt;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "issue 38: the next slice measures it in the pacer"
-    )
-)]
 mod baseline;
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "issue 38: the next slice paces by it")
-)]
 mod budget;
 mod pace;
 mod psi;
 use pace::Gate;
-pub use pace::{NodePressure, PaceReport, Pacer, Reader};
+pub use pace::{BudgetReport, NodePressure, PaceReport, Pacer, Reader};
 pub use psi::{Reading, some_avg10};
 
 /// What came of one removal attempt.
@@ -189,6 +178,11 @@ impl Outcome {
 ///
 /// Once `shutdown` is asked, it returns within [`STOP_GRACE`] whatever the
 /// engine does: see [`STOP_GRACE`].
+#[expect(
+    clippy::too_many_lines,
+    reason = "one loop over a run's shared state (re-checks, removals, the pacer's waits, a stop): \
+              each part split out would take most of it as arguments"
+)]
 pub async fn execute<E: Engine>(
     engine: &E,
     plan: &Plan,
@@ -203,8 +197,14 @@ pub async fn execute<E: Engine>(
     // could not reach it: a dead or hung engine would fail every later
     // call too, each after its timeout.
     let mut engine_down: Option<String> = None;
+    // Why nothing more goes in this run, once the stall budget's max_delay
+    // is spent under `on_max_delay: stop`.
+    let mut paced_out: Option<String> = None;
+    if total > 0 {
+        pacer.measure_baseline(shutdown).await;
+    }
     for kind in Kind::REMOVAL_ORDER {
-        let (targets, limit, disk_target) = removals_of(plan, policy, kind, pacer.begin_kind());
+        let (targets, limit, disk_target) = removals_of(plan, policy, kind, pacer.begin_kind(kind));
         // Why no more of this kind goes: the disk is down to low_percent.
         let mut target_reached: Option<String> = None;
         let mut unsettled = Unsettled::new(pacer.reads_pressure() && engine.frees_when_settled());
@@ -240,22 +240,35 @@ pub async fn execute<E: Engine>(
                     }
                     if shutdown.is_stopped() {
                         report(not_attempted(d, ASKED_TO_STOP));
-                    } else if let Some(why) = engine_down.as_ref().or(target_reached.as_ref()) {
+                    } else if let Some(why) = engine_down
+                        .as_ref()
+                        .or(target_reached.as_ref())
+                        .or(paced_out.as_ref())
+                    {
                         report(not_attempted(d, why));
-                    } else if at.elapsed() > FRESH_FOR {
+                    } else if let Some(slot) =
+                        (at.elapsed() <= FRESH_FOR).then(|| pacer.start()).flatten()
+                    {
+                        in_flight
+                            .push(async move { (remove(engine, d, target, shutdown).await, slot) });
+                    } else {
+                        // Stale, or held by the stall budget: re-checked
+                        // again after the pacer's next gate.
                         let stale: Vec<&Decision> = std::iter::once(d)
                             .chain(ready.drain(..).map(|(d, _, _)| d))
                             .collect();
                         for d in stale.into_iter().rev() {
                             pending.push_front(d);
                         }
-                    } else {
-                        in_flight.push(remove(engine, d, target, shutdown));
                     }
                 }
                 // Re-check the next batch while removals go on, so that a slot
                 // that frees finds an object ready.
-                if let Some(why) = engine_down.as_ref().or(target_reached.as_ref()) {
+                if let Some(why) = engine_down
+                    .as_ref()
+                    .or(target_reached.as_ref())
+                    .or(paced_out.as_ref())
+                {
                     for d in pending.drain(..).chain(ready.drain(..).map(|(d, _, _)| d)) {
                         report(not_attempted(d, why));
                     }
@@ -268,28 +281,45 @@ pub async fn execute<E: Engine>(
                 if next_batch && unsettled.step_due(engine_down.is_some() || shutdown.is_stopped())
                 {
                     settling.push(settle(engine, kind, shutdown));
-                } else if next_batch && let Some(size) = pause.gate(pacer, shutdown, limit) {
-                    let batch: Vec<&Decision> = pending.drain(..size.min(pending.len())).collect();
-                    checking.push(async move {
-                        let (checked, failed) =
-                            recheck(engine, kind, &batch, policy, shutdown).await;
-                        (checked, failed, Instant::now())
-                    });
+                } else if next_batch {
+                    match pause.gate(pacer, shutdown, limit) {
+                        Next::Batch(size) => {
+                            let batch: Vec<&Decision> =
+                                pending.drain(..size.min(pending.len())).collect();
+                            checking.push(async move {
+                                let (checked, failed) =
+                                    recheck(engine, kind, &batch, policy, shutdown).await;
+                                (checked, failed, Instant::now())
+                            });
+                        }
+                        Next::Wait => {}
+                        Next::Stop => {
+                            paced_out = Some(pacer.stop_reason());
+                            // The rest is reported at the top of the loop.
+                            continue;
+                        }
+                    }
                 }
                 if checking.is_empty() && in_flight.is_empty() && !pause.on() && settling.is_empty()
                 {
                     break;
                 }
+                // The stall budget observes while removals go, not only
+                // at batch edges.
+                let observe_at = pacer.observe_at().filter(|_| !in_flight.is_empty());
                 tokio::select! {
                     () = pause.wait(pacer, shutdown), if pause.on() => {}
+                    () = tokio::time::sleep_until(observe_at.unwrap_or_else(Instant::now)), if observe_at.is_some() => {
+                        pacer.observe_due(Instant::now());
+                    }
                     Some(()) = settling.next(), if !settling.is_empty() => {}
                     Some(answer) = checking.next(), if !checking.is_empty() => {
                         if let Some(down) = take_rechecked(answer, &mut ready, &mut report) {
                             engine_down = Some(down);
                         }
                     }
-                    Some(outcome) = in_flight.next(), if !in_flight.is_empty() => {
-                        pacer.completed();
+                    Some((outcome, slot)) = in_flight.next(), if !in_flight.is_empty() => {
+                        pacer.completed(slot);
                         unsettled.removed(&outcome);
                         report(outcome);
                     }
@@ -376,6 +406,16 @@ async fn settle<E: Engine>(engine: &E, kind: Kind, shutdown: &Shutdown) {
     }
 }
 
+/// What comes before the next batch.
+enum Next {
+    /// Re-check this many.
+    Batch(usize),
+    /// A wait is under way.
+    Wait,
+    /// No more removals this run (the stall budget's `on_max_delay: stop`).
+    Stop,
+}
+
 /// The pacer's wait before the next batch, while one is under way, with
 /// when it began.
 #[derive(Default)]
@@ -387,22 +427,23 @@ impl Pause {
     }
 
     /// Before a batch, unless a wait is under way: the batch's size (at
-    /// most `limit`), or `None` when the pacer asks to wait first (and the
-    /// wait begins). After a stop nothing waits: the re-check reports the
-    /// rest.
-    fn gate(&mut self, pacer: &mut Pacer, shutdown: &Shutdown, limit: usize) -> Option<usize> {
+    /// most `limit`), or a wait when the pacer asks for one first (and the
+    /// wait begins), or no more removals this run. After a stop nothing
+    /// waits: the re-check reports the rest.
+    fn gate(&mut self, pacer: &mut Pacer, shutdown: &Shutdown, limit: usize) -> Next {
         if self.on() {
-            return None;
+            return Next::Wait;
         }
         if shutdown.is_stopped() {
-            return Some(limit);
+            return Next::Batch(limit);
         }
         match pacer.gate() {
-            Gate::Go(most) => Some(limit.min(most)),
+            Gate::Go(most) => Next::Batch(limit.min(most)),
             Gate::Wait(d) => {
                 self.0 = Some((Box::pin(tokio::time::sleep(d)), Instant::now()));
-                None
+                Next::Wait
             }
+            Gate::Stop => Next::Stop,
         }
     }
 

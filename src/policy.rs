@@ -30,8 +30,8 @@ pub use kubelet::{KUBELET_CONFIG_PATH, KubeletImageGc, MARGIN_POINTS, Setting};
 pub use read::{MAX_POLICY_BYTES, read_policy_file};
 pub use schema::{
     BuildCacheRules, ContainerRules, ContainerdConfig, DiskWatermarks, DockerConfig, ImageMode,
-    ImageRules, MetricsConfig, NetworkRules, Pace, Policy, Protect, ReportConfig, RuntimeChoice,
-    RuntimeConfig, Safety, Timezone, VolumeRules,
+    ImageRules, MetricsConfig, NetworkRules, OnMaxDelay, Pace, Policy, Protect, ReportConfig,
+    RuntimeChoice, RuntimeConfig, Safety, Timezone, VolumeRules,
 };
 pub use source::{DEFAULT_POLICY_YAML, PolicyError, PolicySource, SYSTEM_POLICY_PATH};
 pub use values::{

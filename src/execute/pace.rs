@@ -14,6 +14,14 @@
 //! `max_delay` in all per run; past that the run goes on one removal at a
 //! time. Under the threshold the concurrency doubles back. A node without
 //! PSI runs unpaced, and says so once.
+//!
+//! With `added_io_pressure_percent` (issue 38) the pacer follows the stall
+//! budget instead ([`super::budget`]): it reads the workloads' stall
+//! ([`Signal`]), measures their baseline before the first removal
+//! ([`super::baseline`]), observes every [`OBSERVE`] while removals go, and
+//! asks the budget before each batch and each removal. Its waits count
+//! against `max_delay` as before; once that is spent, `on_max_delay` says
+//! whether the rest goes one at a time or is left for the next run.
 
 use std::fmt;
 use std::path::Path;
@@ -22,8 +30,16 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::adapt::{self, Climb};
-use super::psi::{Averages, PsiSource, PsiWindow, Reading};
-use crate::policy::{Concurrency, Pace};
+use super::baseline::{self, Baseline};
+use super::budget::{Budget, Limits, Ticket, Verdict};
+use super::psi::{Averages, MIN_WINDOW, PsiSource, PsiWindow, Reading, Signal, share};
+use crate::inventory::Kind;
+use crate::policy::{Concurrency, OnMaxDelay, Pace};
+use crate::shutdown::Shutdown;
+
+/// How often the stall budget observes the workloads' stall while removals
+/// go: windows short enough that a removal's stall is seen while it lasts.
+pub const OBSERVE: Duration = baseline::INTERVAL;
 
 /// The longest single wait: the pressure is read again after it.
 pub const WAIT_STEP: Duration = Duration::from_secs(1);
@@ -45,6 +61,9 @@ pub enum Gate {
     Go(usize),
     /// Wait this long, then ask again.
     Wait(Duration),
+    /// No more removals this run: the stall budget's `max_delay` is spent
+    /// and `on_max_delay` is `stop` (see [`Pacer::stop_reason`]).
+    Stop,
 }
 
 /// How a run was paced: the JSON report's `pace`, the table's summary
@@ -69,11 +88,39 @@ pub struct PaceReport {
     /// The pressure stayed high past `max_delay`: the rest went one at a
     /// time without waiting.
     pub delay_exhausted: bool,
+    /// The stall budget's figures, when `added_io_pressure_percent` set it.
+    #[serde(flatten)]
+    pub budget: Option<BudgetReport>,
+}
+
+/// How the stall budget held a run (issue 38): the JSON report's `pace`
+/// fields beside the others.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BudgetReport {
+    /// Whose stall was read: `workloads` (the pods' cgroup) or `node`.
+    pub signal: &'static str,
+    /// The workloads' own stall before the first removal, percent of wall
+    /// time (3 decimals); `null` when it was not measured (no removal, or
+    /// a stop first).
+    pub baseline_io_pressure_percent: Option<f64>,
+    /// The policy's target: what the removals may add, percent.
+    pub added_io_pressure_percent: f64,
+    /// The stall above the baseline observed while the run removed,
+    /// seconds (3 decimals).
+    pub added_stall_seconds: f64,
+    /// What the rest did once `max_delay` was spent.
+    pub on_max_delay: OnMaxDelay,
+    /// Removals answered per second, from the first start to the last
+    /// answer (2 decimals); `null` with none.
+    pub objects_per_second: Option<f64>,
 }
 
 impl fmt::Display for PaceReport {
     /// The table's summary line, after `paced: `.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(budget) = &self.budget {
+            return self.fmt_budget(budget, f);
+        }
         let threshold = self.io_pressure_percent;
         let Some(max) = self.max_io_pressure_percent else {
             return if self.source.is_none() {
@@ -100,6 +147,45 @@ impl fmt::Display for PaceReport {
                 "; max_delay {}s spent, the rest one at a time",
                 self.max_delay_seconds
             )?;
+        }
+        Ok(())
+    }
+}
+
+impl PaceReport {
+    /// The table's line for a run held by the stall budget.
+    fn fmt_budget(&self, budget: &BudgetReport, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let whose = if budget.signal == "workloads" {
+            "the workloads'"
+        } else {
+            "the node's"
+        };
+        let Some(baseline) = budget.baseline_io_pressure_percent else {
+            return if self.source.is_none() {
+                f.write_str("no, the node shows no I/O pressure (PSI)")
+            } else {
+                f.write_str("no removal batch to pace")
+            };
+        };
+        write!(
+            f,
+            "by {whose} I/O stall: baseline {baseline:.2}%, removals added {:.1}s of stall \
+             (target +{}%, ceiling {}%), waited {:.1}s, concurrency down to {}",
+            budget.added_stall_seconds,
+            budget.added_io_pressure_percent,
+            self.io_pressure_percent,
+            self.paced_seconds,
+            self.lowest_concurrency
+        )?;
+        if let Some(rate) = budget.objects_per_second {
+            write!(f, ", {rate:.1} objects/s")?;
+        }
+        if self.delay_exhausted {
+            let rest = match budget.on_max_delay {
+                OnMaxDelay::Continue => "the rest one at a time",
+                OnMaxDelay::Stop => "the rest left for the next run",
+            };
+            write!(f, "; max_delay {}s spent, {rest}", self.max_delay_seconds)?;
         }
         Ok(())
     }
@@ -134,14 +220,14 @@ impl NodePressure {
     /// against the pressure of the node under `root` (`/` on a node), or
     /// that it shows none and what was tried.
     #[must_use]
-    pub fn line(pace: Pace, root: &Path) -> String {
+    pub fn line(pace: &Pace, root: &Path) -> String {
         Self::checked(pace, root).0
     }
 
     /// [`Self::line`], and whether the node shows its pressure at all
     /// (`check` fails when it does not: the policy asks for pacing).
     #[must_use]
-    pub fn checked(pace: Pace, root: &Path) -> (String, bool) {
+    pub fn checked(pace: &Pace, root: &Path) -> (String, bool) {
         match Self::read(pace, root) {
             Ok(node) => (node.to_string(), true),
             Err(tried) => (
@@ -155,7 +241,7 @@ impl NodePressure {
     ///
     /// # Errors
     /// When the node shows no pressure: what was tried.
-    fn read(pace: Pace, root: &Path) -> Result<Self, String> {
+    fn read(pace: &Pace, root: &Path) -> Result<Self, String> {
         Self::of(pace, &PsiSource::find(root)?)
     }
 
@@ -163,7 +249,7 @@ impl NodePressure {
     ///
     /// # Errors
     /// When its averages cannot be read: the file and why.
-    fn of(pace: Pace, source: &PsiSource) -> Result<Self, String> {
+    fn of(pace: &Pace, source: &PsiSource) -> Result<Self, String> {
         let averages = source
             .averages()
             .map_err(|e| format!("{}: {e}", source.path().display()))?;
@@ -267,6 +353,48 @@ impl Stretch {
 /// Reads the pressure: a PSI file on a node, a list of readings in tests.
 pub type Reader = Box<dyn FnMut() -> Reading + Send>;
 
+/// A removal the pacer let start, to give back when it has answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot(Option<Ticket>);
+
+/// The stall budget's side of a pacer (`added_io_pressure_percent`).
+struct Budgeted {
+    /// `workloads` or `node`.
+    signal: &'static str,
+    source: PsiSource,
+    /// The policy's target, percent.
+    target: f64,
+    on_max_delay: OnMaxDelay,
+    /// Set once the baseline is measured.
+    budget: Option<Budget>,
+    /// The measured baseline, 0 to 1.
+    baseline: Option<f64>,
+    /// The last observation: when, and `some total` then.
+    last: Option<(tokio::time::Instant, Duration)>,
+    /// The kind whose removals go now.
+    kind: Kind,
+    first_start: Option<tokio::time::Instant>,
+    last_answer: Option<tokio::time::Instant>,
+    answered: u64,
+    warned: bool,
+}
+
+impl Budgeted {
+    /// `some total` now; warns once when it cannot be read.
+    fn total(&mut self) -> Option<Duration> {
+        match self.source.stalled() {
+            Ok(total) => Some(total),
+            Err(e) => {
+                if !self.warned {
+                    tracing::warn!(path = %self.source.path().display(), error = %e, "safety.pace: cannot read the I/O stall: the budget sees nothing while it stays unreadable");
+                    self.warned = true;
+                }
+                None
+            }
+        }
+    }
+}
+
 /// Decides, before each removal batch, how many removals may be in flight
 /// and whether to wait first (see the module).
 pub struct Pacer {
@@ -295,17 +423,46 @@ pub struct Pacer {
     readings: u64,
     max_seen: Option<f64>,
     exhausted: bool,
+    /// The stall budget, with `added_io_pressure_percent`; `None`: the
+    /// threshold law.
+    budgeted: Option<Budgeted>,
+    /// The wait under way is for the stall budget's next observation, not
+    /// for the stall: it is not counted.
+    uncounted: bool,
 }
 
 impl Pacer {
     /// The pacer `policy` asks for, reading this node's PSI; a node
-    /// without it is warned about once, here.
-    #[must_use]
-    pub fn for_policy(policy: &crate::policy::Policy) -> Self {
+    /// without it is warned about once, here. With
+    /// `added_io_pressure_percent`, the stall budget over the workloads'
+    /// stall (the node's where no pods' cgroup is found, said once).
+    ///
+    /// # Errors
+    /// When `workloads_cgroup` is set and its `io.pressure` cannot be read:
+    /// a path written in the policy is not silently replaced.
+    pub fn for_policy(policy: &crate::policy::Policy) -> Result<Self, String> {
         let concurrency = policy.safety.concurrency;
-        let Some(pace) = policy.safety.pace else {
-            return Self::new(None, concurrency, None, None);
+        let Some(pace) = &policy.safety.pace else {
+            return Ok(Self::new(None, concurrency, None, None));
         };
+        if pace.added_io_pressure_percent.is_some() {
+            return match Signal::find(Path::new("/"), pace.workloads_cgroup.as_deref()) {
+                Ok(signal) => {
+                    if let Some(note) = signal.fallback_note() {
+                        tracing::warn!("safety.pace: {note}");
+                    }
+                    Ok(Self::with_budget(pace.clone(), concurrency, signal))
+                }
+                Err(e) if pace.workloads_cgroup.is_some() => Err(format!(
+                    "safety.pace.workloads_cgroup: cannot read the workloads' I/O pressure ({e}): \
+                     nothing removed; fix the path, or remove it to use kubelet's pods' cgroup"
+                )),
+                Err(tried) => {
+                    tracing::warn!(tried = %tried, "{NO_PSI}: removals are not paced");
+                    Ok(Self::new(Some(pace.clone()), concurrency, None, None))
+                }
+            };
+        }
         match PsiSource::find(Path::new("/")) {
             Ok(source) => {
                 if let Ok(node) = NodePressure::of(pace, &source)
@@ -315,18 +472,49 @@ impl Pacer {
                 }
                 let path = source.path().display().to_string();
                 let mut window = PsiWindow::new(source);
-                Self::new(
-                    Some(pace),
+                Ok(Self::new(
+                    Some(pace.clone()),
                     concurrency,
                     Some(path),
                     Some(Box::new(move || window.read())),
-                )
+                ))
             }
             Err(tried) => {
                 tracing::warn!(tried = %tried, "{NO_PSI}: removals are not paced");
-                Self::new(Some(pace), concurrency, None, None)
+                Ok(Self::new(Some(pace.clone()), concurrency, None, None))
             }
         }
+    }
+
+    /// A pacer that holds the removals by the stall budget over `signal`
+    /// (`pace.added_io_pressure_percent` set; without it, never pacing).
+    #[must_use]
+    pub(super) fn with_budget(pace: Pace, concurrency: Concurrency, signal: Signal) -> Self {
+        let Some(target) = pace.added_io_pressure_percent else {
+            return Self::new(None, concurrency, None, None);
+        };
+        let on_max_delay = pace.on_max_delay;
+        let path = signal.source().path().display().to_string();
+        let (whose, source) = match signal {
+            Signal::Workloads(source) => ("workloads", source),
+            Signal::Node(source, _) => ("node", source),
+        };
+        let mut pacer = Self::new(Some(pace), concurrency, Some(path), None);
+        pacer.budgeted = Some(Budgeted {
+            signal: whose,
+            source,
+            target,
+            on_max_delay,
+            budget: None,
+            baseline: None,
+            last: None,
+            kind: Kind::Container,
+            first_start: None,
+            last_answer: None,
+            answered: 0,
+            warned: false,
+        });
+        pacer
     }
 
     /// A pacer over `read`; `pace` `None`: never pacing.
@@ -360,6 +548,8 @@ impl Pacer {
             readings: 0,
             max_seen: None,
             exhausted: false,
+            budgeted: None,
+            uncounted: false,
         }
     }
 
@@ -367,7 +557,7 @@ impl Pacer {
     /// with PSI.
     #[must_use]
     pub fn reads_pressure(&self) -> bool {
-        self.pace.is_some() && self.read.is_some()
+        self.pace.is_some() && (self.read.is_some() || self.budgeted.is_some())
     }
 
     /// The most removals in flight this pacer ever allows.
@@ -379,21 +569,43 @@ impl Pacer {
     /// At most this many removals in flight now.
     #[must_use]
     pub fn limit(&self) -> usize {
+        if let Some(b) = &self.budgeted
+            && let Some(budget) = &b.budget
+        {
+            // A kind not yet learned goes one at a time (see `Budget::gate`).
+            return if self.exhausted || budget.cost(b.kind).is_none() {
+                1
+            } else {
+                budget.concurrency().min(self.most)
+            };
+        }
         let climbed = self.climb.as_ref().map_or(self.most, Climb::limit);
         climbed.min(self.cap)
     }
 
     /// A kind's removals begin: `auto` climbs again for them. Returns the
     /// most removals in flight this pacer ever allows.
-    pub fn begin_kind(&mut self) -> usize {
+    pub fn begin_kind(&mut self, kind: Kind) -> usize {
+        if let Some(b) = &mut self.budgeted {
+            b.kind = kind;
+        }
         if let Some(climb) = &mut self.climb {
             climb.restart(Instant::now());
         }
         self.most
     }
 
-    /// A removal answered (removed or refused): `auto` measures the rate.
-    pub fn completed(&mut self) {
+    /// A removal answered (removed or refused): `auto` measures the rate;
+    /// the stall budget gives its slot back.
+    pub fn completed(&mut self, slot: Slot) {
+        if let Some(b) = &mut self.budgeted {
+            b.answered += 1;
+            b.last_answer = Some(tokio::time::Instant::now());
+            if let (Some(budget), Slot(Some(ticket))) = (&mut b.budget, slot) {
+                budget.finish(ticket);
+            }
+            return;
+        }
         let capped = self.cap < self.climb.as_ref().map_or(0, Climb::limit);
         if let Some(climb) = &mut self.climb {
             if capped {
@@ -415,9 +627,13 @@ impl Pacer {
     }
 
     fn decide(&mut self) -> Gate {
-        let (Some(pace), Some(read)) = (self.pace, self.read.as_mut()) else {
+        if self.budgeted.is_some() {
+            return self.decide_by_budget();
+        }
+        let (Some(pace), Some(read)) = (self.pace.as_ref(), self.read.as_mut()) else {
             return Gate::Go(self.limit());
         };
+        let (threshold, most_delay) = (pace.io_pressure_percent, max_delay(pace));
         let (pressure, window) = match read() {
             Reading::Share(pressure, window) => (pressure, window),
             // Down to one at a time under pressure, one removal's weight
@@ -430,7 +646,6 @@ impl Pacer {
         };
         self.readings += 1;
         self.max_seen = Some(self.max_seen.map_or(pressure, |m| m.max(pressure)));
-        let threshold = pace.io_pressure_percent;
         let NextWindow {
             waited: after_wait,
             removals,
@@ -462,7 +677,7 @@ impl Pacer {
         self.pressed = true;
         self.cap = (self.limit() / 2).max(1);
         self.lowest = self.lowest.min(self.cap);
-        let budget = max_delay(pace).saturating_sub(self.waited);
+        let budget = most_delay.saturating_sub(self.waited);
         if budget.is_zero() {
             if !self.exhausted {
                 tracing::warn!(
@@ -493,15 +708,245 @@ impl Pacer {
         Gate::Wait(wait)
     }
 
-    /// Counts a wait that lasted `d`.
+    /// Counts a wait that lasted `d` (not one for an observation: see
+    /// [`Self::decide_by_budget`]).
     pub fn waited(&mut self, d: Duration) {
-        self.waited += d;
+        if !std::mem::take(&mut self.uncounted) {
+            self.waited += d;
+        }
+    }
+
+    /// The stall budget's gate before a batch (see the module).
+    fn decide_by_budget(&mut self) -> Gate {
+        let now = tokio::time::Instant::now();
+        self.observe_due(now);
+        let Some(b) = self.budgeted.as_mut() else {
+            return Gate::Go(self.limit());
+        };
+        let on_max_delay = b.on_max_delay;
+        if self.exhausted {
+            return match on_max_delay {
+                OnMaxDelay::Continue => Gate::Go(1),
+                OnMaxDelay::Stop => Gate::Stop,
+            };
+        }
+        let Some(budget) = b.budget.as_mut() else {
+            return Gate::Go(self.limit());
+        };
+        let wait = match budget.gate(b.kind, now.into_std()) {
+            // Nothing in flight and still full: a kind not yet learned
+            // waits for the window that takes its last removal in. Not a
+            // wait for the stall: it does not count against max_delay.
+            Verdict::Full if budget.in_flight() == 0 => {
+                let next = b.last.map_or(now, |(at, _)| at + OBSERVE);
+                self.uncounted = true;
+                return Gate::Wait(next.saturating_duration_since(now).max(MIN_WAIT));
+            }
+            Verdict::Start | Verdict::Full => return Gate::Go(self.limit()),
+            Verdict::PayBack(d) => d.clamp(MIN_WAIT, OBSERVE),
+            Verdict::Ceiling => OBSERVE,
+        };
+        let max = self.pace.as_ref().map_or(Duration::ZERO, max_delay);
+        let left = max.saturating_sub(self.waited);
+        if left.is_zero() {
+            tracing::warn!(
+                on_max_delay = on_max_delay.as_str(),
+                "safety.pace: the removals' added I/O stall still over budget after max_delay: {}",
+                match on_max_delay {
+                    OnMaxDelay::Continue => "going on one removal at a time",
+                    OnMaxDelay::Stop => "no more removals this run",
+                }
+            );
+            self.exhausted = true;
+            return match on_max_delay {
+                OnMaxDelay::Continue => Gate::Go(1),
+                OnMaxDelay::Stop => Gate::Stop,
+            };
+        }
+        tracing::debug!(
+            wait_ms = wait.as_millis(),
+            "safety.pace: the removals' added I/O stall over budget, waiting"
+        );
+        Gate::Wait(wait.min(left))
+    }
+
+    /// What the removals not attempted after a [`Gate::Stop`] say.
+    #[must_use]
+    pub fn stop_reason(&self) -> String {
+        let max_delay = self
+            .pace
+            .as_ref()
+            .map_or_else(|| "0s".to_owned(), |p| p.max_delay.to_string());
+        format!(
+            "not attempted: safety.pace waited max_delay {max_delay} with the removals' added I/O \
+             stall over budget (on_max_delay: stop): left for the next run"
+        )
+    }
+
+    /// Measures the workloads' baseline before the first removal, with the
+    /// stall budget (else does nothing): reads `some total` every
+    /// [`baseline::INTERVAL`] for [`baseline::SPAN`]; a stop ends it at
+    /// once.
+    pub async fn measure_baseline(&mut self, shutdown: &Shutdown) {
+        let most = self.most;
+        let Some(pace) = self.pace.as_ref() else {
+            return;
+        };
+        let ceiling = pace.io_pressure_percent / 100.0;
+        let Some(b) = self.budgeted.as_mut() else {
+            return;
+        };
+        if b.budget.is_some() {
+            return;
+        }
+        let mut baseline = Baseline::new();
+        let began = tokio::time::Instant::now();
+        let mut last = None;
+        loop {
+            let now = tokio::time::Instant::now();
+            if let Some(total) = b.total() {
+                baseline.sample(now.into_std(), total);
+                last = Some((now, total));
+            }
+            if now.duration_since(began) >= baseline::SPAN {
+                break;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(baseline::INTERVAL) => {}
+                () = shutdown.wait() => return,
+            }
+        }
+        let share = baseline.share().unwrap_or_else(|| {
+            tracing::warn!(
+                windows = baseline.windows(),
+                "safety.pace: too few readings of the I/O stall for a baseline: taking 0"
+            );
+            0.0
+        });
+        tracing::info!(
+            signal = b.signal,
+            path = %b.source.path().display(),
+            baseline_percent = share * 100.0,
+            "safety.pace: the workloads' own I/O stall before the removals"
+        );
+        let now = tokio::time::Instant::now();
+        b.baseline = Some(share);
+        b.last = last;
+        b.budget = Some(Budget::new(
+            Limits {
+                target: b.target / 100.0,
+                ceiling,
+                max: most,
+            },
+            share,
+            now.into_std(),
+        ));
+    }
+
+    /// When the stall budget observes next, while removals go; `None`
+    /// under the threshold law or before the baseline.
+    #[must_use]
+    pub fn observe_at(&self) -> Option<tokio::time::Instant> {
+        let b = self.budgeted.as_ref()?;
+        b.budget.as_ref()?;
+        Some(
+            b.last
+                .map_or_else(tokio::time::Instant::now, |(at, _)| at + OBSERVE),
+        )
+    }
+
+    /// Observes the workloads' stall when [`OBSERVE`] has passed since the
+    /// last observation (the stall budget only).
+    pub fn observe_due(&mut self, now: tokio::time::Instant) {
+        let Some(b) = self.budgeted.as_mut() else {
+            return;
+        };
+        if b.budget.is_none()
+            || b.last
+                .is_some_and(|(at, _)| now.duration_since(at) < OBSERVE)
+        {
+            return;
+        }
+        let Some(total) = b.total() else {
+            return;
+        };
+        let Some(budget) = b.budget.as_mut() else {
+            return;
+        };
+        match b.last {
+            Some((at, before)) if now.duration_since(at) >= MIN_WINDOW => {
+                // A total that went back (a cgroup made anew): begin from it.
+                if let Some(stalled) = total.checked_sub(before) {
+                    budget.observe(now.into_std(), stalled);
+                    let pressure = share(stalled, now.duration_since(at));
+                    self.readings += 1;
+                    self.max_seen = Some(self.max_seen.map_or(pressure, |m| m.max(pressure)));
+                }
+            }
+            Some(_) => return,
+            None => {}
+        }
+        b.last = Some((now, total));
+    }
+
+    /// Whether a removal may start now: a slot to give back through
+    /// [`Self::completed`], or `None` when the stall budget holds it (the
+    /// executor asks [`Self::gate`] again before the next batch).
+    pub fn start(&mut self) -> Option<Slot> {
+        let now = tokio::time::Instant::now();
+        self.observe_due(now);
+        let Some(b) = self.budgeted.as_mut() else {
+            return Some(Slot(None));
+        };
+        let Some(budget) = b.budget.as_mut() else {
+            return Some(Slot(None));
+        };
+        let go = if self.exhausted {
+            b.on_max_delay == OnMaxDelay::Continue
+        } else {
+            budget.gate(b.kind, now.into_std()) == Verdict::Start
+        };
+        if !go {
+            return None;
+        }
+        b.first_start.get_or_insert(now);
+        Some(Slot(Some(budget.start(b.kind, now.into_std()))))
     }
 
     /// How the run was paced; `None` when `safety.pace` is off.
     #[must_use]
     pub fn report(&self) -> Option<PaceReport> {
-        let pace = self.pace?;
+        let pace = self.pace.as_ref()?;
+        let round = |x: f64, places: i32| {
+            let scale = 10f64.powi(places);
+            (x * scale).round() / scale
+        };
+        let budget = self.budgeted.as_ref().map(|b| {
+            let accounts = b.budget.as_ref().map(Budget::accounts);
+            BudgetReport {
+                signal: b.signal,
+                baseline_io_pressure_percent: b.baseline.map(|s| round(s * 100.0, 3)),
+                added_io_pressure_percent: b.target,
+                added_stall_seconds: round(
+                    accounts.map_or(0.0, |a| a.added_stall.as_secs_f64()),
+                    3,
+                ),
+                on_max_delay: b.on_max_delay,
+                objects_per_second: match (b.first_start, b.last_answer) {
+                    (Some(first), Some(last)) if last > first => {
+                        #[expect(clippy::cast_precision_loss, reason = "removals, far under 2^52")]
+                        let answered = b.answered as f64;
+                        Some(round(answered / (last - first).as_secs_f64(), 2))
+                    }
+                    _ => None,
+                },
+            }
+        });
+        let lowest = match self.budgeted.as_ref().and_then(|b| b.budget.as_ref()) {
+            Some(_) if self.exhausted => 1,
+            Some(budget) => budget.accounts().lowest_concurrency.unwrap_or(self.most),
+            None => self.lowest,
+        };
         Some(PaceReport {
             source: self.source.clone(),
             io_pressure_percent: pace.io_pressure_percent,
@@ -509,13 +954,14 @@ impl Pacer {
             paced_seconds: (self.waited.as_secs_f64() * 1000.0).round() / 1000.0,
             readings: self.readings,
             max_io_pressure_percent: self.max_seen.map(|p| (p * 10.0).round() / 10.0),
-            lowest_concurrency: self.lowest,
+            lowest_concurrency: lowest,
             delay_exhausted: self.exhausted,
+            budget,
         })
     }
 }
 
-fn max_delay(pace: Pace) -> Duration {
+fn max_delay(pace: &Pace) -> Duration {
     pace.max_delay
         .as_duration()
         .to_std()
@@ -531,6 +977,7 @@ mod tests {
         Pace {
             io_pressure_percent: threshold,
             max_delay: max_delay_secs.parse::<Age>().unwrap(),
+            ..Pace::default()
         }
     }
 
@@ -549,7 +996,7 @@ mod tests {
     #[test]
     fn check_says_the_threshold_against_the_nodes_own_pressure() {
         let root = node_with("avg10=2.50 avg60=1.35 avg300=1.37 total=99");
-        let node = NodePressure::read(pace(1.6, "10m"), root.path()).unwrap();
+        let node = NodePressure::read(&pace(1.6, "10m"), root.path()).unwrap();
         assert!(!node.leaves_no_room());
         let line = node.to_string();
         assert!(
@@ -566,10 +1013,10 @@ mod tests {
         // Over the last minute and five, not a burst: avg10 alone high
         // says nothing of the node's own pressure.
         let burst = node_with("avg10=9.00 avg60=1.20 avg300=1.10 total=99");
-        let node = NodePressure::read(pace(1.5, "10m"), burst.path()).unwrap();
+        let node = NodePressure::read(&pace(1.5, "10m"), burst.path()).unwrap();
         assert!(!node.leaves_no_room());
         let under = node_with("avg10=1.00 avg60=1.62 avg300=1.50 total=99");
-        let node = NodePressure::read(pace(1.5, "10m"), under.path()).unwrap();
+        let node = NodePressure::read(&pace(1.5, "10m"), under.path()).unwrap();
         assert!(node.leaves_no_room());
         let line = node.to_string();
         assert!(
@@ -582,17 +1029,17 @@ mod tests {
         // One average under it is a node that has just quietened or
         // just got busy: no warning.
         let quietened = node_with("avg10=0.20 avg60=0.90 avg300=1.80 total=99");
-        let node = NodePressure::read(pace(1.5, "10m"), quietened.path()).unwrap();
+        let node = NodePressure::read(&pace(1.5, "10m"), quietened.path()).unwrap();
         assert!(!node.leaves_no_room());
     }
 
     #[test]
     fn without_psi_it_says_what_it_tried() {
         let root = tempfile::tempdir().unwrap();
-        let tried = NodePressure::read(pace(1.5, "10m"), root.path()).unwrap_err();
+        let tried = NodePressure::read(&pace(1.5, "10m"), root.path()).unwrap_err();
         assert!(tried.contains("proc/pressure/io"), "{tried}");
         let no_averages = node_with("total=99");
-        let tried = NodePressure::read(pace(1.5, "10m"), no_averages.path()).unwrap_err();
+        let tried = NodePressure::read(&pace(1.5, "10m"), no_averages.path()).unwrap_err();
         assert!(tried.contains("proc/pressure/io"), "{tried}");
     }
 
@@ -877,7 +1324,7 @@ mod tests {
         assert_eq!(p.limit(), adapt::START / 2);
         // Removals under the cap measure the cap, not the climb: no raise.
         for _ in 0..1000 {
-            p.completed();
+            p.completed(Slot(None));
         }
         assert_eq!(p.limit(), adapt::START / 2);
     }

@@ -136,10 +136,6 @@ pub enum Signal {
     Node(PsiSource, String),
 }
 
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "issue 38: the next slice reads it in the pacer")
-)]
 impl Signal {
     /// Whose stall to read under `root` (`/` on a node): the `io.pressure`
     /// of `configured` (an absolute cgroup directory, taken under `root`)

@@ -104,7 +104,7 @@ fn policy() -> Policy {
 }
 
 async fn run(engine: &MemoryEngine, shutdown: &Shutdown) -> Vec<Outcome> {
-    run_paced(engine, &mut Pacer::for_policy(&policy()), shutdown)
+    run_paced(engine, &mut Pacer::for_policy(&policy()).unwrap(), shutdown)
         .await
         .1
 }
@@ -264,7 +264,7 @@ async fn after_a_recheck_fails_nothing_more_is_asked_of_the_engine() {
         &engine,
         &planned,
         &p,
-        &mut Pacer::for_policy(&p),
+        &mut Pacer::for_policy(&p).unwrap(),
         &Shutdown::new(),
         |_, _, _| {},
     )
@@ -312,7 +312,7 @@ async fn concurrency_is_bounded_by_the_policy() {
         &engine,
         &p,
         &policy,
-        &mut Pacer::for_policy(&policy),
+        &mut Pacer::for_policy(&policy).unwrap(),
         &Shutdown::new(),
         |_, done, total| {
             seen.push((done, total));
@@ -472,7 +472,7 @@ async fn under_images_disk_the_least_recently_used_go_first() {
         &engine,
         &planned,
         &p,
-        &mut Pacer::for_policy(&p),
+        &mut Pacer::for_policy(&p).unwrap(),
         &Shutdown::new(),
         |_, _, _| {},
     )
@@ -505,7 +505,7 @@ async fn under_images_disk_nothing_more_goes_once_low_percent_is_reached() {
         &engine,
         &planned,
         &p,
-        &mut Pacer::for_policy(&p),
+        &mut Pacer::for_policy(&p).unwrap(),
         &Shutdown::new(),
         |_, _, _| {},
     )
@@ -595,7 +595,7 @@ async fn stopped_after(
     policy.safety.concurrency = crate::policy::Concurrency::Fixed(1);
     let planned = plan(&engine.inventory().await.unwrap(), &policy, Utc::now());
     let shutdown = Shutdown::new();
-    let mut pacer = Pacer::for_policy(&policy);
+    let mut pacer = Pacer::for_policy(&policy).unwrap();
     let begun = Instant::now();
     // The engine hangs for ever: a wait that missed the stop would hold
     // `execute` for ever too. In paused time the bound costs nothing.
@@ -738,6 +738,7 @@ fn pacer_reading(max_delay: &str, most: usize, figures: Vec<f64>) -> Pacer {
         Some(crate::policy::Pace {
             io_pressure_percent: 10.0,
             max_delay: max_delay.parse().unwrap(),
+            ..crate::policy::Pace::default()
         }),
         crate::policy::Concurrency::Fixed(most),
         Some("/proc/pressure/io".into()),
@@ -878,4 +879,290 @@ async fn unpaced_or_where_removals_free_at_once_each_kind_settles_once() {
     let mut pacer = pacer_reading("10m", 4, vec![50.0, 40.0, 30.0]);
     run_paced(&freeing, &mut pacer, &Shutdown::new()).await;
     assert_eq!(container_settles(&freeing), [12]);
+}
+
+/// The workloads of a budget test: a pods' cgroup of a node root of the
+/// test's own, whose `io.pressure` says `some total` as the test's stall
+/// model advances it: the workloads' own stall (`baseline_per_mille` of
+/// wall time, written every 50 ms by a task in paused time), and each
+/// removal's stall, `per_removal`, added as it reaches the engine.
+struct Workloads {
+    root: tempfile::TempDir,
+    total_us: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Workloads {
+    const CGROUP: &'static str = "/sys/fs/cgroup/pods.slice";
+
+    fn new(baseline_per_mille: u64) -> Self {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join(Self::CGROUP.trim_start_matches('/'));
+        std::fs::create_dir_all(&dir).unwrap();
+        let total_us = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(1_000_000));
+        let file = dir.join("io.pressure");
+        write_psi(&file, 1_000_000);
+        let (total, path) = (std::sync::Arc::clone(&total_us), file.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let now = total
+                    .fetch_add(50 * baseline_per_mille, std::sync::atomic::Ordering::SeqCst)
+                    + 50 * baseline_per_mille;
+                write_psi(&path, now);
+            }
+        });
+        Self { root, total_us }
+    }
+
+    fn file(&self) -> std::path::PathBuf {
+        self.root
+            .path()
+            .join(Self::CGROUP.trim_start_matches('/'))
+            .join("io.pressure")
+    }
+
+    /// An engine over `inventory` whose every removal stalls the workloads
+    /// `per_removal`.
+    fn engine(&self, inventory: Inventory, per_removal: Duration) -> MemoryEngine {
+        let mut engine = MemoryEngine::new(inventory);
+        engine.removal_delay = Duration::from_millis(20);
+        let (total, path) = (std::sync::Arc::clone(&self.total_us), self.file());
+        let stall = u64::try_from(per_removal.as_micros()).unwrap();
+        engine.before_remove = Some(Box::new(move |_| {
+            let now = total.fetch_add(stall, std::sync::atomic::Ordering::SeqCst) + stall;
+            write_psi(&path, now);
+        }));
+        engine
+    }
+
+    /// A pacer by the stall budget over these workloads: `added` percent,
+    /// a ceiling of 10%, `max_delay`, `on_max_delay`, `safety.concurrency`
+    /// 4.
+    fn pacer(&self, added: f64, max_delay: &str, on_max_delay: crate::policy::OnMaxDelay) -> Pacer {
+        let signal =
+            psi::Signal::find(self.root.path(), Some(std::path::Path::new(Self::CGROUP))).unwrap();
+        Pacer::with_budget(
+            crate::policy::Pace {
+                io_pressure_percent: 10.0,
+                max_delay: max_delay.parse().unwrap(),
+                added_io_pressure_percent: Some(added),
+                workloads_cgroup: Some(Self::CGROUP.into()),
+                on_max_delay,
+            },
+            crate::policy::Concurrency::Fixed(4),
+            signal,
+        )
+    }
+}
+
+fn write_psi(path: &std::path::Path, total_us: u64) {
+    std::fs::write(
+        path,
+        format!(
+            "some avg10=0.00 avg60=0.00 avg300=0.00 total={total_us}\n\
+             full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+        ),
+    )
+    .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_stall_budget_holds_what_the_removals_add_above_the_baseline() {
+    // The workloads stall 1% by themselves; each removal adds 20 ms. At
+    // +0.5% the removals may add 5 ms a second: one every 4 s or so.
+    let workloads = Workloads::new(10);
+    let engine = workloads.engine(node_of_containers(6), Duration::from_millis(20));
+    let mut pacer = workloads.pacer(0.5, "1h", crate::policy::OnMaxDelay::Continue);
+    let began = tokio::time::Instant::now();
+    let (planned, outcomes) = run_paced(&engine, &mut pacer, &Shutdown::new()).await;
+    assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
+    let removals = planned.deletion_count();
+    let report = pacer.report().unwrap();
+    let budget = report.budget.clone().unwrap();
+    assert_eq!(budget.signal, "workloads");
+    assert_eq!(report.source.as_deref(), workloads.file().to_str());
+    let baseline = budget.baseline_io_pressure_percent.unwrap();
+    assert!((baseline - 1.0).abs() < 0.01, "{report:?}");
+    // Every removal's 20 ms is seen above the baseline, and nothing else
+    // (the last one's may come after the last window).
+    let added = budget.added_stall_seconds;
+    #[expect(clippy::cast_precision_loss, reason = "a handful")]
+    let expected = 0.02 * removals as f64;
+    assert!(
+        (expected - 0.025..=expected + 0.005).contains(&added),
+        "{added} {expected} {report:?}"
+    );
+    // Held to the target: the stall added over the run's time after the
+    // baseline, one removal's worth of banked allowance aside.
+    let removing = began.elapsed().as_secs_f64() - 3.0;
+    assert!(
+        added - 0.02 <= 0.005 * removing,
+        "{added} s added in {removing} s: {report:?}"
+    );
+    assert!(report.paced_seconds > 10.0, "{report:?}");
+    assert!(!report.delay_exhausted);
+    // Over budget, one at a time.
+    assert_eq!(
+        engine
+            .max_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+    assert!(budget.objects_per_second.unwrap() < 1.0, "{report:?}");
+    let line = report.to_string();
+    assert!(
+        line.starts_with("by the workloads' I/O stall: baseline 1.00%, removals added ")
+            && line.contains("(target +0.5%, ceiling 10%), waited "),
+        "{line}"
+    );
+    let json = serde_json::to_value(&report).unwrap();
+    for key in [
+        "signal",
+        "baseline_io_pressure_percent",
+        "added_io_pressure_percent",
+        "added_stall_seconds",
+        "on_max_delay",
+        "objects_per_second",
+        "paced_seconds",
+        "source",
+    ] {
+        assert!(json.get(key).is_some(), "{key} in {json}");
+    }
+    assert_eq!(json["on_max_delay"], "continue");
+}
+
+#[tokio::test(start_paused = true)]
+async fn under_a_quiet_budget_removals_climb_without_waiting() {
+    // Removals that add nothing: no wait, and more at once once each kind
+    // was learned.
+    let workloads = Workloads::new(10);
+    let engine = workloads.engine(node_of_containers(40), Duration::ZERO);
+    let mut pacer = workloads.pacer(0.5, "1h", crate::policy::OnMaxDelay::Continue);
+    let (_, outcomes) = run_paced(&engine, &mut pacer, &Shutdown::new()).await;
+    assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
+    let report = pacer.report().unwrap();
+    assert!(report.paced_seconds.abs() < f64::EPSILON, "{report:?}");
+    assert!(
+        engine
+            .max_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 1
+    );
+    assert!(report.budget.unwrap().added_stall_seconds < 0.01);
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_max_delay_on_max_delay_stop_leaves_the_rest_for_the_next_run() {
+    // Each removal adds 200 ms: 40 s to pay back at +0.5%, far past a
+    // max_delay of 2 s.
+    let workloads = Workloads::new(10);
+    let engine = workloads.engine(node_of_containers(6), Duration::from_millis(200));
+    let mut pacer = workloads.pacer(0.5, "2s", crate::policy::OnMaxDelay::Stop);
+    let (planned, outcomes) = run_paced(&engine, &mut pacer, &Shutdown::new()).await;
+    assert_eq!(outcomes.len(), planned.deletion_count());
+    let (deleted, _) = with_reason(&outcomes, None);
+    assert_eq!(deleted, 1, "{outcomes:?}");
+    let (left, why) = with_reason(&outcomes, Some(Reason::NotAttempted));
+    assert_eq!(left, outcomes.len() - 1, "{outcomes:?}");
+    assert_eq!(
+        why,
+        BTreeSet::from([Some(
+            "not attempted: safety.pace waited max_delay 2s with the removals' added I/O stall \
+             over budget (on_max_delay: stop): left for the next run"
+        )])
+    );
+    let report = pacer.report().unwrap();
+    assert!(report.delay_exhausted);
+    assert!((report.paced_seconds - 2.0).abs() < 0.01, "{report:?}");
+    assert_eq!(
+        serde_json::to_value(&report).unwrap()["on_max_delay"],
+        "stop"
+    );
+    assert!(
+        report
+            .to_string()
+            .ends_with("; max_delay 2s spent, the rest left for the next run"),
+        "{report}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_max_delay_on_max_delay_continue_goes_on_one_at_a_time() {
+    let workloads = Workloads::new(10);
+    let engine = workloads.engine(node_of_containers(6), Duration::from_millis(200));
+    let mut pacer = workloads.pacer(0.5, "2s", crate::policy::OnMaxDelay::Continue);
+    let began = tokio::time::Instant::now();
+    let (_, outcomes) = run_paced(&engine, &mut pacer, &Shutdown::new()).await;
+    assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
+    let report = pacer.report().unwrap();
+    assert!(report.delay_exhausted, "{report:?}");
+    assert!((report.paced_seconds - 2.0).abs() < 0.01, "{report:?}");
+    assert_eq!(report.lowest_concurrency, 1);
+    // Without waiting any more: the baseline, max_delay, and the
+    // removals themselves.
+    assert!(
+        began.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        began.elapsed()
+    );
+    assert_eq!(
+        engine
+            .max_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+    assert!(
+        report
+            .to_string()
+            .ends_with("; max_delay 2s spent, the rest one at a time"),
+        "{report}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_during_the_baseline_ends_it_at_once() {
+    let workloads = Workloads::new(10);
+    let engine = workloads.engine(node_of_containers(6), Duration::ZERO);
+    let mut pacer = workloads.pacer(0.5, "1h", crate::policy::OnMaxDelay::Continue);
+    let shutdown = Shutdown::new();
+    let stopper = shutdown.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        stopper.stop();
+    });
+    let began = tokio::time::Instant::now();
+    let (_, outcomes) = run_paced(&engine, &mut pacer, &shutdown).await;
+    assert!(began.elapsed() < Duration::from_millis(1100));
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| o.reason == Some(Reason::NotAttempted))
+    );
+    let report = pacer.report().unwrap();
+    assert_eq!(
+        report.budget.as_ref().unwrap().baseline_io_pressure_percent,
+        None
+    );
+    assert_eq!(report.to_string(), "no removal batch to pace");
+}
+
+#[test]
+fn a_configured_workloads_cgroup_that_cannot_be_read_fails_the_run() {
+    let mut p = policy();
+    p.safety.pace = Some(crate::policy::Pace {
+        added_io_pressure_percent: Some(0.5),
+        workloads_cgroup: Some("/sys/fs/cgroup/no-such-safeprune-test.slice".into()),
+        ..crate::policy::Pace::default()
+    });
+    let Err(e) = Pacer::for_policy(&p) else {
+        panic!("a pacer over a cgroup that is not there");
+    };
+    assert!(
+        e.starts_with("safety.pace.workloads_cgroup: cannot read the workloads' I/O pressure (")
+            && e.contains("no-such-safeprune-test.slice/io.pressure: No such file")
+            && e.ends_with(
+                "nothing removed; fix the path, or remove it to use kubelet's pods' cgroup"
+            ),
+        "{e}"
+    );
 }

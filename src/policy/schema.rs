@@ -10,8 +10,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::kubelet::{KUBELET_CONFIG_PATH, KubeletImageGc};
 use super::values::{
-    Age, Concurrency, LabelRule, Listen, Pattern, Schedule, Version, absolute_path, endpoint,
-    keep_recent, kubelet_config_path, max_deletions, percent, report_path, texts, whole_percent,
+    Age, Concurrency, LabelRule, Listen, Pattern, Schedule, Version, absolute_path, added_percent,
+    endpoint, keep_recent, kubelet_config_path, max_deletions, percent, report_path,
+    some_absolute_path, texts, whole_percent,
 };
 
 /// The whole policy, with every default filled in.
@@ -458,10 +459,48 @@ impl Default for Safety {
 /// waited on I/O, in percent) is above `io_pressure_percent`, fewer
 /// removals are in flight and safeprune waits, at most `max_delay` in all
 /// per run; past that it goes on one removal at a time.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+///
+/// With `added_io_pressure_percent` (issue 38), the stall budget instead:
+/// the workloads' stall (the pods' cgroup, `workloads_cgroup` or kubelet's)
+/// above their own baseline, with `io_pressure_percent` as a ceiling, and
+/// `on_max_delay` says what comes once `max_delay` is spent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Pace {
     pub io_pressure_percent: f64,
     pub max_delay: Age,
+    /// The share of wall time, percent, the removals may add to the
+    /// workloads' I/O stall above their baseline; `None`: the threshold
+    /// law of `io_pressure_percent` alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub added_io_pressure_percent: Option<f64>,
+    /// The cgroup whose `io.pressure` is the workloads'; `None`: kubelet's
+    /// pods' cgroup where found, else the node's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workloads_cgroup: Option<PathBuf>,
+    /// What the rest of a run does once `max_delay` is spent.
+    pub on_max_delay: OnMaxDelay,
+}
+
+/// What a paced run does once its waits came to `max_delay`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnMaxDelay {
+    /// The rest goes one removal at a time, without waiting.
+    #[default]
+    Continue,
+    /// No more removals this run: the rest waits for the next.
+    Stop,
+}
+
+impl OnMaxDelay {
+    /// The word the policy and the report use.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Continue => "continue",
+            Self::Stop => "stop",
+        }
+    }
 }
 
 impl Default for Pace {
@@ -469,7 +508,22 @@ impl Default for Pace {
         Self {
             io_pressure_percent: 10.0,
             max_delay: Age::minutes(10),
+            added_io_pressure_percent: None,
+            workloads_cgroup: None,
+            on_max_delay: OnMaxDelay::Continue,
         }
+    }
+}
+
+/// `pace <key> <value> is out of range`, unless `value` is above 0 and
+/// under 100.
+fn pace_percent(key: &str, value: f64, example: &str) -> Result<f64, String> {
+    if value > 0.0 && value < 100.0 {
+        Ok(value)
+    } else {
+        Err(format!(
+            "pace {key} {value} is out of range: write a percent above 0 and under 100 (e.g. {example})"
+        ))
     }
 }
 
@@ -481,19 +535,32 @@ impl<'de> Deserialize<'de> for Pace {
             #[serde(default, deserialize_with = "percent")]
             io_pressure_percent: Option<f64>,
             max_delay: Option<Age>,
+            #[serde(default, deserialize_with = "added_percent")]
+            added_io_pressure_percent: Option<f64>,
+            #[serde(default, deserialize_with = "some_absolute_path")]
+            workloads_cgroup: Option<PathBuf>,
+            #[serde(default)]
+            on_max_delay: OnMaxDelay,
         }
         let w = Written::deserialize(de)?;
         let default = Self::default();
-        let io_pressure_percent = w.io_pressure_percent.unwrap_or(default.io_pressure_percent);
-        if !(io_pressure_percent > 0.0 && io_pressure_percent < 100.0) {
-            return Err(serde::de::Error::custom(format!(
-                "pace io_pressure_percent {io_pressure_percent} is out of range: write a percent \
-                 above 0 and under 100 (e.g. 10)"
-            )));
-        }
+        let io_pressure_percent = pace_percent(
+            "io_pressure_percent",
+            w.io_pressure_percent.unwrap_or(default.io_pressure_percent),
+            "10",
+        )
+        .map_err(serde::de::Error::custom)?;
+        let added_io_pressure_percent = w
+            .added_io_pressure_percent
+            .map(|p| pace_percent("added_io_pressure_percent", p, "0.5"))
+            .transpose()
+            .map_err(serde::de::Error::custom)?;
         Ok(Self {
             io_pressure_percent,
             max_delay: w.max_delay.unwrap_or(default.max_delay),
+            added_io_pressure_percent,
+            workloads_cgroup: w.workloads_cgroup,
+            on_max_delay: w.on_max_delay,
         })
     }
 }

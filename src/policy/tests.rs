@@ -284,6 +284,65 @@ fn pace_is_off_by_default_has_defaults_and_validates() {
 }
 
 #[test]
+fn the_stall_budget_is_opt_in_and_validated() {
+    // Absent: the threshold law, and today's `continue`.
+    let on = parse("safety: {pace: {}}").unwrap().safety.pace.unwrap();
+    assert_eq!(on.added_io_pressure_percent, None);
+    assert_eq!(on.workloads_cgroup, None);
+    assert_eq!(on.on_max_delay, crate::policy::OnMaxDelay::Continue);
+    let set = parse(
+        "safety:\n  pace:\n    added_io_pressure_percent: 0.5\n    \
+         workloads_cgroup: /sys/fs/cgroup/pods.slice\n    on_max_delay: stop\n",
+    )
+    .unwrap()
+    .safety
+    .pace
+    .unwrap();
+    assert_eq!(set.added_io_pressure_percent, Some(0.5));
+    assert_eq!(
+        set.workloads_cgroup.as_deref(),
+        Some(std::path::Path::new("/sys/fs/cgroup/pods.slice"))
+    );
+    assert_eq!(set.on_max_delay, crate::policy::OnMaxDelay::Stop);
+    for bad in ["0", "100", "-0.5", ".nan"] {
+        let e = err(&format!(
+            "safety:\n  pace: {{added_io_pressure_percent: {bad}}}\n"
+        ));
+        assert!(e.contains("pace added_io_pressure_percent"), "{bad}: {e}");
+        assert!(e.contains("above 0 and under 100 (e.g. 0.5)"), "{bad}: {e}");
+    }
+    // `check` prints them, and what it prints reads back the same; unset
+    // ones are left out, so that a printed policy stays what was written.
+    let yaml = Policy {
+        safety: crate::policy::Safety {
+            pace: Some(set.clone()),
+            ..Default::default()
+        },
+        ..Policy::builtin()
+    }
+    .to_yaml();
+    assert!(
+        yaml.contains("added_io_pressure_percent: 0.5")
+            && yaml.contains("workloads_cgroup: /sys/fs/cgroup/pods.slice")
+            && yaml.contains("on_max_delay: stop"),
+        "{yaml}"
+    );
+    assert_eq!(parse(&yaml).unwrap().safety.pace, Some(set));
+    let plain = Policy {
+        safety: crate::policy::Safety {
+            pace: Some(on),
+            ..Default::default()
+        },
+        ..Policy::builtin()
+    }
+    .to_yaml();
+    assert!(
+        plain.contains("on_max_delay: continue") && !plain.contains("added_io_pressure_percent"),
+        "{plain}"
+    );
+}
+
+#[test]
 fn disk_watermarks_default_validate_and_may_be_null() {
     assert_eq!(Policy::builtin().images.disk, None);
     assert_eq!(parse("images: {disk: null}").unwrap().images.disk, None);
@@ -795,8 +854,24 @@ const BAD_POLICIES: &[(&str, &str)] = &[
     ),
     (
         "safety:\n  pace:\n    max_dealy: 5m\n",
-        "safety.pace: unknown field `max_dealy`, expected `io_pressure_percent` or \
-         `max_delay` (did you mean `max_delay`?) at line 3 column 5",
+        "safety.pace: unknown field `max_dealy`, expected one of `io_pressure_percent`, \
+         `max_delay`, `added_io_pressure_percent`, `workloads_cgroup`, `on_max_delay` (did \
+         you mean `max_delay`?) at line 3 column 5",
+    ),
+    (
+        "safety:\n  pace:\n    added_io_pressure_percent: half\n",
+        "safety.pace.added_io_pressure_percent: half is not a number (write e.g. 0.5) at \
+         line 3 column 32",
+    ),
+    (
+        "safety:\n  pace:\n    on_max_delay: wait\n",
+        "safety.pace.on_max_delay: unknown variant `wait`, expected `continue` or `stop` at \
+         line 3 column 19",
+    ),
+    (
+        "safety:\n  pace:\n    workloads_cgroup: kubepods.slice\n",
+        "safety.pace.workloads_cgroup: path 'kubepods.slice' is not absolute: write the full \
+         path, starting with '/' at line 3 column 23",
     ),
     (
         "runtime:\n  kind: dokcer\n",

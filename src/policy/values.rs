@@ -843,6 +843,12 @@ pub(super) fn percent<'de, D: Deserializer<'de>>(de: D) -> Result<Option<f64>, D
     de.deserialize_any(Real { example: "10" }).map(Some)
 }
 
+/// `safety.pace.added_io_pressure_percent`: a small percent, checked by the
+/// caller.
+pub(super) fn added_percent<'de, D: Deserializer<'de>>(de: D) -> Result<Option<f64>, D::Error> {
+    de.deserialize_any(Real { example: "0.5" }).map(Some)
+}
+
 /// Checks a string value inside the deserializer (see [`Parsed`]).
 struct Checked<F>(F);
 
@@ -882,6 +888,13 @@ fn path_fault(text: &str) -> Option<String> {
 pub(super) fn absolute_path<'de, D: Deserializer<'de>>(de: D) -> Result<PathBuf, D::Error> {
     de.deserialize_str(Checked(|text: &str| path_fault(text).map_or(Ok(()), Err)))
         .map(PathBuf::from)
+}
+
+/// `safety.pace.workloads_cgroup`: an absolute path, when written.
+pub(super) fn some_absolute_path<'de, D: Deserializer<'de>>(
+    de: D,
+) -> Result<Option<PathBuf>, D::Error> {
+    absolute_path(de).map(Some)
 }
 
 /// `images.disk.from_kubelet`: the absolute path of kubelet's

@@ -503,6 +503,7 @@ fn a_paced_run_says_how_long_it_waited_and_the_pressure_it_saw() {
         max_io_pressure_percent: max,
         lowest_concurrency: 1,
         delay_exhausted: false,
+        budget: None,
     };
     let report = sample_run().with_pace(Some(pace(Some(38.25))));
     let series = parse(&render_metrics(&report, Duration::from_secs(1), true)).unwrap();

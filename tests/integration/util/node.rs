@@ -273,7 +273,7 @@ pub async fn plan_now(engine: &impl Engine, policy: &Policy) -> Plan {
 /// The second half of a run: the removals `planned` holds, each rechecked
 /// first, uninterrupted, paced as `policy` says.
 pub async fn execute_plan(engine: &impl Engine, planned: &Plan, policy: &Policy) -> Vec<Outcome> {
-    let mut pacer = Pacer::for_policy(policy);
+    let mut pacer = Pacer::for_policy(policy).expect("the policy's pacer");
     execute(
         engine,
         planned,

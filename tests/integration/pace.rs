@@ -305,3 +305,101 @@ async fn a_threshold_under_the_nodes_own_pressure_is_warned_of() {
         "{err}"
     );
 }
+
+/// A policy with the stall budget on (issue 38), the workloads' cgroup at
+/// `cgroup`, under `on_max_delay`.
+fn budget_policy(cgroup: &str, on_max_delay: &str) -> String {
+    format!(
+        "containers: {{ min_age: \"0\" }}\nimages: {{ enabled: false }}\n\
+         safety: {{ pace: {{ io_pressure_percent: {THRESHOLD}, max_delay: {MAX_DELAY_SECS}s, \
+         added_io_pressure_percent: 0.5, workloads_cgroup: {cgroup}, \
+         on_max_delay: {on_max_delay} }} }}\n"
+    )
+}
+
+/// With the stall budget on, a `workloads_cgroup` written in the policy
+/// that cannot be read fails the run before anything is removed (a path
+/// that is wrong is not silently replaced by the node's pressure); one
+/// that reads runs paced by it, measuring the workloads' baseline first,
+/// and the report and the table say whose stall, the baseline and the
+/// added stall. The workloads' cgroup is a file of the test's own (over
+/// `/sys/fs/cgroup`, in a mount namespace of the run's own) whose `total`
+/// never moves: the workloads stall 0%, and the removals add nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stall_budget_reads_the_configured_workloads_cgroup_or_refuses_the_run() {
+    let engine = PrivateDockerd::start().await;
+    let image = engine.import_busybox_image("base:1", None).await;
+    for i in 0..3 {
+        engine
+            .create_container(&format!("c{i}"), &image, &[], &["true"])
+            .await;
+    }
+    let runtime = Runtime::Docker(engine.endpoint());
+    let missing = Cli::new(
+        &runtime,
+        &budget_policy("/sys/fs/cgroup/sp-no-such.slice", "stop"),
+    );
+    let out = missing.run(&["run"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "safety.pace.workloads_cgroup: cannot read the workloads' I/O pressure \
+             (/sys/fs/cgroup/sp-no-such.slice/io.pressure: No such file"
+        ) && err
+            .contains("nothing removed; fix the path, or remove it to use kubelet's pods' cgroup"),
+        "{err}"
+    );
+    let listed = engine.cli().args(["ps", "-aq"]).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&listed.stdout).lines().count(),
+        3,
+        "nothing removed"
+    );
+
+    let cli = Cli::new(&runtime, &budget_policy("/sys/fs/cgroup/sp-pods", "stop"));
+    let out = cli.run_unshared(
+        "mount -t tmpfs sp-cg /sys/fs/cgroup && mkdir /sys/fs/cgroup/sp-pods && printf \
+         'some avg10=0.00 avg60=0.00 avg300=0.00 total=1000\\nfull avg10=0.00 avg60=0.00 \
+         avg300=0.00 total=0\\n' >/sys/fs/cgroup/sp-pods/io.pressure || exit 99",
+        "",
+        &["run"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("no pods' cgroup found"), "{err}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(cli.path("report.json")).unwrap()).unwrap();
+    let pace = &report["pace"];
+    assert_eq!(pace["signal"], "workloads", "{report}");
+    assert_eq!(
+        pace["source"], "/sys/fs/cgroup/sp-pods/io.pressure",
+        "{report}"
+    );
+    assert_eq!(pace["baseline_io_pressure_percent"], 0.0, "{report}");
+    assert_eq!(pace["added_io_pressure_percent"], 0.5, "{report}");
+    assert_eq!(pace["added_stall_seconds"], 0.0, "{report}");
+    assert_eq!(pace["on_max_delay"], "stop", "{report}");
+    assert!(
+        pace["objects_per_second"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
+    assert_eq!(pace["paced_seconds"], 0.0, "{report}");
+    assert_eq!(report["summary"]["delete"]["container"], 3, "{report}");
+    assert!(
+        report["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o["result"] == "deleted"),
+        "{report}"
+    );
+    assert!(
+        table.contains(
+            "  paced: by the workloads' I/O stall: baseline 0.00%, removals added 0.0s of stall \
+             (target +0.5%, ceiling 15%), waited 0.0s"
+        ),
+        "{table}"
+    );
+}

@@ -377,6 +377,8 @@ struct Budgeted {
     last_answer: Option<tokio::time::Instant>,
     answered: u64,
     warned: bool,
+    /// The last reading failed: the budget holds nothing until one reads.
+    unreadable: bool,
 }
 
 impl Budgeted {
@@ -513,6 +515,7 @@ impl Pacer {
             last_answer: None,
             answered: 0,
             warned: false,
+            unreadable: false,
         });
         pacer
     }
@@ -730,7 +733,8 @@ impl Pacer {
                 OnMaxDelay::Stop => Gate::Stop,
             };
         }
-        let Some(budget) = b.budget.as_mut() else {
+        let Some(budget) = b.budget.as_mut().filter(|_| !b.unreadable) else {
+            // Unreadable: nothing to hold the removals by (warned once).
             return Gate::Go(self.limit());
         };
         let wait = match budget.gate(b.kind, now.into_std()) {
@@ -849,10 +853,11 @@ impl Pacer {
     pub fn observe_at(&self) -> Option<tokio::time::Instant> {
         let b = self.budgeted.as_ref()?;
         b.budget.as_ref()?;
-        Some(
-            b.last
-                .map_or_else(tokio::time::Instant::now, |(at, _)| at + OBSERVE),
-        )
+        // Without a last reading (the file could not be read), after
+        // OBSERVE too, not at once: an unreadable file must not busy the
+        // executor's loop.
+        let now = tokio::time::Instant::now();
+        Some(b.last.map_or(now + OBSERVE, |(at, _)| at + OBSERVE))
     }
 
     /// Observes the workloads' stall when [`OBSERVE`] has passed since the
@@ -868,8 +873,11 @@ impl Pacer {
             return;
         }
         let Some(total) = b.total() else {
+            b.last = None;
+            b.unreadable = true;
             return;
         };
+        b.unreadable = false;
         let Some(budget) = b.budget.as_mut() else {
             return;
         };
@@ -901,6 +909,9 @@ impl Pacer {
         let Some(budget) = b.budget.as_mut() else {
             return Some(Slot(None));
         };
+        if b.unreadable && !(self.exhausted && b.on_max_delay == OnMaxDelay::Stop) {
+            return Some(Slot(None));
+        }
         let go = if self.exhausted {
             b.on_max_delay == OnMaxDelay::Continue
         } else {

@@ -889,6 +889,8 @@ async fn unpaced_or_where_removals_free_at_once_each_kind_settles_once() {
 struct Workloads {
     root: tempfile::TempDir,
     total_us: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// The writer task writes while this holds.
+    writing: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Workloads {
@@ -902,16 +904,25 @@ impl Workloads {
         let file = dir.join("io.pressure");
         write_psi(&file, 1_000_000);
         let (total, path) = (std::sync::Arc::clone(&total_us), file.clone());
+        let writing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let still = std::sync::Arc::clone(&writing);
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(50)).await;
+                if !still.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
                 let now = total
                     .fetch_add(50 * baseline_per_mille, std::sync::atomic::Ordering::SeqCst)
                     + 50 * baseline_per_mille;
                 write_psi(&path, now);
             }
         });
-        Self { root, total_us }
+        Self {
+            root,
+            total_us,
+            writing,
+        }
     }
 
     fn file(&self) -> std::path::PathBuf {
@@ -1165,4 +1176,26 @@ fn a_configured_workloads_cgroup_that_cannot_be_read_fails_the_run() {
             ),
         "{e}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_workloads_stall_that_stops_reading_neither_holds_nor_busies_the_run() {
+    // The workloads' file goes at the first removal (a cgroup removed):
+    // the budget sees nothing more, says so once, and the run goes on.
+    let workloads = Workloads::new(10);
+    let mut engine = MemoryEngine::new(node_of_containers(6));
+    engine.removal_delay = Duration::from_millis(300);
+    let (file, writing) = (workloads.file(), std::sync::Arc::clone(&workloads.writing));
+    engine.before_remove = Some(Box::new(move |_| {
+        writing.store(false, std::sync::atomic::Ordering::SeqCst);
+        let _ = std::fs::remove_file(&file);
+    }));
+    let mut pacer = workloads.pacer(0.5, "1h", crate::policy::OnMaxDelay::Continue);
+    let writer_gone = tokio::time::timeout(
+        Duration::from_secs(600),
+        run_paced(&engine, &mut pacer, &Shutdown::new()),
+    )
+    .await;
+    let (_, outcomes) = writer_gone.expect("the run ends");
+    assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
 }

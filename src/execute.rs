@@ -174,7 +174,12 @@ impl Outcome {
 /// Before each re-check batch it asks `pacer` how many removals may be in
 /// flight and whether to wait first (`safety.pace`; a pacer for a policy
 /// without it never waits). A wait ends at once on a stop; its time is
-/// counted in the pacer's report.
+/// counted in the pacer's report. With the stall budget
+/// (`added_io_pressure_percent`), the pacer first measures the workloads'
+/// baseline (a stop ends it at once), is asked again before each removal
+/// (one it holds goes back to be re-checked after its next gate), observes
+/// the workloads' stall on a timer while removals go, and may end the run's
+/// removals (`on_max_delay: stop`: the rest `not_attempted`).
 ///
 /// Once `shutdown` is asked, it returns within [`STOP_GRACE`] whatever the
 /// engine does: see [`STOP_GRACE`].

@@ -170,13 +170,14 @@ impl PaceReport {
         write!(
             f,
             "by {whose} I/O stall: baseline {baseline:.2}%, removals added {:.1}s of stall \
-             (target +{}%, ceiling {}%), waited {:.1}s, concurrency down to {}",
+             (target +{}%, ceiling {}%), waited {:.1}s",
             budget.added_stall_seconds,
             budget.added_io_pressure_percent,
             self.io_pressure_percent,
             self.paced_seconds,
-            self.lowest_concurrency
         )?;
+        // Not the concurrency: the budget's starts at one and climbs, so
+        // its lowest says little here (the JSON has it).
         if let Some(rate) = budget.objects_per_second {
             write!(f, ", {rate:.1} objects/s")?;
         }

@@ -1023,7 +1023,9 @@ async fn the_stall_budget_holds_what_the_removals_add_above_the_baseline() {
     let line = report.to_string();
     assert!(
         line.starts_with("by the workloads' I/O stall: baseline 1.00%, removals added ")
-            && line.contains("(target +0.5%, ceiling 10%), waited "),
+            && line.contains("(target +0.5%, ceiling 10%), waited ")
+            && line.ends_with(" objects/s")
+            && !line.contains("concurrency"),
         "{line}"
     );
     let json = serde_json::to_value(&report).unwrap();

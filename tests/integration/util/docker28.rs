@@ -5,7 +5,8 @@
 //! [`PrivateDockerd28::start`] runs, as one [`EngineProcess`] under
 //! `/tmp/sp28-XXXXXX`, a shell that starts containerd 2.x in the
 //! background (config `containerd.toml`, root and state under
-//! `containerd/`, socket `c.sock`, log `containerd.log`) and then becomes
+//! `containerd/`, socket `c.sock`, log `containerd.log`) and, once that
+//! socket listens, becomes
 //! dockerd (`--containerd` at that socket, data root, exec root,
 //! socket and pid file as [`PrivateDockerd`]'s, no bridge, no iptables).
 //! Both binaries come from `$SAFEPRUNE_TEST_RUNTIMES` (`docker/`,
@@ -89,7 +90,13 @@ const EXEC: &str = r#"ip link set lo up || exit 1
 PATH="$1:$2:$PATH"
 export PATH
 containerd --config "$3" >>"$4" 2>&1 &
-shift 4
+socket=$5
+shift 5
+# dockerd answers before it dials containerd, and a call that needs
+# containerd then fails at once with "connection refused": dockerd starts
+# once containerd listens (20 s at most).
+i=0
+while [ ! -S "$socket" ] && [ "$i" -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
 exec dockerd "$@""#;
 
 /// Where a Docker 28+ engine keeps its images.
@@ -432,6 +439,7 @@ async fn launch(
         docker_dir.to_string_lossy().into_owned(),
         d("containerd.toml"),
         d("containerd.log"),
+        d("c.sock"),
         "--config-file".to_owned(),
         d("daemon.json"),
         "--containerd".to_owned(),

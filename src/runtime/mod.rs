@@ -51,7 +51,7 @@ impl RuntimeError {
                 hint,
                 source,
             } => {
-                let at = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
+                let at = socket_of(endpoint);
                 let (cause, todo) = match source.downcast_ref::<NoneAnswered>() {
                     Some(each) => (each.brief(), (*hint).to_owned()),
                     None => unanswered(runtime, at, hint, source.as_ref()),
@@ -66,6 +66,11 @@ impl RuntimeError {
             }
         }
     }
+}
+
+/// An endpoint as a person names the socket: without `unix://`.
+fn socket_of(endpoint: &str) -> &str {
+    endpoint.strip_prefix("unix://").unwrap_or(endpoint)
 }
 
 /// A runtime's name as a sentence gives it.
@@ -142,11 +147,9 @@ impl NoneAnswered {
                     hint,
                     source,
                 } => {
-                    let at = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
-                    format!(
-                        "{runtime}: {}",
-                        unanswered(runtime, at, hint, source.as_ref()).0
-                    )
+                    let (cause, _) =
+                        unanswered(runtime, socket_of(endpoint), hint, source.as_ref());
+                    format!("{runtime}: {cause}")
                 }
                 call @ RuntimeError::Call { .. } => call.brief(),
             })
@@ -170,7 +173,7 @@ impl std::error::Error for NoneAnswered {}
 /// [`RuntimeError::Unreachable`] for any other scheme (`tcp://`) or an empty
 /// path: both runtimes are reached through their unix socket only.
 pub(crate) fn socket_path(runtime: &'static str, endpoint: &str) -> Result<PathBuf, RuntimeError> {
-    let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
+    let path = socket_of(endpoint);
     if path.is_empty() || path.contains("://") {
         return Err(RuntimeError::Unreachable {
             runtime,

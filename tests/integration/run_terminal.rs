@@ -57,12 +57,7 @@ fn on_a_terminal(cli: &Cli, args: &str, typed: &str) -> (Option<i32>, String) {
         env!("CARGO_BIN_EXE_safeprune"),
         cli.policy_path().display()
     );
-    let mut child = pty::script(&line)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("script runs (bsdutils; scripts/deps.sh installs it)");
+    let mut child = pty::spawn(&line);
     child
         .stdin
         .take()
@@ -86,12 +81,7 @@ fn interrupted_at_the_question(cli: &Cli) -> (Option<i32>, String) {
         env!("CARGO_BIN_EXE_safeprune"),
         cli.policy_path().display()
     );
-    let mut child = pty::script(&line)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("script runs");
+    let mut child = pty::spawn(&line);
     let mut stdout = child.stdout.take().unwrap();
     let mut shown = Vec::new();
     let mut chunk = [0u8; 4096];

@@ -3,7 +3,7 @@
 //! what it shows to its own stdout. What a person at a terminal meets: the
 //! question, the progress line, tables fitted to the width.
 
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 /// `script -qefc LINE /dev/null`, without the variables that would point
 /// safeprune elsewhere or change what it prints (`SAFEPRUNE_CONFIG`,
@@ -18,4 +18,16 @@ pub fn script(line: &str) -> Command {
         .env_remove("RUST_LOG")
         .env_remove("COLUMNS");
     cmd
+}
+
+/// [`script`] started with its stdin, stdout and stderr piped: the test
+/// types on the terminal through stdin and reads what it showed on stdout.
+#[must_use]
+pub fn spawn(line: &str) -> Child {
+    script(line)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script runs (bsdutils; scripts/deps.sh installs it)")
 }

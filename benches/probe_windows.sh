@@ -3,17 +3,24 @@
 # dockerd, benches/pace_probe_containerd.sh on containerd): the probe
 # (benches/io_probe.py) beside the runs, and each run's window.
 #
-#   start_probe DIR        runs the probe on a file in DIR/probe (DIR on the
+#   start_probe DIR [CGROUP]
+#                          runs the probe on a file in DIR/probe (DIR on the
 #                          file system of the engine's data), logging to
-#                          DIR/probe.log; sets probe (its pid)
+#                          DIR/probe.log; sets probe (its pid); with CGROUP
+#                          (a cgroup v2 directory), inside it
+#   "${in_cgroup[@]}" CGROUP CMD...
+#                          runs CMD in CGROUP (a cgroup v2 directory),
+#                          moved there before it starts; with &, $! is
+#                          CMD's pid (sh execs it)
 #   stop_probe             stops it (also from the caller's EXIT trap)
 #   window_begin           marks a run's start (time and PSI io `some`)
 #   window_end NAME DIR    appends "NAME begin end psi-share" to DIR/windows
 #   pace_policies DIR PACE LINE...
 #                          writes DIR/unpaced.yaml and DIR/paced.yaml: the
 #                          LINEs (runtime and kinds), no deletion limit
-#                          (paced: with `pace: PACE`), the lock, state and
-#                          JSON report (DIR/<side>.json) in DIR
+#                          (paced: with `pace: PACE`), the lock, state,
+#                          JSON report (DIR/<side>.json) and audit log
+#                          (DIR/<side>.audit) in DIR
 #   pace_over_idle         with PACE_OVER_IDLE=M set: reads the share of
 #                          the time PSI io `some` covers with only the
 #                          probe running (IDLE_FLOOR_SECS, default 20),
@@ -35,11 +42,18 @@
 
 start_probe() {
   mkdir -p "$1/probe"
-  python3 benches/io_probe.py "$1/probe" "$1/probe.log" &
+  if [ -n "${2:-}" ]; then
+    "${in_cgroup[@]}" "$2" python3 benches/io_probe.py "$1/probe" "$1/probe.log" &
+  else
+    python3 benches/io_probe.py "$1/probe" "$1/probe.log" &
+  fi
   probe=$!
   sleep 2
   : >"$1/windows"
 }
+
+# shellcheck disable=SC2016 # $$, $0 and $@ are the inner shell's
+in_cgroup=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"')
 
 stop_probe() {
   if [ -n "${probe:-}" ]; then
@@ -81,7 +95,7 @@ pace_policies() {
       fi
       echo "lock_file: $dir/lock"
       echo "state_dir: $dir/state"
-      echo "report: { json_path: $dir/$side.json }"
+      echo "report: { json_path: $dir/$side.json, audit_log: $dir/$side.audit }"
     } >"$dir/$side.yaml"
   done
 }

@@ -124,7 +124,8 @@ if [ "$engine" = docker ]; then
   kinds=('containers: { min_age: "0" }' 'images: { min_age: "0" }'
     'volumes: { enabled: true, anonymous_only: false, min_age: "0" }'
     'networks: { min_age: "0" }' 'build_cache: { min_age: "0" }')
-  objects=$((containers + images + volumes + 4)) # with 3 networks and the base image
+  # with the anonymous volumes of a third of the containers, 3 networks and the base image
+  objects=$((containers + (containers + 2) / 3 + images + volumes + 4))
   make_fixture() {
     python3 benches/fixture.py "$engine_sock" "$dir/rootfs" "$containers" "$images" "$volumes" \
       --started "$containers" --write-kib "$write_kib" --image-kib "$image_kib" --prefix "$1"

@@ -222,7 +222,8 @@ def report_line(path):
     outcomes = r.get("outcomes", [])
     deleted = sum(1 for o in outcomes if o.get("result") == "deleted")
     pace = r.get("pace")
-    keys = ("baseline_io_pressure_percent", "added_io_pressure_percent", "added_stall_seconds",
+    keys = ("baseline_io_pressure_percent", "last_baseline_io_pressure_percent", "baseline_remeasured",
+            "added_io_pressure_percent", "added_stall_seconds",
             "paced_seconds", "objects_per_second", "readings", "max_io_pressure_percent",
             "lowest_concurrency", "delay_exhausted", "signal")
     fields = ", ".join(f"{k} {pace.get(k)}" for k in keys if pace and k in pace)

@@ -173,17 +173,31 @@ def kubelet_config(policy: Obj) -> str | None:
     raise CheckError(f"the policy's images.disk.from_kubelet is {written}: name a path, or true")
 
 
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def stall_budget(policy: Obj) -> bool:
+    """safety.pace's stall budget is on: the pods' cgroup's io.pressure is read."""
+    pace = (policy.get("safety") or {}).get("pace")
+    return isinstance(pace, dict) and pace.get("added_io_pressure_percent") is not None
+
+
 def host_path_problems(
     host: dict[str, tuple[str, Any]], mounts: dict[str, Obj], policy: Obj
 ) -> list[str]:
     """hostPath only for the policy's socket and the state directory, and,
     with images.disk.from_kubelet, for kubelet's configuration file (type
     File) and one directory (the image file system the disk rules measure),
-    those two readOnly; each at the same path in the container."""
+    those two readOnly; with safety.pace's stall budget, the cgroup file
+    system (type Directory, readOnly); each at the same path in the
+    container."""
     p = []
     found = {path: kind for path, (_, kind) in host.items()}
     expected = {socket_path(policy): "Socket", STATE_DIR: "DirectoryOrCreate"}
     read_only = []
+    if stall_budget(policy):
+        expected[CGROUP_ROOT] = "Directory"
+        read_only.append(CGROUP_ROOT)
     kubelet = kubelet_config(policy)
     if kubelet is not None:
         expected[kubelet] = "File"
@@ -196,7 +210,7 @@ def host_path_problems(
                 f"must be the image file system, not {image_fs}"
             )
         expected |= dict.fromkeys(image_fs, "Directory")
-        read_only = [kubelet, *image_fs]
+        read_only += [kubelet, *image_fs]
     if found != expected:
         p.append(f"the hostPath volumes must be exactly {expected}, not {found}")
     for path, (name, _) in host.items():

@@ -13,7 +13,7 @@ use crate::cli::{
 };
 use crate::cycle::{CycleOptions, Node, cycle};
 use crate::error::AppError;
-use crate::execute::NodePressure;
+use crate::execute::{NodePressure, WorkloadsStall};
 use crate::explain;
 use crate::inventory::{Kind, RuntimeKind};
 use crate::manual;
@@ -74,7 +74,11 @@ async fn with_policy(cli: &Cli) -> Result<(), AppError> {
         let Some(pace) = policy.safety.pace.as_ref().filter(|_| !cli.quiet) else {
             return;
         };
-        let line = NodePressure::line(pace, std::path::Path::new("/"));
+        let line = match WorkloadsStall::find(pace, std::path::Path::new("/")) {
+            Some(Ok((stall, _))) => stall.to_string(),
+            Some(Err(e)) => WorkloadsStall::unreadable(pace, &e),
+            None => NodePressure::line(pace, std::path::Path::new("/")),
+        };
         eprintln_lossy(&format!("safeprune: {line}"));
     };
     match &cli.command {
@@ -92,6 +96,25 @@ async fn with_policy(cli: &Cli) -> Result<(), AppError> {
             // The policy asks for pacing: the node must show its pressure.
             let pace_ok = match &policy.safety.pace {
                 None => true,
+                // The stall budget: whose stall, and what it is now, as a
+                // run measures it before its first removal.
+                Some(pace) if pace.added_io_pressure_percent.is_some() => {
+                    match WorkloadsStall::find(pace, std::path::Path::new("/")) {
+                        Some(Ok((mut stall, signal))) => {
+                            if !cli.quiet {
+                                stall.measure(&signal).await;
+                                eprintln_lossy(&format!("safeprune: {stall}"));
+                            }
+                            true
+                        }
+                        Some(Err(e)) => {
+                            let line = WorkloadsStall::unreadable(pace, &e);
+                            eprintln_lossy(&format!("safeprune: {line}"));
+                            false
+                        }
+                        None => true,
+                    }
+                }
                 Some(pace) => {
                     let (line, found) = NodePressure::checked(pace, std::path::Path::new("/"));
                     if !found {

@@ -35,7 +35,7 @@ mod budget;
 mod pace;
 mod psi;
 use pace::Gate;
-pub use pace::{BudgetReport, NodePressure, PaceReport, Pacer, Reader};
+pub use pace::{BudgetReport, NodePressure, PaceReport, Pacer, Reader, WorkloadsStall};
 pub use psi::{Reading, some_avg10};
 
 /// What came of one removal attempt.

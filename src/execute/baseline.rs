@@ -73,14 +73,20 @@ impl Baseline {
         if self.shares.len() < MIN_WINDOWS {
             return None;
         }
-        let mut shares = self.shares.clone();
-        shares.sort_by(f64::total_cmp);
-        let middle = shares.len() / 2;
-        Some(if shares.len().is_multiple_of(2) {
-            f64::midpoint(shares[middle - 1], shares[middle])
-        } else {
-            shares[middle]
-        })
+        median(&self.shares)
+    }
+}
+
+/// The median of `shares`; `None` when there is none.
+#[must_use]
+pub fn median(shares: &[f64]) -> Option<f64> {
+    let mut shares = shares.to_vec();
+    shares.sort_by(f64::total_cmp);
+    let middle = shares.len() / 2;
+    match shares.len() {
+        0 => None,
+        n if n.is_multiple_of(2) => Some(f64::midpoint(shares[middle - 1], shares[middle])),
+        _ => Some(shares[middle]),
     }
 }
 

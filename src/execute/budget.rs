@@ -13,9 +13,24 @@
 //! (senpai), back off fast and probe slowly. So:
 //!
 //! - The allowance grows by `target × elapsed` and is spent by the stall
-//!   above the baseline in each observed window, `max(0, stalled −
-//!   baseline × window)`. It holds at most [`BANK`] of the target: quiet
-//!   time before or between removals cannot be banked for a burst of them.
+//!   above the baseline in each observed window, `stalled − baseline ×
+//!   window`: a window under the baseline gives back what it did not
+//!   stall, so that the workloads' own ups and downs around their baseline
+//!   cost nothing on the whole (counting only the ups would charge the
+//!   removals for noise: at a target of half a point, most of it). It
+//!   holds at most [`BANK`] of the target: quiet time before or between
+//!   removals cannot be banked for a burst of them.
+//! - The baseline is measured again whenever removals pause: the windows
+//!   in which no removal was in flight, from [`SETTLE`] after the last
+//!   one was taken in, are the workloads' own, and once a pause has
+//!   [`MIN_WINDOWS`] of them their median (of the latest [`RECENT`]) is
+//!   the baseline. What those windows were charged above it is given
+//!   back: a workload that got busier while the removals waited is not
+//!   the removals' doing, and the run neither crawls nor stops for it.
+//!   And while removals go, the median of the latest [`RECENT`] windows
+//!   lowers the baseline when it falls under it (removals only add
+//!   stall): a workload that got quieter does not leave the removals its
+//!   old stall to add on top of the target.
 //! - A removal starts only while the allowance, less what the removals in
 //!   flight are expected to cost, is not negative, and while the last
 //!   window's share is not above the ceiling (the policy's absolute
@@ -38,9 +53,10 @@
 //! The budget holds no clock: every call takes the time it happens at, so
 //! that its tests pass the times (see STYLE.md, "A pure core").
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use super::baseline::{MIN_WINDOWS, median};
 use crate::inventory::Kind;
 
 /// How much of the target the allowance may hold, as the time it takes to
@@ -54,6 +70,16 @@ pub const BANK: Duration = Duration::from_secs(2);
 /// removals' weight, so that the cost follows a kind whose objects get
 /// dearer (images with more layers) and one odd removal does not swing it.
 pub const LEARNING: f64 = 0.3;
+
+/// How long after the last removal in flight was taken in a pause's
+/// windows begin to count as the workloads' own: what a removal leaves
+/// behind (a journal commit, writeback) shows within it.
+pub const SETTLE: Duration = Duration::from_secs(1);
+
+/// How many of the latest windows a baseline measured again is the median
+/// of: as many as the first measuring has (`baseline::SPAN` read every
+/// `baseline::INTERVAL`).
+pub const RECENT: usize = 12;
 
 /// What the policy asks of the budget.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -96,9 +122,12 @@ pub struct Accounts {
     /// Time between a verdict that held a removal back (a deficit, the
     /// ceiling) and the next that did not.
     pub waited: Duration,
-    /// The stall above baseline observed, in all: what the removals added
-    /// (and what the workloads stalled on beyond their baseline meanwhile).
+    /// The stall above baseline observed, in all (windows under it taking
+    /// away): what the removals added, and what the workloads stalled on
+    /// beyond their baseline meanwhile; none while removals paused.
     pub added_stall: Duration,
+    /// How many pauses measured the baseline again.
+    pub remeasured: u64,
     /// Windows observed.
     pub windows: u64,
     /// The most removals in flight the concurrency rose to.
@@ -125,8 +154,29 @@ struct Flight {
 impl Flight {
     /// What of its charge its measured stall has not yet replaced.
     fn reserved(&self) -> f64 {
-        (self.charged - self.stall).max(0.0)
+        (self.charged - self.stall.max(0.0)).max(0.0)
     }
+}
+
+/// A window of a pause: what it stalled and what it was charged for it.
+#[derive(Debug, Clone, Copy)]
+struct Quiet {
+    /// Seconds stalled.
+    stalled: f64,
+    /// Seconds long.
+    window: f64,
+    /// Seconds charged above the baseline (negative: given back).
+    charged: f64,
+}
+
+/// Removals paused: no removal in flight since `since`.
+#[derive(Debug, Clone)]
+struct Pause {
+    since: Instant,
+    /// Its windows from [`SETTLE`] after `since`, the latest [`RECENT`].
+    windows: VecDeque<Quiet>,
+    /// It has measured the baseline again.
+    measured: bool,
 }
 
 /// The budget (see the module).
@@ -151,6 +201,12 @@ pub struct Budget {
     concurrency: usize,
     /// Since when a verdict has held removals back.
     held_since: Option<Instant>,
+    /// Removals paused, since when, and the pause's windows.
+    pause: Option<Pause>,
+    /// The latest [`RECENT`] windows' shares, removals or not.
+    recent: VecDeque<f64>,
+    /// The stall above baseline, in all, seconds (see [`Accounts`]).
+    added: f64,
     accounts: Accounts,
 }
 
@@ -175,6 +231,9 @@ impl Budget {
             costs: BTreeMap::new(),
             concurrency: 1,
             held_since: None,
+            pause: None,
+            recent: VecDeque::with_capacity(RECENT),
+            added: 0.0,
             accounts: Accounts {
                 highest_concurrency: 1,
                 ..Accounts::default()
@@ -182,27 +241,9 @@ impl Budget {
         }
     }
 
-    /// The baseline measured again (after removals paused).
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "issue 38: re-measuring after a pause is the next slice's"
-        )
-    )]
-    pub fn set_baseline(&mut self, baseline: f64) {
-        self.baseline = baseline;
-    }
-
-    /// The workloads' own stalled share, 0 to 1.
+    /// The workloads' own stalled share, 0 to 1: measured before the
+    /// first removal, then again in pauses (see the module).
     #[must_use]
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "issue 38: re-measuring after a pause is the next slice's"
-        )
-    )]
     pub fn baseline(&self) -> f64 {
         self.baseline
     }
@@ -232,13 +273,6 @@ impl Budget {
     /// credited, less the stall measured and what the removals in flight
     /// are still charged. Negative: a deficit.
     #[must_use]
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "issue 38: re-measuring after a pause is the next slice's"
-        )
-    )]
     pub fn allowance(&self, now: Instant) -> f64 {
         self.credited(now) - self.reserved()
     }
@@ -294,7 +328,7 @@ impl Budget {
         self.flights.push(Flight {
             ticket,
             kind,
-            charged: self.costs.get(&kind).copied().unwrap_or(0.0),
+            charged: self.costs.get(&kind).copied().unwrap_or(0.0).max(0.0),
             stall: 0.0,
             finished: false,
         });
@@ -317,14 +351,27 @@ impl Budget {
         if window.is_zero() {
             return;
         }
+        let began = self.observed_at;
         self.observed_at = now;
         let (window, stalled) = (window.as_secs_f64(), stalled.as_secs_f64());
-        let excess = (stalled - self.baseline * window).max(0.0);
-        self.measured -= excess;
-        self.last_share = (stalled / window).min(1.0);
-        self.accounts.added_stall += Duration::from_secs_f64(excess);
+        let share = (stalled / window).min(1.0);
+        self.last_share = share;
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(share);
+        let excess = stalled - self.baseline * window;
+        self.spend(excess);
         self.accounts.windows += 1;
         if self.flights.is_empty() {
+            self.paused(
+                began,
+                Quiet {
+                    stalled,
+                    window,
+                    charged: excess,
+                },
+            );
             return;
         }
         #[expect(
@@ -342,6 +389,13 @@ impl Budget {
         for flight in done {
             self.learn(flight.kind, flight.stall);
         }
+        // The last in flight taken in: a pause may begin.
+        self.pause = self.flights.is_empty().then(|| Pause {
+            since: now,
+            windows: VecDeque::with_capacity(RECENT),
+            measured: false,
+        });
+        self.lower_baseline();
         let accounts = &mut self.accounts;
         if self.measured < 0.0 {
             self.concurrency = (self.concurrency / 2).max(1);
@@ -353,6 +407,74 @@ impl Budget {
         } else {
             self.concurrency = (self.concurrency + 1).min(self.limits.max);
             accounts.highest_concurrency = accounts.highest_concurrency.max(self.concurrency);
+        }
+    }
+
+    /// `excess` seconds of stall above the baseline (negative: under it)
+    /// spent, within the cap.
+    fn spend(&mut self, excess: f64) {
+        self.measured = (self.measured - excess).min(self.cap());
+        self.added += excess;
+        self.accounts.added_stall = Duration::from_secs_f64(self.added.max(0.0));
+    }
+
+    /// A window begun at `began` with no removal in flight during it: from
+    /// [`SETTLE`] after the last one, it is the workloads' own, and once
+    /// the pause has [`MIN_WINDOWS`] of them their median is the baseline
+    /// (see the module).
+    fn paused(&mut self, began: Instant, quiet: Quiet) {
+        let pause = self.pause.get_or_insert_with(|| Pause {
+            since: began,
+            windows: VecDeque::with_capacity(RECENT),
+            measured: false,
+        });
+        if began.saturating_duration_since(pause.since) < SETTLE {
+            return;
+        }
+        if pause.windows.len() == RECENT {
+            pause.windows.pop_front();
+        }
+        pause.windows.push_back(quiet);
+        if pause.windows.len() < MIN_WINDOWS {
+            return;
+        }
+        let shares: Vec<f64> = pause
+            .windows
+            .iter()
+            .map(|q| (q.stalled / q.window).min(1.0))
+            .collect();
+        let Some(baseline) = median(&shares) else {
+            return;
+        };
+        if !pause.measured {
+            pause.measured = true;
+            self.accounts.remeasured += 1;
+        }
+        self.baseline = baseline;
+        // What the pause's windows were charged above the baseline they
+        // now show is given back (and what they were given back under it,
+        // taken again): in a pause, the stall is the workloads' own.
+        let mut back = 0.0;
+        for quiet in &mut pause.windows {
+            let charged = quiet.stalled - baseline * quiet.window;
+            back += quiet.charged - charged;
+            quiet.charged = charged;
+        }
+        self.spend(-back);
+    }
+
+    /// While removals go, the median of the latest windows under the
+    /// baseline lowers it: removals only add stall, so the workloads
+    /// themselves stall less now.
+    fn lower_baseline(&mut self) {
+        if self.recent.len() < RECENT {
+            return;
+        }
+        let shares: Vec<f64> = self.recent.iter().copied().collect();
+        if let Some(median) = median(&shares)
+            && median < self.baseline
+        {
+            self.baseline = median;
         }
     }
 

@@ -103,6 +103,11 @@ pub struct BudgetReport {
     /// time (3 decimals); `null` when it was not measured (no removal, or
     /// a stop first).
     pub baseline_io_pressure_percent: Option<f64>,
+    /// The baseline at the run's end, percent (3 decimals): measured again
+    /// in pauses, lowered while removals went; `null` as the first.
+    pub last_baseline_io_pressure_percent: Option<f64>,
+    /// How many pauses measured the baseline again.
+    pub baseline_remeasured: u64,
     /// The policy's target: what the removals may add, percent.
     pub added_io_pressure_percent: f64,
     /// The stall above the baseline observed while the run removed,
@@ -167,10 +172,21 @@ impl PaceReport {
                 f.write_str("no removal batch to pace")
             };
         };
+        write!(f, "by {whose} I/O stall: baseline {baseline:.2}%")?;
+        if let Some(last) = budget.last_baseline_io_pressure_percent
+            && (budget.baseline_remeasured > 0 || (last - baseline).abs() >= 0.005)
+        {
+            write!(f, " ({last:.2}% at the end")?;
+            match budget.baseline_remeasured {
+                0 => {}
+                1 => f.write_str(", measured again in a pause")?,
+                n => write!(f, ", measured again in {n} pauses")?,
+            }
+            f.write_str(")")?;
+        }
         write!(
             f,
-            "by {whose} I/O stall: baseline {baseline:.2}%, removals added {:.1}s of stall \
-             (target +{}%, ceiling {}%), waited {:.1}s",
+            ", removals added {:.1}s of stall (target +{}%, ceiling {}%), waited {:.1}s",
             budget.added_stall_seconds,
             budget.added_io_pressure_percent,
             self.io_pressure_percent,
@@ -296,6 +312,115 @@ impl fmt::Display for NodePressure {
         )?;
         if self.leaves_no_room() {
             write!(f, "; warning: {}", self.advice())?;
+        }
+        Ok(())
+    }
+}
+
+/// The stall budget against what the workloads do now: `check`'s line
+/// and `plan`'s (issue 38).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadsStall {
+    /// `the workloads'` or `the node's`.
+    whose: &'static str,
+    /// The file read.
+    path: String,
+    /// Why not the workloads' (the node's fallback), said after it.
+    fallback: Option<String>,
+    /// The policy's target and ceiling, percent.
+    target: f64,
+    ceiling: f64,
+    /// Their stall now, 0 to 1: the median of [`baseline::INTERVAL`]
+    /// windows over [`baseline::SPAN`]; `None` when not measured.
+    baseline: Option<f64>,
+}
+
+impl WorkloadsStall {
+    /// Whose stall a run would read under `root` (`/` on a node), with
+    /// `pace`'s budget (`None` without `added_io_pressure_percent`).
+    ///
+    /// # Errors
+    /// When no stall can be read: the configured cgroup's error, or what
+    /// was tried.
+    #[must_use]
+    pub fn find(pace: &Pace, root: &Path) -> Option<Result<(Self, Signal), String>> {
+        let target = pace.added_io_pressure_percent?;
+        Some(
+            Signal::find(root, pace.workloads_cgroup.as_deref()).map(|signal| {
+                let (whose, fallback) = match &signal {
+                    Signal::Workloads(_) => ("the workloads'", None),
+                    Signal::Node(..) => ("the node's", signal.fallback_note()),
+                };
+                let stall = Self {
+                    whose,
+                    path: signal.source().path().display().to_string(),
+                    fallback,
+                    target,
+                    ceiling: pace.io_pressure_percent,
+                    baseline: None,
+                };
+                (stall, signal)
+            }),
+        )
+    }
+
+    /// Measures their stall now as a run would before its first removal:
+    /// `some total` every [`baseline::INTERVAL`] for [`baseline::SPAN`].
+    pub async fn measure(&mut self, signal: &Signal) {
+        let mut baseline = Baseline::new();
+        let began = tokio::time::Instant::now();
+        loop {
+            let now = tokio::time::Instant::now();
+            if let Ok(total) = signal.source().stalled() {
+                baseline.sample(now.into_std(), total);
+            }
+            if now.duration_since(began) >= baseline::SPAN {
+                break;
+            }
+            tokio::time::sleep(baseline::INTERVAL).await;
+        }
+        self.baseline = baseline.share();
+    }
+
+    /// `check`'s line (after `safeprune: `) when no stall can be read,
+    /// from what [`Self::find`] said, and what to do.
+    #[must_use]
+    pub fn unreadable(pace: &Pace, error: &str) -> String {
+        if pace.workloads_cgroup.is_some() {
+            format!(
+                "safety.pace.workloads_cgroup: cannot read the workloads' I/O pressure \
+                 ({error}): a run would remove nothing; fix the path, or remove it to use \
+                 kubelet's pods' cgroup"
+            )
+        } else {
+            format!(
+                "{NO_PSI}: removals would not be paced (tried {error}); to pace them, turn \
+                 PSI on (a kernel with CONFIG_PSI, booted with psi=1), or remove safety.pace"
+            )
+        }
+    }
+}
+
+impl fmt::Display for WorkloadsStall {
+    /// `check`'s and `plan`'s line, after `safeprune: `.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "safety.pace: by {} I/O stall (PSI some, {}): removals may add +{}% above \
+             their own, ceiling {}%",
+            self.whose, self.path, self.target, self.ceiling
+        )?;
+        if let Some(share) = self.baseline {
+            write!(
+                f,
+                "; their own now: {:.2}% (median of {} ms windows over {} s)",
+                share * 100.0,
+                baseline::INTERVAL.as_millis(),
+                baseline::SPAN.as_secs()
+            )?;
+        }
+        if let Some(note) = &self.fallback {
+            write!(f, "; {note}")?;
         }
         Ok(())
     }
@@ -770,6 +895,8 @@ impl Pacer {
         }
         tracing::debug!(
             wait_ms = wait.as_millis(),
+            allowance_ms = budget.allowance(now.into_std()) * 1000.0,
+            baseline_percent = budget.baseline() * 100.0,
             "safety.pace: the removals' added I/O stall over budget, waiting"
         );
         Gate::Wait(wait.min(left))
@@ -938,6 +1065,11 @@ impl Pacer {
             BudgetReport {
                 signal: b.signal,
                 baseline_io_pressure_percent: b.baseline.map(|s| round(s * 100.0, 3)),
+                last_baseline_io_pressure_percent: b
+                    .budget
+                    .as_ref()
+                    .map(|budget| round(budget.baseline() * 100.0, 3)),
+                baseline_remeasured: accounts.map_or(0, |a| a.remeasured),
                 added_io_pressure_percent: b.target,
                 added_stall_seconds: round(
                     accounts.map_or(0.0, |a| a.added_stall.as_secs_f64()),

@@ -889,6 +889,8 @@ async fn unpaced_or_where_removals_free_at_once_each_kind_settles_once() {
 struct Workloads {
     root: tempfile::TempDir,
     total_us: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// The workloads' own stall, per mille of wall time.
+    per_mille: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// The writer task writes while this holds.
     writing: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
@@ -906,23 +908,32 @@ impl Workloads {
         let (total, path) = (std::sync::Arc::clone(&total_us), file.clone());
         let writing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
         let still = std::sync::Arc::clone(&writing);
+        let per_mille = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(baseline_per_mille));
+        let rate = std::sync::Arc::clone(&per_mille);
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 if !still.load(std::sync::atomic::Ordering::SeqCst) {
                     return;
                 }
-                let now = total
-                    .fetch_add(50 * baseline_per_mille, std::sync::atomic::Ordering::SeqCst)
-                    + 50 * baseline_per_mille;
+                let step = 50 * rate.load(std::sync::atomic::Ordering::SeqCst);
+                let now = total.fetch_add(step, std::sync::atomic::Ordering::SeqCst) + step;
                 write_psi(&path, now);
             }
         });
         Self {
             root,
             total_us,
+            per_mille,
             writing,
         }
+    }
+
+    /// From now on the workloads stall `per_mille` of wall time by
+    /// themselves.
+    fn stall_at(&self, per_mille: u64) {
+        self.per_mille
+            .store(per_mille, std::sync::atomic::Ordering::SeqCst);
     }
 
     fn file(&self) -> std::path::PathBuf {
@@ -1020,9 +1031,15 @@ async fn the_stall_budget_holds_what_the_removals_add_above_the_baseline() {
         1
     );
     assert!(budget.objects_per_second.unwrap() < 1.0, "{report:?}");
+    // Each wait for the budget is a pause that measures the baseline
+    // again: the workloads' own 1% all along.
+    assert!(budget.baseline_remeasured >= 2, "{report:?}");
+    assert_eq!(budget.last_baseline_io_pressure_percent, Some(1.0));
     let line = report.to_string();
     assert!(
-        line.starts_with("by the workloads' I/O stall: baseline 1.00%, removals added ")
+        line.starts_with(
+            "by the workloads' I/O stall: baseline 1.00% (1.00% at the end, measured again in "
+        ) && line.contains(" pauses), removals added ")
             && line.contains("(target +0.5%, ceiling 10%), waited ")
             && line.ends_with(" objects/s")
             && !line.contains("concurrency"),
@@ -1032,6 +1049,8 @@ async fn the_stall_budget_holds_what_the_removals_add_above_the_baseline() {
     for key in [
         "signal",
         "baseline_io_pressure_percent",
+        "last_baseline_io_pressure_percent",
+        "baseline_remeasured",
         "added_io_pressure_percent",
         "added_stall_seconds",
         "on_max_delay",
@@ -1042,6 +1061,64 @@ async fn the_stall_budget_holds_what_the_removals_add_above_the_baseline() {
         assert!(json.get(key).is_some(), "{key} in {json}");
     }
     assert_eq!(json["on_max_delay"], "continue");
+}
+
+/// A paced run of `n` containers, each adding 20 ms of stall, over
+/// workloads at 1% that go to `after` per mille `at` into the run: how
+/// long it took, and its report.
+async fn drifting(n: usize, at: Duration, after: u64) -> (Duration, PaceReport) {
+    let workloads = Workloads::new(10);
+    let engine = workloads.engine(node_of_containers(n), Duration::from_millis(20));
+    let mut pacer = workloads.pacer(0.5, "1h", crate::policy::OnMaxDelay::Continue);
+    let began = tokio::time::Instant::now();
+    let shutdown = Shutdown::new();
+    let run = run_paced(&engine, &mut pacer, &shutdown);
+    let drift = async {
+        tokio::time::sleep(at).await;
+        workloads.stall_at(after);
+        std::future::pending::<()>().await;
+    };
+    let outcomes = tokio::select! {
+        (_, outcomes) = run => outcomes,
+        () = drift => unreachable!(),
+    };
+    assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
+    (began.elapsed(), pacer.report().unwrap())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_workload_that_gets_busier_mid_run_neither_stops_nor_crawls_the_run() {
+    // Twelve removals of 20 ms each at +0.5%: about 4 s apiece. A writer
+    // among the workloads takes them from 1% to 6% 10 s in: measured
+    // against the first baseline, the removals would owe 50 ms of every
+    // second from then on, and wait out max_delay.
+    let (steady, _) = drifting(12, Duration::from_secs(3600), 10).await;
+    let (drifted, report) = drifting(12, Duration::from_secs(10), 60).await;
+    let budget = report.budget.clone().unwrap();
+    assert!(!report.delay_exhausted, "{report:?}");
+    assert_eq!(budget.baseline_io_pressure_percent, Some(1.0));
+    let last = budget.last_baseline_io_pressure_percent.unwrap();
+    assert!((last - 6.0).abs() < 0.01, "{report:?}");
+    assert!(budget.baseline_remeasured >= 1, "{report:?}");
+    // It paid for the writer's first second or so (the windows before the
+    // pause began to count), and was otherwise as fast as without it.
+    assert!(
+        drifted <= steady + Duration::from_secs(20),
+        "{drifted:?} against {steady:?} without the writer: {report:?}"
+    );
+    // What the removals added is what it says: 12 x 20 ms, give or take
+    // the windows before the pause measured the writer.
+    assert!(
+        (0.2..=0.4).contains(&budget.added_stall_seconds),
+        "{report:?}"
+    );
+    let line = report.to_string();
+    assert!(
+        line.starts_with(
+            "by the workloads' I/O stall: baseline 1.00% (6.00% at the end, measured again in "
+        ),
+        "{line}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

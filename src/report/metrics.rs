@@ -248,6 +248,38 @@ fn measured_families(out: &mut Exposition, report: &Report) {
                 [(vec![], (max / 100.0).to_string())],
             );
         }
+        if let Some(budget) = &pace.budget {
+            budget_families(out, budget);
+        }
+    }
+}
+
+/// The stall budget's families (`safety.pace.added_io_pressure_percent`).
+fn budget_families(out: &mut Exposition, budget: &crate::execute::BudgetReport) {
+    if let Some(before) = budget.baseline_io_pressure_percent {
+        let after = budget.last_baseline_io_pressure_percent.unwrap_or(before);
+        out.gauge(
+            "safeprune_last_run_io_stall_baseline_ratio",
+            "The workloads' own I/O stall (PSI some of the pods' cgroup, or the node's: signal), 0 to 1: measured before the last run's first removal, and as it stood at its end (safety.pace).",
+            [("before", before), ("after", after)].map(|(when, percent)| {
+                (
+                    vec![("signal", budget.signal), ("when", when)],
+                    (percent / 100.0).to_string(),
+                )
+            }),
+        );
+    }
+    out.gauge(
+        "safeprune_last_run_added_io_stall_seconds",
+        "Seconds of I/O stall above the workloads' baseline while the last run removed (safety.pace).",
+        [(vec![], budget.added_stall_seconds.to_string())],
+    );
+    if let Some(rate) = budget.objects_per_second {
+        out.gauge(
+            "safeprune_last_run_removals_per_second",
+            "Removals the last run answered per second, from its first to its last (safety.pace).",
+            [(vec![], rate.to_string())],
+        );
     }
 }
 

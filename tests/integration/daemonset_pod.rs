@@ -12,7 +12,9 @@
 //! `deploy/kubernetes/crio`'s pod on CRI-O 1.36.3 through CRI alone. The
 //! overlay `examples/kubelet-image-gc` runs on containerd too, with a
 //! kubelet configuration file of the test's and the image file system
-//! its CRI names, and `examples/kubelet-image-gc-crio` on CRI-O.
+//! its CRI names, and `examples/kubelet-image-gc-crio` on CRI-O; and
+//! `examples/pace-by-workloads` on containerd, reading the pods' I/O stall
+//! through the node's cgroup file system mounted read-only.
 //!
 //! The test changes one thing of the manifest: the `ConfigMap`'s policy gets
 //! a schedule every two seconds, no jitter and no minimum ages, so that the
@@ -213,9 +215,19 @@ struct SafeprunePod {
 /// Kubelet's part: runs the pod as the manifest says, on `node`, through
 /// the runtime's CRI.
 async fn run_pod(
+    cri: RuntimeServiceClient<Channel>,
+    manifests: &Manifests,
+    node: &Node<'_>,
+) -> SafeprunePod {
+    Box::pin(run_pod_with(cri, manifests, node, prune_now)).await
+}
+
+/// [`run_pod`], the `ConfigMap`'s policy changed by `edit` (key, text).
+async fn run_pod_with(
     mut cri: RuntimeServiceClient<Channel>,
     manifests: &Manifests,
     node: &Node<'_>,
+    edit: impl Fn(&str, &str) -> String,
 ) -> SafeprunePod {
     let logs = node.volumes_dir.join("pod-logs");
     fs::create_dir_all(&logs).unwrap();
@@ -230,7 +242,7 @@ async fn run_pod(
         .expect("run the DaemonSet's pod sandbox on the pod network")
         .into_inner()
         .pod_sandbox_id;
-    let mut config = manifests.container_config(node, prune_now);
+    let mut config = manifests.container_config(node, edit);
     "safeprune.log".clone_into(&mut config.log_path);
     let container = cri
         .create_container(CreateContainerRequest {
@@ -500,6 +512,96 @@ async fn the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly(
 containerd_tests! {
     #[tokio::test(flavor = "multi_thread")]
     the_kubelet_image_gc_overlay_works_to_kubelets_thresholds_on_the_measured_image_fs,
+}
+
+/// The cgroup v2 directory of this node's pods (the test engine's scope:
+/// every pod's cgroup parent), made when missing: under the hybrid
+/// hierarchy's `unified` where there is one, else the v2 root. The
+/// engine's teardown removes it with the scope's other cgroups.
+fn pods_cgroup_v2(scope: &str) -> PathBuf {
+    let root = Path::new("/sys/fs/cgroup");
+    let mount = if root.join("unified/cgroup.controllers").exists() {
+        root.join("unified")
+    } else {
+        root.to_owned()
+    };
+    let dir = mount.join(scope);
+    fs::create_dir_all(&dir).expect("a cgroup v2 directory for the pods");
+    dir
+}
+
+/// `deploy/kubernetes/examples/pace-by-workloads`: the pod reads the I/O
+/// stall of the node's pods (here the test engine's pods' cgroup, which
+/// the policy names, as the overlay tells an operator to where kubelet's
+/// is not found) through the node's cgroup file system the overlay mounts
+/// read-only over the pod's own, paces its removals by it, and says so.
+async fn the_pace_by_workloads_overlay_reads_the_pods_stall_through_the_read_only_cgroup_mount(
+    version: ContainerdVersion,
+) {
+    let manifests = Manifests::load_overlay("examples/pace-by-workloads");
+    let Some(node) = PodNode::start(&manifests, version).await else {
+        return;
+    };
+    let (containerd, layout) = (&node.containerd, &node.layout);
+    let pods = pods_cgroup_v2(containerd.scope());
+    let pods_text = pods.display().to_string();
+    let host_paths = [("/sys/fs/cgroup", PathBuf::from("/sys/fs/cgroup"))];
+    let edit = |key: &str, text: &str| {
+        let text = prune_now(key, text);
+        let mut policy: serde_yaml::Mapping = serde_yaml::from_str(&text).unwrap();
+        let pace = policy
+            .get_mut("safety")
+            .and_then(|s| s.get_mut("pace"))
+            .and_then(serde_yaml::Value::as_mapping_mut)
+            .expect("the overlay's policy sets safety.pace");
+        pace.insert("workloads_cgroup".into(), pods_text.clone().into());
+        serde_yaml::to_string(&policy).unwrap()
+    };
+    let pod = Box::pin(run_pod_with(
+        containerd.cri(),
+        &manifests,
+        &node.node(&host_paths),
+        edit,
+    ))
+    .await;
+
+    let report = wait_for_json(&node.state.join("last-run.json"), &pod.log).await;
+    let log = || fs::read_to_string(&pod.log).unwrap_or_default();
+    let pace = &report["pace"];
+    assert_eq!(pace["signal"], "workloads", "{pace}; log:\n{}", log());
+    assert_eq!(
+        pace["source"].as_str(),
+        Some(pods.join("io.pressure").to_str().unwrap()),
+        "{pace}"
+    );
+    let baseline = pace["baseline_io_pressure_percent"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("a baseline measured in the pod: {pace}; log:\n{}", log()));
+    assert!((0.0..100.0).contains(&baseline), "{pace}");
+    assert_eq!(pace["added_io_pressure_percent"], 0.5, "{pace}");
+    assert_eq!(pace["on_max_delay"], "stop", "{pace}");
+    assert!(pace["objects_per_second"].as_f64().is_some(), "{pace}");
+    for (id, expected) in [
+        (&layout.istio, ("keep", "protected_label")),
+        (&layout.setup, ("keep", "live_pod_sandbox")),
+        (&layout.job, ("delete", "eligible")),
+    ] {
+        assert_eq!(rule_of(&report, id), expected, "{id}");
+    }
+    let deleted = report["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["result"] == "deleted")
+        .count();
+    assert!(deleted > 0, "the run removed: {report}");
+
+    assert_eq!(node.stop(&manifests, &pod).await, 0, "log:\n{}", log());
+}
+
+containerd_tests! {
+    #[tokio::test(flavor = "multi_thread")]
+    the_pace_by_workloads_overlay_reads_the_pods_stall_through_the_read_only_cgroup_mount,
 }
 
 /// kubelet's --config in `dir`, as kubeadm writes it, with thresholds of

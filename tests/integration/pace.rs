@@ -309,6 +309,65 @@ async fn a_threshold_under_the_nodes_own_pressure_is_warned_of() {
     );
 }
 
+/// With the stall budget on, `check` says whose stall a run would read and
+/// measures what the workloads stall at now, as a run does before its
+/// first removal; a `workloads_cgroup` that cannot be read fails it (a run
+/// would remove nothing). The workloads' cgroup is a file of the test's
+/// own over `/sys/fs/cgroup`, in a mount namespace of its own, whose
+/// `total` a loop there moves by 5 ms every 250 ms: about 2%.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_says_whose_stall_the_budget_reads_and_what_it_is_now() {
+    let (engine, _) = docker_with_containers(0).await;
+    let runtime = Runtime::Docker(engine.endpoint());
+    let cli = Cli::new(&runtime, &budget_policy("/sys/fs/cgroup/sp-pods", "stop"));
+    let out = cli.run_unshared(
+        "mount -t tmpfs sp-cg /sys/fs/cgroup && mkdir /sys/fs/cgroup/sp-pods || exit 99\n\
+         f=/sys/fs/cgroup/sp-pods/io.pressure; t=1000000\n\
+         write() { printf 'some avg10=0.00 avg60=0.00 avg300=0.00 total=%s\\nfull avg10=0.00 \
+         avg60=0.00 avg300=0.00 total=0\\n' \"$t\" >\"$f.new\" && mv \"$f.new\" \"$f\"; }\n\
+         write; (while :; do sleep 0.25; t=$((t + 5000)); write; done) & loop=$!",
+        "kill $loop",
+        &["check"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("safeprune: safety.pace: "))
+        .unwrap_or_else(|| panic!("no pace line: {err}"));
+    let (head, now) = line
+        .split_once("; their own now: ")
+        .unwrap_or_else(|| panic!("no measure: {line}"));
+    assert_eq!(
+        head,
+        "safeprune: safety.pace: by the workloads' I/O stall (PSI some, \
+         /sys/fs/cgroup/sp-pods/io.pressure): removals may add +0.5% above their own, \
+         ceiling 15%"
+    );
+    let (percent, rest) = now.split_once("% ").unwrap();
+    let percent: f64 = percent.parse().unwrap();
+    // 5 ms in each 250 ms window and a shell's sleep: about 2%.
+    assert!((1.0..=2.5).contains(&percent), "{line}");
+    assert_eq!(rest, "(median of 250 ms windows over 3 s)");
+
+    let missing = Cli::new(
+        &runtime,
+        &budget_policy("/sys/fs/cgroup/sp-no-such.slice", "stop"),
+    );
+    let out = missing.run(&["check"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "safeprune: safety.pace.workloads_cgroup: cannot read the workloads' I/O pressure \
+             (/sys/fs/cgroup/sp-no-such.slice/io.pressure: No such file or directory (os error \
+             2)): a run would remove nothing; fix the path, or remove it to use kubelet's pods' \
+             cgroup"
+        ) && err.contains("this node is not ready for the policy: safety.pace failed"),
+        "{err}"
+    );
+}
+
 /// A policy with the stall budget on (issue 38), the workloads' cgroup at
 /// `cgroup`, under `on_max_delay`.
 fn budget_policy(cgroup: &str, on_max_delay: &str) -> String {

@@ -260,18 +260,105 @@ fn a_removal_still_in_flight_keeps_what_its_stall_has_not_yet_used() {
     assert_close(budget.allowance(now), before + 2.0 * credit - 0.006);
 }
 
+/// `n` windows of [`WINDOW`] from `now`, each stalled `stalled`, with
+/// nothing in flight: `now` moves to the last one's end.
+fn quiet(budget: &mut Budget, now: &mut Instant, n: usize, stalled: Duration) {
+    for _ in 0..n {
+        *now += WINDOW;
+        budget.observe(*now, stalled);
+    }
+}
+
 #[test]
-fn only_the_stall_above_the_baseline_measured_again_is_spent() {
-    let t0 = Instant::now();
-    let mut budget = Budget::new(LIMITS, 0.01, t0);
-    // The workloads now stall 4% by themselves: measured again while the
-    // removals paused, that is no longer the removals' doing.
-    budget.set_baseline(0.04);
+fn a_pause_measures_the_baseline_again_and_gives_back_what_it_charged() {
+    let mut now = Instant::now();
+    // The workloads stalled 1% when the run began.
+    let mut budget = Budget::new(LIMITS, 0.01, now);
+    one_removal(&mut budget, &mut now, Kind::Container, ms(2.5));
+    assert_eq!(budget.in_flight(), 0);
+    // Then a writer among them starts: 4% of every window, with no removal
+    // in flight. Until SETTLE has passed and MIN_WINDOWS windows after it
+    // came, that is charged: 7.5 ms a window above the old 1%.
+    let settle = usize::try_from(SETTLE.as_millis() / WINDOW.as_millis()).unwrap();
+    quiet(&mut budget, &mut now, settle + MIN_WINDOWS - 1, ms(10.0));
+    assert_close(budget.baseline(), 0.01);
+    assert!(budget.allowance(now) < -0.04, "{}", budget.allowance(now));
+    assert!(matches!(
+        budget.gate(Kind::Container, now),
+        Verdict::PayBack(_)
+    ));
+    // The pause's fifth window: the baseline is the writer's 4% now, and
+    // what the windows after SETTLE were charged above it is given back.
+    // The settling windows' charge stands: they may hold the removal's
+    // late stall.
+    quiet(&mut budget, &mut now, 1, ms(10.0));
     assert_close(budget.baseline(), 0.04);
-    let t1 = t0 + Duration::from_secs(1);
-    budget.observe(t1, ms(40.0));
-    assert_close(budget.allowance(t1), 0.005);
+    assert_eq!(budget.accounts().remeasured, 1);
+    let credit = LIMITS.target * WINDOW.as_secs_f64();
+    #[expect(clippy::cast_precision_loss, reason = "a few windows")]
+    let expected = (1 + settle + MIN_WINDOWS) as f64 * credit - settle as f64 * 0.0075;
+    assert_close(budget.allowance(now), expected);
+    // From now on only what is above 4% is spent: a window at 4% is paid
+    // for by its own time, and the deficit shrinks.
+    let before = budget.allowance(now);
+    quiet(&mut budget, &mut now, 1, ms(10.0));
+    assert_close(budget.allowance(now), before + credit);
+    assert_eq!(budget.accounts().remeasured, 1, "the same pause");
+    // A removal ends the pause; the next measures again.
+    now += Duration::from_secs(10);
+    assert_eq!(budget.gate(Kind::Container, now), Verdict::Start);
+    one_removal(&mut budget, &mut now, Kind::Container, ms(10.0));
+    quiet(&mut budget, &mut now, settle + MIN_WINDOWS, ms(5.0));
+    assert_close(budget.baseline(), 0.02);
+    assert_eq!(budget.accounts().remeasured, 2);
+}
+
+#[test]
+fn a_quieter_workload_lowers_the_baseline_while_removals_go() {
+    let mut now = Instant::now();
+    // Measured at 4%; the workloads drop to 1% as the removals begin.
+    let mut budget = Budget::new(Limits { max: 1, ..LIMITS }, 0.04, now);
+    let ticket = budget.start(Kind::Image, now);
+    for i in 1..=RECENT {
+        now += WINDOW;
+        budget.observe(now, ms(2.5));
+        if i < RECENT {
+            assert_close(budget.baseline(), 0.04);
+        }
+    }
+    // RECENT windows at 1%: that is the workloads' stall now, and a
+    // removal's stall above it is spent, not hidden under the old 4%.
+    assert_close(budget.baseline(), 0.01);
+    // The windows under the old baseline gave back up to the cap, and
+    // the window's credit is over it: 5 ms above 1% spent from the cap.
+    assert_close(budget.allowance(now), 0.010);
+    now += WINDOW;
+    budget.observe(now, ms(7.5));
+    assert_close(budget.allowance(now), 0.005);
+    budget.finish(ticket);
+    assert_eq!(budget.accounts().remeasured, 0, "not a pause");
+}
+
+#[test]
+fn the_workloads_ups_and_downs_around_their_baseline_cost_nothing() {
+    let mut now = Instant::now();
+    let mut budget = Budget::new(LIMITS, 0.02, now);
+    let ticket = budget.start(Kind::Container, now);
+    // 2% on the whole, in windows of 1% and 3% by turns: what is above
+    // the baseline in one is given back by the next.
+    for i in 0..40 {
+        now += WINDOW;
+        budget.observe(now, ms(if i % 2 == 0 { 7.5 } else { 2.5 }));
+        assert!(
+            budget.allowance(now) >= -LIMITS.target * WINDOW.as_secs_f64(),
+            "window {i}: {}",
+            budget.allowance(now)
+        );
+    }
+    assert_close(budget.allowance(now), 0.010);
     assert_eq!(budget.accounts().added_stall, Duration::ZERO);
+    assert_eq!(budget.concurrency(), 4, "the budget held");
+    budget.finish(ticket);
 }
 
 #[test]

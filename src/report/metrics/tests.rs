@@ -526,6 +526,67 @@ fn a_paced_run_says_how_long_it_waited_and_the_pressure_it_saw() {
 }
 
 #[test]
+fn a_run_held_by_the_stall_budget_says_the_baseline_the_added_stall_and_its_rate() {
+    let budget = |baseline: Option<f64>, rate: Option<f64>| crate::execute::BudgetReport {
+        signal: "workloads",
+        baseline_io_pressure_percent: baseline,
+        last_baseline_io_pressure_percent: baseline.map(|b| b + 1.5),
+        baseline_remeasured: 2,
+        added_io_pressure_percent: 0.5,
+        added_stall_seconds: 1.25,
+        on_max_delay: crate::policy::OnMaxDelay::Continue,
+        objects_per_second: rate,
+    };
+    let pace = |budget| crate::execute::PaceReport {
+        source: Some("/sys/fs/cgroup/kubepods.slice/io.pressure".into()),
+        io_pressure_percent: 10.0,
+        max_delay_seconds: 600,
+        paced_seconds: 30.0,
+        readings: 200,
+        max_io_pressure_percent: Some(4.0),
+        lowest_concurrency: 1,
+        delay_exhausted: false,
+        budget,
+    };
+    let report = sample_run().with_pace(Some(pace(Some(budget(Some(1.0), Some(2.5))))));
+    let series = parse(&render_metrics(&report, Duration::from_secs(1), true)).unwrap();
+    let baseline = |when: &str| {
+        series[&(
+            "safeprune_last_run_io_stall_baseline_ratio".into(),
+            vec![
+                ("signal".into(), "workloads".into()),
+                ("when".into(), when.into()),
+            ],
+        )]
+    };
+    assert!((baseline("before") - 0.01).abs() < 1e-12);
+    assert!((baseline("after") - 0.025).abs() < 1e-12);
+    assert_eq!(
+        series[&("safeprune_last_run_added_io_stall_seconds".into(), vec![])],
+        1.25
+    );
+    assert_eq!(
+        series[&("safeprune_last_run_removals_per_second".into(), vec![])],
+        2.5
+    );
+    // Nothing removed: no baseline measured, no rate; the added stall is 0.
+    let report = sample_run().with_pace(Some(pace(Some(budget(None, None)))));
+    let text = render_metrics(&report, Duration::from_secs(1), true);
+    assert!(
+        !text.contains("baseline_ratio") && !text.contains("removals_per_second"),
+        "{text}"
+    );
+    assert!(
+        text.contains("safeprune_last_run_added_io_stall_seconds 1.25"),
+        "{text}"
+    );
+    // The threshold law: none of them.
+    let report = sample_run().with_pace(Some(pace(None)));
+    let text = render_metrics(&report, Duration::from_secs(1), true);
+    assert!(!text.contains("io_stall"), "{text}");
+}
+
+#[test]
 fn the_last_success_is_the_runs_own_or_carried_forward_through_failures() {
     let report = sample_run();
     let key = (

@@ -3,7 +3,10 @@
 //! and a paced run on a private Docker and a private containerd waits,
 //! goes one removal at a time, still removes everything, and says so in
 //! its report, table and metrics. A node that shows no PSI runs unpaced
-//! and says so. These tests run alone (`.config/nextest.toml`): the
+//! and says so. Under the stall budget (issue 38) the workloads are a
+//! cgroup of the test's own with a writer in it: the run measures the
+//! writer's own stall, waits for the budget, and is slower for it than an
+//! unpaced run. These tests run alone (`.config/nextest.toml`): the
 //! pressure they make would slow every test beside them.
 
 use crate::util;
@@ -461,4 +464,309 @@ async fn the_stall_budget_reads_the_configured_workloads_cgroup_or_refuses_the_r
         ),
         "{table}"
     );
+}
+
+/// The cgroup v2 hierarchy's mount point, from `/proc/self/mountinfo`:
+/// `/sys/fs/cgroup` on a pure v2 host, `/sys/fs/cgroup/unified` on a
+/// hybrid one.
+fn cgroup2_mount() -> PathBuf {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").expect("read mountinfo");
+    info.lines()
+        .find_map(|line| {
+            let (mount, fs) = line.split_once(" - ")?;
+            if fs.split_whitespace().next() != Some("cgroup2") {
+                return None;
+            }
+            mount.split_whitespace().nth(4).map(PathBuf::from)
+        })
+        .unwrap_or_else(|| panic!("no cgroup2 mount in /proc/self/mountinfo:\n{info}"))
+}
+
+/// A cgroup v2 of the test's own that plays the pods' cgroup, and the
+/// writer in it, if any: `sh` writing 4 KiB at a time with `O_DSYNC`,
+/// some 40 times a second (a steady workload, not flat out: it stalls on
+/// its own writes 0.05 to 3% of the time, measured), its file in `dir`. On
+/// drop the writer is killed and the cgroup removed.
+struct WorkloadsCgroup {
+    path: PathBuf,
+    writer: Option<Child>,
+}
+
+impl WorkloadsCgroup {
+    /// A fresh, empty cgroup `sp-test-<pid>-<n>` under the v2 mount.
+    fn new() -> Self {
+        static COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = cgroup2_mount().join(format!("sp-test-{}-{n}", std::process::id()));
+        std::fs::create_dir(&path)
+            .unwrap_or_else(|e| panic!("create the cgroup {}: {e}", path.display()));
+        Self { path, writer: None }
+    }
+
+    /// The same, with the writer in it, writing in `dir`.
+    fn with_writer(dir: &Path) -> Self {
+        let mut cgroup = Self::new();
+        // The shell moves itself into the cgroup before it starts the
+        // pipeline, so the writes are all the cgroup's. Appending, so that
+        // each write allocates and its `O_DSYNC` waits for a journal commit
+        // (which the removals' metadata is in), as a database's log does.
+        let writer = Command::new("sh")
+            .args([
+                "-c",
+                "echo $$ >\"$0/cgroup.procs\" || exit 99; while :; do printf '%4096s' ''; \
+                 sleep 0.02; done | dd of=\"$1\" bs=4k iflag=fullblock oflag=dsync 2>/dev/null",
+            ])
+            .arg(&cgroup.path)
+            .arg(dir.join("writer.log"))
+            .stdout(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("start the writer");
+        cgroup.writer = Some(writer);
+        // Let it settle into its pace before anything measures it.
+        std::thread::sleep(Duration::from_secs(1));
+        let procs = std::fs::read_to_string(cgroup.path.join("cgroup.procs")).unwrap();
+        assert!(
+            procs.lines().count() >= 2,
+            "the writer is in {}: {procs:?}",
+            cgroup.path.display()
+        );
+        cgroup
+    }
+
+    fn path(&self) -> &str {
+        self.path.to_str().expect("a UTF-8 cgroup path")
+    }
+
+    /// PSI `some total` of the cgroup now, microseconds.
+    fn stall_total(&self) -> u64 {
+        let text = std::fs::read_to_string(self.path.join("io.pressure")).unwrap();
+        text.lines()
+            .next()
+            .and_then(|l| l.rsplit_once("total="))
+            .and_then(|(_, t)| t.trim().parse().ok())
+            .unwrap_or_else(|| panic!("io.pressure: {text}"))
+    }
+}
+
+impl Drop for WorkloadsCgroup {
+    fn drop(&mut self) {
+        if let Some(mut writer) = self.writer.take() {
+            let pgid = nix::unistd::Pid::from_raw(-i32::try_from(writer.id()).unwrap());
+            let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGKILL);
+            let _ = writer.wait();
+        }
+        // Killed processes leave the cgroup as they exit: a moment.
+        for _ in 0..50 {
+            match std::fs::remove_dir(&self.path) {
+                Err(e) if e.raw_os_error() == Some(nix::libc::EBUSY) => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                _ => return,
+            }
+        }
+        eprintln!("cgroup {} still busy: left behind", self.path.display());
+    }
+}
+
+/// Containers in the fixture of the unpaced run and of the run paced by
+/// the writer: enough that an unpaced run takes a measurable time (more
+/// than a second: 32 went in one, and the writer's stall came after the
+/// last had started, too late to hold any), few enough that the test
+/// stays around a minute.
+const WROTE: usize = 64;
+
+/// `n` containers named `<prefix>N` that each ran to their exit after
+/// writing 1,000 files of 4,000 bytes into their writable layer, flushed
+/// to the disk: removing one unlinks them all, which is I/O (inodes,
+/// directory blocks and bitmaps in the journal, written back after). Big
+/// files would not do: freeing a few extents is a few blocks of metadata,
+/// and the writer did not feel 40 containers of 4 MiB go (measured).
+async fn containers_that_wrote(engine: &PrivateDockerd, image: &str, prefix: &str, n: usize) {
+    use futures_util::StreamExt as _;
+    futures_util::stream::iter(0..n)
+        .map(|i| async move {
+            let id = engine
+                .create_container(
+                    &format!("{prefix}{i}"),
+                    image,
+                    &[],
+                    &[
+                        "sh",
+                        "-c",
+                        "mkdir /w && i=0 && while [ $i -lt 1000 ]; do printf '%4000s' '' >/w/$i; \
+                         i=$((i+1)); done",
+                    ],
+                )
+                .await;
+            engine.start_container(&id).await;
+            assert_eq!(engine.wait_container(&id).await, 0, "{prefix}{i} wrote");
+        })
+        .buffer_unordered(4)
+        .collect::<Vec<()>>()
+        .await;
+    let running = engine.cli().args(["ps", "-q"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&running.stdout), "", "all exited");
+    util::run_ok(&mut Command::new("sync"));
+}
+
+/// The stall budget's target in the real-pressure test, percent of wall
+/// time: small enough that the few milliseconds of stall the removals add
+/// to the writer's hold them for seconds.
+const TARGET: f64 = 0.05;
+
+/// The stall budget's policy for the workloads' `cgroup`: a small target, a
+/// high ceiling, `max_delay` long enough to show the waits and short
+/// enough for the test.
+fn workloads_policy(cgroup: &str) -> String {
+    format!(
+        "containers: {{ min_age: \"0\" }}\nimages: {{ enabled: false }}\n\
+         safety: {{ pace: {{ io_pressure_percent: 90, max_delay: 6s, \
+         added_io_pressure_percent: {TARGET}, workloads_cgroup: {cgroup}, \
+         on_max_delay: continue }} }}\n"
+    )
+}
+
+/// A run of `cli` that must remove all `n` containers of the engine: its
+/// wall time, JSON report and table.
+fn run_removing_all(cli: &Cli, engine: &PrivateDockerd, n: usize) -> (Duration, Value, String) {
+    let began = Instant::now();
+    let out = cli.run(&["run"]);
+    let took = began.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}\n{table}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(cli.path("report.json")).unwrap()).unwrap();
+    let outcomes = report["outcomes"].as_array().unwrap();
+    assert_eq!(outcomes.len(), n, "{report}");
+    assert!(
+        outcomes.iter().all(|o| o["result"] == "deleted"),
+        "{report}"
+    );
+    let left = engine.cli().args(["ps", "-aq"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&left.stdout), "", "all removed");
+    (took, report, table)
+}
+
+/// The table's `waited N.Ns` of the stall budget's line, seconds.
+fn waited_in_table(table: &str) -> f64 {
+    let line = table
+        .lines()
+        .find(|l| l.contains("  paced: by the workloads' I/O stall: baseline "))
+        .unwrap_or_else(|| panic!("no budget line in the table:\n{table}"));
+    line.split_once("waited ")
+        .and_then(|(_, rest)| rest.split_once('s'))
+        .and_then(|(secs, _)| secs.parse().ok())
+        .unwrap_or_else(|| panic!("no `waited N.Ns` in {line:?}"))
+}
+
+/// Issue 38's real-pressure test: the workloads are a cgroup of the
+/// test's own with a writer in it, syncing small writes on the file
+/// system of the engine's data (an ext4 of its own, loop-mounted: the
+/// other tests' and builds' writes on the root disk are not in its
+/// journal) at a steady pace. Under the stall budget
+/// the run measures the writer's own stall (the baseline, above 0), sees
+/// the stall above it, waits for the budget, and so removes clearly
+/// slower than an unpaced run of an identical fixture under the same
+/// writer; and a run paced by a cgroup where nothing stalls waits not at
+/// all. Every run removes everything: the budget decides when, not
+/// whether. The report and the table say whose stall, the baseline, the
+/// added stall and the wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_docker_the_workloads_stall_slows_a_paced_run_and_the_report_says_so() {
+    // 4 GiB for its inodes (one per 16 KiB): the fixtures make 64,000
+    // files at once.
+    let engine = PrivateDockerd::start_on_small_fs(4096).await;
+    let image = engine.import_busybox_image("base:1", None).await;
+    let runtime = Runtime::Docker(engine.endpoint());
+    let busy = WorkloadsCgroup::with_writer(&engine.data_root());
+    let idle = WorkloadsCgroup::new();
+
+    // Unpaced, under the writer.
+    containers_that_wrote(&engine, &image, "unpaced", WROTE).await;
+    let unpaced = Cli::new(
+        &runtime,
+        "containers: { min_age: \"0\" }\nimages: { enabled: false }\n",
+    );
+    let (unpaced_took, report, _) = run_removing_all(&unpaced, &engine, WROTE);
+    assert_eq!(report["pace"], Value::Null, "{report}");
+
+    // Paced by the writer's cgroup.
+    containers_that_wrote(&engine, &image, "paced", WROTE).await;
+    let paced = Cli::new(&runtime, &workloads_policy(busy.path()));
+    let stall_before = busy.stall_total();
+    let (paced_took, report, table) = run_removing_all(&paced, &engine, WROTE);
+    let writer_stalled = busy.stall_total() - stall_before;
+    let pace = &report["pace"];
+    #[expect(clippy::cast_precision_loss, reason = "a few seconds in microseconds")]
+    let writer_share = writer_stalled as f64 / 1e4 / paced_took.as_secs_f64();
+    eprintln!(
+        "unpaced {unpaced_took:?}; paced {paced_took:?}, the writer stalled {writer_share:.2}% \
+         meanwhile: {pace}"
+    );
+    assert_eq!(pace["signal"], "workloads", "{pace}");
+    assert_eq!(
+        pace["source"],
+        format!("{}/io.pressure", busy.path()),
+        "{pace}"
+    );
+    let baseline = pace["baseline_io_pressure_percent"].as_f64().unwrap();
+    let added = pace["added_stall_seconds"].as_f64().unwrap();
+    let waited = pace["paced_seconds"].as_f64().unwrap();
+    let rate = pace["objects_per_second"].as_f64().unwrap();
+    // The writer stalls by itself; more while the removals go; the run
+    // waited for the budget, within max_delay.
+    assert!(baseline > 0.0, "{pace}");
+    assert!(added > 0.0, "{pace}");
+    assert!(waited >= 1.0, "{pace}");
+    assert!(waited <= 6.5, "{pace}");
+    assert_eq!(pace["added_io_pressure_percent"], TARGET, "{pace}");
+    assert_eq!(pace["on_max_delay"], "continue", "{pace}");
+    assert!(
+        (waited_in_table(&table) - waited).abs() <= 0.05 + 1e-9,
+        "{table}\n{pace}"
+    );
+    // The baseline, then (when it was measured again in a pause, or moved)
+    // where it ended, then the added stall and the wait.
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("  paced: by the workloads' I/O stall: "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        line.starts_with(&format!(
+            "  paced: by the workloads' I/O stall: baseline {baseline:.2}%"
+        )) && line.contains(&format!(
+            ", removals added {added:.1}s of stall (target +{TARGET}%, ceiling 90%), waited "
+        )),
+        "{line}"
+    );
+    // The run slows: its removals go at most half as fast as the whole of
+    // the unpaced run (its start, listing and planning included).
+    #[expect(clippy::cast_precision_loss, reason = "a few dozen objects")]
+    let unpaced_rate = WROTE as f64 / unpaced_took.as_secs_f64();
+    assert!(
+        rate <= unpaced_rate / 2.0,
+        "paced {rate} objects/s, unpaced at least {unpaced_rate:.2}: {pace}"
+    );
+    assert!(
+        paced_took >= unpaced_took + Duration::from_secs_f64(waited),
+        "{pace}"
+    );
+
+    // Paced by a cgroup where nothing stalls: no wait, nothing added.
+    containers_that_wrote(&engine, &image, "calm", 8).await;
+    let calm = Cli::new(&runtime, &workloads_policy(idle.path()));
+    let (calm_took, report, table) = run_removing_all(&calm, &engine, 8);
+    let pace = &report["pace"];
+    eprintln!("paced by an idle cgroup in {calm_took:?}: {pace}");
+    assert_eq!(
+        pace["source"],
+        format!("{}/io.pressure", idle.path()),
+        "{pace}"
+    );
+    assert_eq!(pace["baseline_io_pressure_percent"], 0.0, "{pace}");
+    assert_eq!(pace["added_stall_seconds"], 0.0, "{pace}");
+    assert_eq!(pace["paced_seconds"], 0.0, "{pace}");
+    assert!(waited_in_table(&table) < 0.05, "{table}");
 }

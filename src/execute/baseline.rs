@@ -77,6 +77,34 @@ impl Baseline {
     }
 }
 
+/// Measures a baseline as a run does before its first removal: `some
+/// total` through `read` (`None`: it could not be read) every [`INTERVAL`]
+/// for [`SPAN`]. The windows, and the last reading (when, and the total
+/// then); `None` when `stop` came first.
+pub async fn measure(
+    mut read: impl FnMut() -> Option<Duration>,
+    stop: impl std::future::Future<Output = ()>,
+) -> Option<(Baseline, Option<(tokio::time::Instant, Duration)>)> {
+    let mut baseline = Baseline::new();
+    let began = tokio::time::Instant::now();
+    let mut last = None;
+    tokio::pin!(stop);
+    loop {
+        let now = tokio::time::Instant::now();
+        if let Some(total) = read() {
+            baseline.sample(now.into_std(), total);
+            last = Some((now, total));
+        }
+        if now.duration_since(began) >= SPAN {
+            return Some((baseline, last));
+        }
+        tokio::select! {
+            () = tokio::time::sleep(INTERVAL) => {}
+            () = &mut stop => return None,
+        }
+    }
+}
+
 /// The median of `shares`; `None` when there is none.
 #[must_use]
 pub fn median(shares: &[f64]) -> Option<f64> {

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::adapt::{self, Climb};
-use super::baseline::{self, Baseline};
+use super::baseline;
 use super::budget::{Budget, Limits, Ticket, Verdict};
 use super::psi::{Averages, MIN_WINDOW, PsiSource, PsiWindow, Reading, Signal, share};
 use crate::inventory::Kind;
@@ -367,19 +367,10 @@ impl WorkloadsStall {
     /// Measures their stall now as a run would before its first removal:
     /// `some total` every [`baseline::INTERVAL`] for [`baseline::SPAN`].
     pub async fn measure(&mut self, signal: &Signal) {
-        let mut baseline = Baseline::new();
-        let began = tokio::time::Instant::now();
-        loop {
-            let now = tokio::time::Instant::now();
-            if let Ok(total) = signal.source().stalled() {
-                baseline.sample(now.into_std(), total);
-            }
-            if now.duration_since(began) >= baseline::SPAN {
-                break;
-            }
-            tokio::time::sleep(baseline::INTERVAL).await;
-        }
-        self.baseline = baseline.share();
+        let read = || signal.source().stalled().ok();
+        self.baseline = baseline::measure(read, std::future::pending())
+            .await
+            .and_then(|(baseline, _)| baseline.share());
     }
 
     /// `check`'s line (after `safeprune: `) when no stall can be read,
@@ -387,11 +378,7 @@ impl WorkloadsStall {
     #[must_use]
     pub fn unreadable(pace: &Pace, error: &str) -> String {
         if pace.workloads_cgroup.is_some() {
-            format!(
-                "safety.pace.workloads_cgroup: cannot read the workloads' I/O pressure \
-                 ({error}): a run would remove nothing; fix the path, or remove it to use \
-                 kubelet's pods' cgroup"
-            )
+            unreadable_workloads(error, "a run would remove nothing")
         } else {
             format!(
                 "{NO_PSI}: removals would not be paced (tried {error}); to pace them, turn \
@@ -424,6 +411,16 @@ impl fmt::Display for WorkloadsStall {
         }
         Ok(())
     }
+}
+
+/// A `workloads_cgroup` whose `io.pressure` cannot be read (`error`): what
+/// comes of it (`outcome`) and what to do. A path written in the policy is
+/// not silently replaced.
+fn unreadable_workloads(error: &str, outcome: &str) -> String {
+    format!(
+        "safety.pace.workloads_cgroup: cannot read the workloads' I/O pressure ({error}): \
+         {outcome}; fix the path, or remove it to use kubelet's pods' cgroup"
+    )
 }
 
 /// What the window of the next reading holds.
@@ -581,10 +578,9 @@ impl Pacer {
                     }
                     Ok(Self::with_budget(pace.clone(), concurrency, signal))
                 }
-                Err(e) if pace.workloads_cgroup.is_some() => Err(format!(
-                    "safety.pace.workloads_cgroup: cannot read the workloads' I/O pressure ({e}): \
-                     nothing removed; fix the path, or remove it to use kubelet's pods' cgroup"
-                )),
+                Err(e) if pace.workloads_cgroup.is_some() => {
+                    Err(unreadable_workloads(&e, "nothing removed"))
+                }
                 Err(tried) => {
                     tracing::warn!(tried = %tried, "{NO_PSI}: removals are not paced");
                     Ok(Self::new(Some(pace.clone()), concurrency, None, None))
@@ -931,23 +927,9 @@ impl Pacer {
         if b.budget.is_some() {
             return;
         }
-        let mut baseline = Baseline::new();
-        let began = tokio::time::Instant::now();
-        let mut last = None;
-        loop {
-            let now = tokio::time::Instant::now();
-            if let Some(total) = b.total() {
-                baseline.sample(now.into_std(), total);
-                last = Some((now, total));
-            }
-            if now.duration_since(began) >= baseline::SPAN {
-                break;
-            }
-            tokio::select! {
-                () = tokio::time::sleep(baseline::INTERVAL) => {}
-                () = shutdown.wait() => return,
-            }
-        }
+        let Some((baseline, last)) = baseline::measure(|| b.total(), shutdown.wait()).await else {
+            return;
+        };
         let share = baseline.share().unwrap_or_else(|| {
             tracing::warn!(
                 windows = baseline.windows(),

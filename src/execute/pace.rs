@@ -330,8 +330,9 @@ pub struct WorkloadsStall {
     /// The policy's target and ceiling, percent.
     target: f64,
     ceiling: f64,
-    /// Their stall now, 0 to 1: the median of [`baseline::INTERVAL`]
-    /// windows over [`baseline::SPAN`]; `None` when not measured.
+    /// Their stall now, 0 to 1: the [`baseline::level`] of
+    /// [`baseline::INTERVAL`] windows over [`baseline::SPAN`]; `None` when
+    /// not measured.
     baseline: Option<f64>,
 }
 
@@ -400,7 +401,7 @@ impl fmt::Display for WorkloadsStall {
         if let Some(share) = self.baseline {
             write!(
                 f,
-                "; their own now: {:.2}% (median of {} ms windows over {} s)",
+                "; their own now: {:.2}% (mean of {} ms windows over {} s, less the highest)",
                 share * 100.0,
                 baseline::INTERVAL.as_millis(),
                 baseline::SPAN.as_secs()

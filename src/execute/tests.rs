@@ -911,14 +911,18 @@ impl Workloads {
         let per_mille = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(baseline_per_mille));
         let rate = std::sync::Arc::clone(&per_mille);
         tokio::spawn(async move {
+            // Ticks off the readings' 250 ms grid, so that every window
+            // holds as many (a tick on a window's edge falls in one or
+            // the other, and the baseline leaves out the highest).
+            tokio::time::sleep(Duration::from_millis(25)).await;
             loop {
-                tokio::time::sleep(Duration::from_millis(50)).await;
                 if !still.load(std::sync::atomic::Ordering::SeqCst) {
                     return;
                 }
                 let step = 50 * rate.load(std::sync::atomic::Ordering::SeqCst);
                 let now = total.fetch_add(step, std::sync::atomic::Ordering::SeqCst) + step;
                 write_psi(&path, now);
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
         });
         Self {

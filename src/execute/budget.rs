@@ -86,8 +86,17 @@ pub const LEARNING: f64 = 0.3;
 
 /// How long after the last removal in flight was taken in a pause's
 /// windows begin to count as the workloads' own: what a removal leaves
-/// behind (a journal commit, writeback) shows within it.
-pub const SETTLE: Duration = Duration::from_secs(1);
+/// behind shows within it. ext4 commits its journal every 5 s (`commit=`,
+/// its default): a removal's metadata reaches the disk within that, and a
+/// workload's writes wait on the commit. With 1 s, the baseline rose
+/// pause after pause with no writer starting (3.6% to 4.4% over one
+/// Docker run of the benchmark), as a tail taken for the workloads' own
+/// would make it, and what the removals added was then given back.
+pub const SETTLE: Duration = Duration::from_secs(5);
+
+/// The most settling windows a pause keeps: windows are at least
+/// `psi::MIN_WINDOW` (100 ms) long, so [`SETTLE`] holds at most 50.
+const SETTLING: usize = 64;
 
 /// How many of the latest windows a baseline measured again is the level
 /// of: as many as the first measuring has (`baseline::SPAN` read every
@@ -451,7 +460,7 @@ impl Budget {
             measured: false,
         });
         if began.saturating_duration_since(pause.since) < SETTLE {
-            if pause.settling.len() < RECENT {
+            if pause.settling.len() < SETTLING {
                 pause.settling.push(quiet);
             }
             return;

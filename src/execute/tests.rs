@@ -1035,15 +1035,16 @@ async fn the_stall_budget_holds_what_the_removals_add_above_the_baseline() {
         1
     );
     assert!(budget.objects_per_second.unwrap() < 1.0, "{report:?}");
-    // Each wait for the budget is a pause that measures the baseline
-    // again: the workloads' own 1% all along.
-    assert!(budget.baseline_remeasured >= 2, "{report:?}");
+    // A wait for the budget long enough (SETTLE, then 5 windows) is a
+    // pause that measures the baseline again: the workloads' own 1% all
+    // along.
+    assert!(budget.baseline_remeasured >= 1, "{report:?}");
     assert_eq!(budget.last_baseline_io_pressure_percent, Some(1.0));
     let line = report.to_string();
     assert!(
         line.starts_with(
             "by the workloads' I/O stall: baseline 1.00% (1.00% at the end, measured again in "
-        ) && line.contains(" pauses), removals added ")
+        ) && line.contains("), removals added ")
             && line.contains("(target +0.5%, ceiling 10%), waited ")
             && line.ends_with(" objects/s")
             && !line.contains("concurrency"),

@@ -372,8 +372,17 @@ impl Budget {
     }
 
     /// A window ends at `now`, `stalled` of it (PSI `some total`'s growth
-    /// since the last) with some workload task waiting on I/O.
+    /// since the last) with some workload task waiting on I/O (the
+    /// pacer passes the I/O and CPU stall apart: [`Self::observe_with_io`]).
+    #[cfg(test)]
     pub fn observe(&mut self, now: Instant, stalled: Duration) {
+        self.observe_with_io(now, stalled, stalled);
+    }
+
+    /// A window ends at `now`: `stalled` of it the stall the budget spends
+    /// (the workloads' I/O and CPU waits, summed), `io` of it their I/O
+    /// waits alone, which the ceiling (`io_pressure_percent`) is about.
+    pub fn observe_with_io(&mut self, now: Instant, stalled: Duration, io: Duration) {
         self.credit(now);
         let window = now.saturating_duration_since(self.observed_at);
         if window.is_zero() {
@@ -383,7 +392,7 @@ impl Budget {
         self.observed_at = now;
         let (window, stalled) = (window.as_secs_f64(), stalled.as_secs_f64());
         let share = (stalled / window).min(1.0);
-        self.last_share = share;
+        self.last_share = (io.as_secs_f64() / window).min(1.0);
         if self.recent.len() == RECENT {
             self.recent.pop_front();
         }

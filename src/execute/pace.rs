@@ -99,6 +99,10 @@ pub struct PaceReport {
 pub struct BudgetReport {
     /// Whose stall was read: `workloads` (the pods' cgroup) or `node`.
     pub signal: &'static str,
+    /// The workloads' `cpu.pressure`, read beside `source`: the budget
+    /// counts their waits for a CPU with their waits on I/O; `null` when
+    /// it is not read (the node's signal, or no such file).
+    pub cpu_source: Option<String>,
     /// The workloads' own stall before the first removal, percent of wall
     /// time (3 decimals); `null` when it was not measured (no removal, or
     /// a stop first).
@@ -172,7 +176,12 @@ impl PaceReport {
                 f.write_str("no removal batch to pace")
             };
         };
-        write!(f, "by {whose} I/O stall: baseline {baseline:.2}%")?;
+        let stall = if budget.cpu_source.is_some() {
+            "I/O and CPU stall"
+        } else {
+            "I/O stall"
+        };
+        write!(f, "by {whose} {stall}: baseline {baseline:.2}%")?;
         if let Some(last) = budget.last_baseline_io_pressure_percent
             && (budget.baseline_remeasured > 0 || (last - baseline).abs() >= 0.005)
         {
@@ -325,6 +334,8 @@ pub struct WorkloadsStall {
     whose: &'static str,
     /// The file read.
     path: String,
+    /// Their `cpu.pressure` is read beside it.
+    cpu: bool,
     /// Why not the workloads' (the node's fallback), said after it.
     fallback: Option<String>,
     /// The policy's target and ceiling, percent.
@@ -355,6 +366,7 @@ impl WorkloadsStall {
                 let stall = Self {
                     whose,
                     path: signal.source().path().display().to_string(),
+                    cpu: signal.cpu().is_some(),
                     fallback,
                     target,
                     ceiling: pace.io_pressure_percent,
@@ -368,7 +380,15 @@ impl WorkloadsStall {
     /// Measures their stall now as a run would before its first removal:
     /// `some total` every [`baseline::INTERVAL`] for [`baseline::SPAN`].
     pub async fn measure(&mut self, signal: &Signal) {
-        let read = || signal.source().stalled().ok();
+        let cpu = signal.cpu();
+        let mut cpu_last = Duration::ZERO;
+        let read = || {
+            let io = signal.source().stalled().ok()?;
+            if let Some(total) = cpu.as_ref().and_then(|c| c.stalled().ok()) {
+                cpu_last = total;
+            }
+            Some(io + cpu_last)
+        };
         self.baseline = baseline::measure(read, std::future::pending())
             .await
             .and_then(|(baseline, _)| baseline.share());
@@ -392,9 +412,14 @@ impl WorkloadsStall {
 impl fmt::Display for WorkloadsStall {
     /// `check`'s and `plan`'s line, after `safeprune: `.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (stall, cpu) = if self.cpu {
+            ("I/O and CPU stall", " and cpu.pressure")
+        } else {
+            ("I/O stall", "")
+        };
         write!(
             f,
-            "safety.pace: by {} I/O stall (PSI some, {}): removals may add +{}% above \
+            "safety.pace: by {} {stall} (PSI some, {}{cpu}): removals may add +{}% above \
              their own, ceiling {}%",
             self.whose, self.path, self.target, self.ceiling
         )?;
@@ -486,6 +511,14 @@ struct Budgeted {
     /// `workloads` or `node`.
     signal: &'static str,
     source: PsiSource,
+    /// The workloads' `cpu.pressure` beside it (see [`Signal::cpu`]),
+    /// with its last `some total` read: a reading that fails counts no
+    /// growth, so that the sum never goes back or leaps.
+    cpu: Option<(PsiSource, Duration)>,
+    /// The I/O `some total` of the latest reading, and of the last
+    /// observation's: the ceiling is the I/O share alone.
+    io_read: Option<Duration>,
+    last_io: Option<Duration>,
     /// The policy's target, percent.
     target: f64,
     on_max_delay: OnMaxDelay,
@@ -493,7 +526,8 @@ struct Budgeted {
     budget: Option<Budget>,
     /// The measured baseline, 0 to 1.
     baseline: Option<f64>,
-    /// The last observation: when, and `some total` then.
+    /// The last observation: when, and the stall's total then (I/O and
+    /// CPU `some total`s summed).
     last: Option<(tokio::time::Instant, Duration)>,
     /// The kind whose removals go now.
     kind: Kind,
@@ -506,10 +540,20 @@ struct Budgeted {
 }
 
 impl Budgeted {
-    /// `some total` now; warns once when it cannot be read.
+    /// The stall's total now: the I/O `some total`, plus the CPU's where
+    /// it is read; warns once when the I/O's cannot be read.
     fn total(&mut self) -> Option<Duration> {
         match self.source.stalled() {
-            Ok(total) => Some(total),
+            Ok(io) => {
+                self.io_read = Some(io);
+                let cpu = self.cpu.as_mut().map_or(Duration::ZERO, |(source, last)| {
+                    if let Ok(total) = source.stalled() {
+                        *last = total;
+                    }
+                    *last
+                });
+                Some(io + cpu)
+            }
             Err(e) => {
                 if !self.warned {
                     tracing::warn!(path = %self.source.path().display(), error = %e, "safety.pace: cannot read the I/O stall: the budget sees nothing while it stays unreadable");
@@ -620,6 +664,10 @@ impl Pacer {
         };
         let on_max_delay = pace.on_max_delay;
         let path = signal.source().path().display().to_string();
+        let cpu = signal.cpu().map(|source| {
+            let total = source.stalled().unwrap_or_default();
+            (source, total)
+        });
         let (whose, source) = match signal {
             Signal::Workloads(source) => ("workloads", source),
             Signal::Node(source, _) => ("node", source),
@@ -628,6 +676,9 @@ impl Pacer {
         pacer.budgeted = Some(Budgeted {
             signal: whose,
             source,
+            cpu,
+            io_read: None,
+            last_io: None,
             target,
             on_max_delay,
             budget: None,
@@ -941,12 +992,14 @@ impl Pacer {
         tracing::info!(
             signal = b.signal,
             path = %b.source.path().display(),
+            cpu = b.cpu.is_some(),
             baseline_percent = share * 100.0,
             "safety.pace: the workloads' own I/O stall before the removals"
         );
         let now = tokio::time::Instant::now();
         b.baseline = Some(share);
         b.last = last;
+        b.last_io = b.io_read;
         b.budget = Some(Budget::new(
             Limits {
                 target: b.target / 100.0,
@@ -988,6 +1041,7 @@ impl Pacer {
             b.unreadable = true;
             return;
         };
+        let io = b.io_read.unwrap_or_default();
         b.unreadable = false;
         let Some(budget) = b.budget.as_mut() else {
             return;
@@ -996,8 +1050,14 @@ impl Pacer {
             Some((at, before)) if now.duration_since(at) >= MIN_WINDOW => {
                 // A total that went back (a cgroup made anew): begin from it.
                 if let Some(stalled) = total.checked_sub(before) {
-                    budget.observe(now.into_std(), stalled);
-                    let pressure = share(stalled, now.duration_since(at));
+                    // The ceiling is the I/O share's; the budget spends
+                    // the I/O and CPU stall.
+                    let io_stalled = b
+                        .last_io
+                        .and_then(|before| io.checked_sub(before))
+                        .unwrap_or(stalled);
+                    budget.observe_with_io(now.into_std(), stalled, io_stalled);
+                    let pressure = share(io_stalled, now.duration_since(at));
                     self.readings += 1;
                     self.max_seen = Some(self.max_seen.map_or(pressure, |m| m.max(pressure)));
                 }
@@ -1006,6 +1066,7 @@ impl Pacer {
             None => {}
         }
         b.last = Some((now, total));
+        b.last_io = Some(io);
     }
 
     /// Whether a removal may start now: a slot to give back through
@@ -1047,6 +1108,10 @@ impl Pacer {
             let accounts = b.budget.as_ref().map(Budget::accounts);
             BudgetReport {
                 signal: b.signal,
+                cpu_source: b
+                    .cpu
+                    .as_ref()
+                    .map(|(source, _)| source.path().display().to_string()),
                 baseline_io_pressure_percent: b.baseline.map(|s| round(s * 100.0, 3)),
                 last_baseline_io_pressure_percent: b
                     .budget

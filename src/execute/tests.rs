@@ -993,6 +993,48 @@ fn write_psi(path: &std::path::Path, total_us: u64) {
 }
 
 #[tokio::test(start_paused = true)]
+async fn removals_that_stall_the_workloads_only_for_a_cpu_are_held_too() {
+    // The workloads' I/O stall stays at 1%; each removal makes them wait
+    // 20 ms for a CPU (the engine's work on it), which only their
+    // cpu.pressure shows: the budget counts it, the I/O ceiling does not.
+    let workloads = Workloads::new(10);
+    let cpu_file = workloads.file().with_file_name("cpu.pressure");
+    write_psi(&cpu_file, 5_000_000);
+    let mut engine = MemoryEngine::new(node_of_containers(6));
+    engine.removal_delay = Duration::from_millis(20);
+    let cpu_total = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(5_000_000));
+    let (total, path) = (std::sync::Arc::clone(&cpu_total), cpu_file.clone());
+    engine.before_remove = Some(Box::new(move |_| {
+        let now = total.fetch_add(20_000, std::sync::atomic::Ordering::SeqCst) + 20_000;
+        write_psi(&path, now);
+    }));
+    let mut pacer = workloads.pacer(0.5, "1h", crate::policy::OnMaxDelay::Continue);
+    let (planned, outcomes) = run_paced(&engine, &mut pacer, &Shutdown::new()).await;
+    assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
+    let report = pacer.report().unwrap();
+    let budget = report.budget.clone().unwrap();
+    assert_eq!(budget.cpu_source.as_deref(), cpu_file.to_str());
+    // The baseline is the I/O's 1% and the CPU's none, summed.
+    let baseline = budget.baseline_io_pressure_percent.unwrap();
+    assert!((baseline - 1.0).abs() < 0.01, "{report:?}");
+    #[expect(clippy::cast_precision_loss, reason = "a handful")]
+    let expected = 0.02 * planned.deletion_count() as f64;
+    assert!(
+        (expected - 0.025..=expected + 0.005).contains(&budget.added_stall_seconds),
+        "{expected} {report:?}"
+    );
+    // Held as an I/O stall of the same size would be: about 4 s apiece.
+    assert!(report.paced_seconds > 10.0, "{report:?}");
+    // The highest window is the I/O's: the CPU's stall is not the ceiling's.
+    assert!(report.max_io_pressure_percent.unwrap() < 2.0, "{report:?}");
+    let line = report.to_string();
+    assert!(
+        line.starts_with("by the workloads' I/O and CPU stall: baseline 1.00%"),
+        "{line}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_stall_budget_holds_what_the_removals_add_above_the_baseline() {
     // The workloads stall 1% by themselves; each removal adds 20 ms. At
     // +0.5% the removals may add 5 ms a second: one every 4 s or so.

@@ -439,6 +439,8 @@ async fn the_stall_budget_reads_the_configured_workloads_cgroup_or_refuses_the_r
         pace["source"], "/sys/fs/cgroup/sp-pods/io.pressure",
         "{report}"
     );
+    // Its cgroup shows no cpu.pressure: the I/O stall alone.
+    assert_eq!(pace["cpu_source"], Value::Null, "{report}");
     assert_eq!(pace["baseline_io_pressure_percent"], 0.0, "{report}");
     assert_eq!(pace["added_io_pressure_percent"], 0.5, "{report}");
     assert_eq!(pace["added_stall_seconds"], 0.0, "{report}");
@@ -653,7 +655,7 @@ fn run_removing_all(cli: &Cli, engine: &PrivateDockerd, n: usize) -> (Duration, 
 fn waited_in_table(table: &str) -> f64 {
     let line = table
         .lines()
-        .find(|l| l.contains("  paced: by the workloads' I/O stall: baseline "))
+        .find(|l| l.contains("  paced: by the workloads' I/O and CPU stall: baseline "))
         .unwrap_or_else(|| panic!("no budget line in the table:\n{table}"));
     line.split_once("waited ")
         .and_then(|(_, rest)| rest.split_once('s'))
@@ -711,6 +713,12 @@ async fn on_docker_the_workloads_stall_slows_a_paced_run_and_the_report_says_so(
         format!("{}/io.pressure", busy.path()),
         "{pace}"
     );
+    // A real cgroup v2 shows its waits for a CPU beside: read too.
+    assert_eq!(
+        pace["cpu_source"],
+        format!("{}/cpu.pressure", busy.path()),
+        "{pace}"
+    );
     let baseline = pace["baseline_io_pressure_percent"].as_f64().unwrap();
     let added = pace["added_stall_seconds"].as_f64().unwrap();
     let waited = pace["paced_seconds"].as_f64().unwrap();
@@ -732,11 +740,11 @@ async fn on_docker_the_workloads_stall_slows_a_paced_run_and_the_report_says_so(
     // where it ended, then the added stall and the wait.
     let line = table
         .lines()
-        .find(|l| l.starts_with("  paced: by the workloads' I/O stall: "))
+        .find(|l| l.starts_with("  paced: by the workloads' I/O and CPU stall: "))
         .unwrap_or_else(|| panic!("{table}"));
     assert!(
         line.starts_with(&format!(
-            "  paced: by the workloads' I/O stall: baseline {baseline:.2}%"
+            "  paced: by the workloads' I/O and CPU stall: baseline {baseline:.2}%"
         )) && line.contains(&format!(
             ", removals added {added:.1}s of stall (target +{TARGET}%, ceiling 90%), waited "
         )),

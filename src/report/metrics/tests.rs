@@ -529,6 +529,7 @@ fn a_paced_run_says_how_long_it_waited_and_the_pressure_it_saw() {
 fn a_run_held_by_the_stall_budget_says_the_baseline_the_added_stall_and_its_rate() {
     let budget = |baseline: Option<f64>, rate: Option<f64>| crate::execute::BudgetReport {
         signal: "workloads",
+        cpu_source: None,
         baseline_io_pressure_percent: baseline,
         last_baseline_io_pressure_percent: baseline.map(|b| b + 1.5),
         baseline_remeasured: 2,

@@ -25,7 +25,8 @@
 #              run's length (plus DROP_SECS) before or after: I R R I ...
 # With DRIFT=1 a steady writer (io_probe.py at WRITER_RATE (50) a second,
 # WRITER_KIB (256) KiB written each, in the workloads' cgroup too) starts
-# at the first ABBA group edge where the paced arm holds MIN_OPS/2 kept
+# at the first ABBA group edge, or edge between a group's two paced blocks
+# with the run going, where the paced arm holds MIN_OPS/2 kept
 # operations and its run has removed half its objects, and runs to the
 # arm's end, which then holds MIN_OPS/2 kept operations after it; the
 # figures are given before it (phase pre) and with it (phase drift).
@@ -107,7 +108,8 @@ run_pid="" writer=""
 # shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
   if [ -n "$run_pid" ]; then kill -CONT "$run_pid" 2>/dev/null || true; kill "$run_pid" 2>/dev/null || true; wait "$run_pid" 2>/dev/null || true; fi
-  stop_writer
+  # Defined further down: an engine that fails to start exits before.
+  if declare -F stop_writer >/dev/null; then stop_writer; fi
   stop_probe
   for _ in $(seq 1 50); do rmdir "$cg" 2>/dev/null && break; sleep 0.1; done
   stop_private_dockerd
@@ -267,6 +269,10 @@ paced_arm() {
   while :; do
     if [ $((pos % 4)) = 0 ]; then
       [ -n "$run_pid" ] || needs_more || break
+      maybe_start_writer
+    elif [ $((pos % 4)) = 2 ] && [ -n "$run_pid" ]; then
+      # Between the group's two paced blocks, the run going on without a
+      # stop: a run shorter than two blocks meets no group edge alive.
       maybe_start_writer
     fi
     if [ "${abba[pos % 4]}" = arm ]; then

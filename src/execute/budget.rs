@@ -34,16 +34,18 @@
 //!   baseline when it falls under it by more than the target (removals
 //!   only add stall): a workload that got quieter does not leave the
 //!   removals its old stall to add on top of the target.
-//! - A deficit holds at most [`DEBT`] of the target: what a window's
-//!   burst cost, the removals' or the workloads' own (in a window with a
-//!   removal in flight the two cannot be told apart), is paid back within
-//!   that, as the threshold law bounds its stretch (`pace::STRETCH_MAX`).
-//!   Without it one burst of the workloads' own, 200 ms of a 250 ms
-//!   window, was 40 s of allowance at half a point, and a few of them held
-//!   a run still for minutes (measured: 0 objects/s in 220 s). So a kind
-//!   whose removals each cost more than that goes one removal per
-//!   [`DEBT`] or so, whatever it costs: the budget paces it, it does not
-//!   stop it.
+//! - A deficit holds at most [`DEBT`] of the target, or the dearest
+//!   kind's learned cost when that is more: what a window's burst cost,
+//!   the removals' or the workloads' own (in a window with a removal in
+//!   flight the two cannot be told apart), is paid back within that, as
+//!   the threshold law bounds its stretch (`pace::STRETCH_MAX`). Without
+//!   it one burst of the workloads' own, 200 ms of a 250 ms window, was 40
+//!   s of allowance at half a point, and a few of them held a run still
+//!   for minutes (measured: 0 objects/s in 220 s). The learned cost: a
+//!   removal's known cost is paid back in full, whatever the target. With
+//!   [`DEBT`] alone, at 0.1% (30 ms of stall) images that cost more went
+//!   one per 30 s, and a run added 1.53 s in about 240 s, six times its
+//!   target.
 //! - A removal starts only while the allowance, less what the removals in
 //!   flight are expected to cost, is not negative, and while the last
 //!   window's share is not above the ceiling (the policy's absolute
@@ -449,9 +451,11 @@ impl Budget {
     }
 
     /// `excess` seconds of stall above the baseline (negative: under it)
-    /// spent, within the cap and the [`DEBT`] floor.
+    /// spent, within the cap and the floor: [`DEBT`] of the target, or
+    /// the dearest kind's learned cost when more.
     fn spend(&mut self, excess: f64) {
-        let floor = -self.limits.target * DEBT.as_secs_f64();
+        let dearest = self.costs.values().copied().fold(0.0, f64::max);
+        let floor = -(self.limits.target * DEBT.as_secs_f64()).max(dearest);
         self.measured = (self.measured - excess).clamp(floor, self.cap());
         self.added += excess;
         self.accounts.added_stall = Duration::from_secs_f64(self.added.max(0.0));

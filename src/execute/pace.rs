@@ -32,7 +32,7 @@ use serde::Serialize;
 use super::adapt::{self, Climb};
 use super::baseline;
 use super::budget::{Budget, Limits, Ticket, Verdict};
-use super::psi::{Averages, MIN_WINDOW, PsiSource, PsiWindow, Reading, Signal, share};
+use super::psi::{Averages, MIN_WINDOW, PsiSource, PsiWindow, Reading, Signal, Stall, share};
 use crate::inventory::Kind;
 use crate::policy::{Concurrency, OnMaxDelay, Pace};
 use crate::shutdown::Shutdown;
@@ -380,15 +380,8 @@ impl WorkloadsStall {
     /// Measures their stall now as a run would before its first removal:
     /// `some total` every [`baseline::INTERVAL`] for [`baseline::SPAN`].
     pub async fn measure(&mut self, signal: &Signal) {
-        let cpu = signal.cpu();
-        let mut cpu_last = Duration::ZERO;
-        let read = || {
-            let io = signal.source().stalled().ok()?;
-            if let Some(total) = cpu.as_ref().and_then(|c| c.stalled().ok()) {
-                cpu_last = total;
-            }
-            Some(io + cpu_last)
-        };
+        let mut stall = Stall::of(signal);
+        let read = || stall.read().ok().map(|(_, sum)| sum);
         self.baseline = baseline::measure(read, std::future::pending())
             .await
             .and_then(|(baseline, _)| baseline.share());
@@ -510,11 +503,8 @@ pub struct Slot(Option<Ticket>);
 struct Budgeted {
     /// `workloads` or `node`.
     signal: &'static str,
-    source: PsiSource,
-    /// The workloads' `cpu.pressure` beside it (see [`Signal::cpu`]),
-    /// with its last `some total` read: a reading that fails counts no
-    /// growth, so that the sum never goes back or leaps.
-    cpu: Option<(PsiSource, Duration)>,
+    /// The I/O stall, and the workloads' CPU stall beside it.
+    stall: Stall,
     /// The I/O `some total` of the latest reading, and of the last
     /// observation's: the ceiling is the I/O share alone.
     io_read: Option<Duration>,
@@ -543,20 +533,14 @@ impl Budgeted {
     /// The stall's total now: the I/O `some total`, plus the CPU's where
     /// it is read; warns once when the I/O's cannot be read.
     fn total(&mut self) -> Option<Duration> {
-        match self.source.stalled() {
-            Ok(io) => {
+        match self.stall.read() {
+            Ok((io, sum)) => {
                 self.io_read = Some(io);
-                let cpu = self.cpu.as_mut().map_or(Duration::ZERO, |(source, last)| {
-                    if let Ok(total) = source.stalled() {
-                        *last = total;
-                    }
-                    *last
-                });
-                Some(io + cpu)
+                Some(sum)
             }
             Err(e) => {
                 if !self.warned {
-                    tracing::warn!(path = %self.source.path().display(), error = %e, "safety.pace: cannot read the I/O stall: the budget sees nothing while it stays unreadable");
+                    tracing::warn!(path = %self.stall.io().path().display(), error = %e, "safety.pace: cannot read the I/O stall: the budget sees nothing while it stays unreadable");
                     self.warned = true;
                 }
                 None
@@ -621,7 +605,7 @@ impl Pacer {
                     if let Some(note) = signal.fallback_note() {
                         tracing::warn!("safety.pace: {note}");
                     }
-                    Ok(Self::with_budget(pace.clone(), concurrency, signal))
+                    Ok(Self::with_budget(pace.clone(), concurrency, &signal))
                 }
                 Err(e) if pace.workloads_cgroup.is_some() => {
                     Err(unreadable_workloads(&e, "nothing removed"))
@@ -658,25 +642,21 @@ impl Pacer {
     /// A pacer that holds the removals by the stall budget over `signal`
     /// (`pace.added_io_pressure_percent` set; without it, never pacing).
     #[must_use]
-    pub(super) fn with_budget(pace: Pace, concurrency: Concurrency, signal: Signal) -> Self {
+    pub(super) fn with_budget(pace: Pace, concurrency: Concurrency, signal: &Signal) -> Self {
         let Some(target) = pace.added_io_pressure_percent else {
             return Self::new(None, concurrency, None, None);
         };
         let on_max_delay = pace.on_max_delay;
         let path = signal.source().path().display().to_string();
-        let cpu = signal.cpu().map(|source| {
-            let total = source.stalled().unwrap_or_default();
-            (source, total)
-        });
-        let (whose, source) = match signal {
-            Signal::Workloads(source) => ("workloads", source),
-            Signal::Node(source, _) => ("node", source),
+        let stall = Stall::of(signal);
+        let whose = match signal {
+            Signal::Workloads(_) => "workloads",
+            Signal::Node(..) => "node",
         };
         let mut pacer = Self::new(Some(pace), concurrency, Some(path), None);
         pacer.budgeted = Some(Budgeted {
             signal: whose,
-            source,
-            cpu,
+            stall,
             io_read: None,
             last_io: None,
             target,
@@ -991,8 +971,8 @@ impl Pacer {
         });
         tracing::info!(
             signal = b.signal,
-            path = %b.source.path().display(),
-            cpu = b.cpu.is_some(),
+            path = %b.stall.io().path().display(),
+            cpu = b.stall.cpu().is_some(),
             baseline_percent = share * 100.0,
             "safety.pace: the workloads' own I/O stall before the removals"
         );
@@ -1109,9 +1089,9 @@ impl Pacer {
             BudgetReport {
                 signal: b.signal,
                 cpu_source: b
-                    .cpu
-                    .as_ref()
-                    .map(|(source, _)| source.path().display().to_string()),
+                    .stall
+                    .cpu()
+                    .map(|source| source.path().display().to_string()),
                 baseline_io_pressure_percent: b.baseline.map(|s| round(s * 100.0, 3)),
                 last_baseline_io_pressure_percent: b
                     .budget

@@ -226,6 +226,58 @@ impl Signal {
     }
 }
 
+/// The stall the budget reads: a signal's `io.pressure`, plus the
+/// workloads' `cpu.pressure` where [`Signal::cpu`] finds it, summed.
+#[derive(Debug, Clone)]
+pub struct Stall {
+    io: PsiSource,
+    /// With its last `some total` read: a reading that fails counts no
+    /// growth, so that the sum never goes back or leaps.
+    cpu: Option<(PsiSource, Duration)>,
+}
+
+impl Stall {
+    /// What `signal` reads.
+    #[must_use]
+    pub fn of(signal: &Signal) -> Self {
+        let cpu = signal.cpu().map(|source| {
+            let total = source.stalled().unwrap_or_default();
+            (source, total)
+        });
+        Self {
+            io: signal.source().clone(),
+            cpu,
+        }
+    }
+
+    /// The `io.pressure` read.
+    #[must_use]
+    pub fn io(&self) -> &PsiSource {
+        &self.io
+    }
+
+    /// The `cpu.pressure` read beside it, if any.
+    #[must_use]
+    pub fn cpu(&self) -> Option<&PsiSource> {
+        self.cpu.as_ref().map(|(source, _)| source)
+    }
+
+    /// The I/O `some total` now, and the I/O and CPU ones summed.
+    ///
+    /// # Errors
+    /// When the I/O's cannot be read.
+    pub fn read(&mut self) -> Result<(Duration, Duration), String> {
+        let io = self.io.stalled()?;
+        let cpu = self.cpu.as_mut().map_or(Duration::ZERO, |(source, last)| {
+            if let Ok(total) = source.stalled() {
+                *last = total;
+            }
+            *last
+        });
+        Ok((io, io + cpu))
+    }
+}
+
 /// The fields of the `some` line of a PSI file.
 fn some_field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
     let line = text.lines().find(|l| l.starts_with("some "))?;

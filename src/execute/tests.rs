@@ -976,7 +976,7 @@ impl Workloads {
                 on_max_delay,
             },
             crate::policy::Concurrency::Fixed(4),
-            signal,
+            &signal,
         )
     }
 }

@@ -442,7 +442,7 @@ util::containerd::containerd_tests! {
     #[tokio::test(flavor = "multi_thread")]
     on_containerd_the_crictl_and_nerdctl_models_read_the_cri_node,
     #[tokio::test(flavor = "multi_thread")]
-    the_crictl_prediction_matches_crictl_rmi_prune,
+    the_crictl_prediction_matches_a_replay_of_crictl_rmi_prune,
 }
 
 /// On containerd through CRI: what `crictl rmi --prune` and `nerdctl -n
@@ -643,13 +643,15 @@ async fn cri_image_names(engine: &util::containerd::PrivateContainerd) -> BTreeS
 
 /// Issue 22: `--compare crictl-prune` held to what `crictl rmi --prune`
 /// removes, its logic as cri-tools 1.36 has it played over CRI by the
-/// harness (`Kubelet::rmi_prune`, honouring CRI's `pinned`), on twin
+/// harness (`Kubelet::rmi_prune`, honouring CRI's `pinned`): no crictl
+/// binary is served here, so two readings of crictl's logic (safeprune's
+/// model, the harness's replay) are held to agree on a real CRI; on twin
 /// private containerds laid out alike,
 /// on 1.6.20 (whose CRI reports nothing pinned: the sandbox image and a
 /// hand-labelled one go, though safeprune keeps both) and on 2.3.4 (which
 /// pins the sandbox image; an image mounted as a volume goes, though
 /// safeprune keeps it in use).
-async fn the_crictl_prediction_matches_crictl_rmi_prune(
+async fn the_crictl_prediction_matches_a_replay_of_crictl_rmi_prune(
     version: util::containerd::ContainerdVersion,
 ) {
     use util::OrSkip;
@@ -688,10 +690,10 @@ async fn the_crictl_prediction_matches_crictl_rmi_prune(
     Kubelet::new(pruned.socket(), &pruned.path("kubelet"), pruned.scope()).rmi_prune();
     let after = cri_image_names(&pruned).await;
     let removed: BTreeSet<String> = before.difference(&after).cloned().collect();
-    eprintln!("{version:?}: crictl rmi --prune removed {removed:?}");
+    eprintln!("{version:?}: the replay of crictl rmi --prune removed {removed:?}");
     assert_eq!(
         predicted, removed,
-        "{version:?}: the model and crictl differ"
+        "{version:?}: the model and the replay of crictl's logic differ"
     );
     let pause_removed = removed.contains(SANDBOX_IMAGE);
     match version {

@@ -392,12 +392,13 @@ async fn the_adapter_never_trusts_cri_to_refuse() {
 
 /// `plan --compare crictl-prune` predicts what `crictl rmi --prune`
 /// removes from the same CRI-O node, its logic as cri-tools 1.36 has it
-/// played over CRI by the harness (`Kubelet::rmi_prune`): every image no
+/// played over CRI by the harness (`Kubelet::rmi_prune`; no crictl binary
+/// is served here, so the model is held to that replay): every image no
 /// container (of any state) was made from, but the pinned pause image and
 /// an image a running container mounts as a volume, which crictl tries to
 /// remove and CRI-O refuses.
 #[tokio::test]
-async fn the_crictl_prediction_matches_crictl_rmi_prune_on_crio() {
+async fn the_crictl_prediction_matches_a_replay_of_crictl_rmi_prune_on_crio() {
     let Some(crio) = PrivateCrio::start().await.or_skip() else {
         return;
     };
@@ -430,10 +431,13 @@ async fn the_crictl_prediction_matches_crictl_rmi_prune_on_crio() {
     assert_eq!(predicted, [app, old].into(), "{comparison}");
 
     let before = crio.image_ids();
-    // crictl ignores CRI-O's refusal of the mounted image, and exits 0.
+    // The replay, as crictl, ignores CRI-O's refusal of the mounted image.
     crio.ctl().rmi_prune();
     let removed: BTreeSet<String> = before.difference(&crio.image_ids()).cloned().collect();
-    assert_eq!(predicted, removed, "the model and crictl differ");
+    assert_eq!(
+        predicted, removed,
+        "the model and the replay of crictl's logic differ"
+    );
     assert!(
         crio.image_ids().contains(&job),
         "its exited container holds it"

@@ -33,6 +33,11 @@ the operations kept (in a block, past its drop):
     blocks (few units: a rough check) and Wilson's interval (which treats
     operations as independent: too narrow when they are not);
   - p50, p99 and max of both sides, the operations kept on each;
+  - each block's share (slower than that p99), in the order run, and
+    with --audit the objects deleted in each arm block: one block far
+    above the rest, and whether the idle block before it was rising too,
+    tells a disturbance of the machine's that ABBA did not pair away from
+    what the removals did;
   - with --audit ARM=FILE (safeprune's audit logs of that arm's runs):
     objects deleted per second of arm-block time (the audit line's time is
     when a removal ended), and how many ended outside the arm's blocks
@@ -141,6 +146,14 @@ def figures(blocks, ops, times, chunk_secs, boot, seed, audits=None):
         s["raw"] += b["end"] - b["begin"]
     idle, arm = sides["idle"], sides["arm"]
     p99 = pct(idle["lat"], 99)
+    arm_audits = sorted(audits) if audits is not None else None
+    by_block = []
+    for b in blocks:
+        lat, _ = kept_ops(ops, times, b["begin"], b["end"], b["drop"])
+        deleted = None
+        if arm_audits is not None and b["side"] == "arm":
+            deleted = bisect.bisect_left(arm_audits, b["end"]) - bisect.bisect_left(arm_audits, b["begin"])
+        by_block.append((b["side"], sum(1 for x in lat if x > p99) / len(lat) if lat else float("nan"), deleted))
     slower = sum(1 for x in arm["lat"] if x > p99)
     n = len(arm["lat"])
     out = {
@@ -154,6 +167,7 @@ def figures(blocks, ops, times, chunk_secs, boot, seed, audits=None):
         "wilson": wilson(slower, n),
         "units": (len([c for c in idle["chunks"] if c]), len([c for c in arm["chunks"] if c])),
         "blocks": (len(idle["blocks"]), len(arm["blocks"])),
+        "by_block": by_block,
     }
     for name, s in sides.items():
         out[name] = {
@@ -212,6 +226,13 @@ def print_figures(label, f):
         s = f[side]
         print(f"  {side:4} ops {s['ops']:6d}  p50 {s['p50']:.3f} ms  p99 {s['p99']:.3f} ms"
               f"  max {s['max']:.2f} ms  kept {s['secs']:.1f} s of {s['raw']:.1f} s")
+    # In the order run: one block far above the others (a disturbance of
+    # the machine's that ABBA could not pair away) shows here, and whether
+    # the idle block before it was rising too.
+    print("  by block, in order (share slower than idle p99 [objects deleted]): "
+          + " ".join(f"{side[0].upper()} {'-' if math.isnan(share) else fmt_pct(share)}"
+                     + (f" [{n}]" if n is not None else "")
+                     for side, share, n in f["by_block"]))
     if "objects_per_second" in f:
         print(f"  objects deleted in arm blocks: {f['deleted_in_arm']} over {f['arm']['raw']:.1f} s"
               f" = {f['objects_per_second']:.2f}/s")
@@ -335,10 +356,19 @@ def self_check():
         failures.append(f"chunk bootstrap interval {lo}-{hi} does not hold {f['share']} tightly")
     expect("objects/s", f["objects_per_second"], 20 * 6 / (6 * 40.0))
     expect("deleted in arm blocks", f["deleted_in_arm"], 120)
+    sides_in_order = [side for side, _, _ in f["by_block"]]
+    if sides_in_order != [b["side"] for b in blocks]:
+        failures.append(f"by block: sides {sides_in_order}")
+    for side, share, deleted in f["by_block"]:
+        if side == "arm":
+            expect("an arm block's share", share, 0.03, 1e-12)
+            expect("an arm block's deletions", deleted, 20)
+        else:
+            expect("an idle block's deletions (none counted)", deleted is None, True)
     if failures:
         print("self-check FAILED:\n  " + "\n  ".join(failures))
         return 1
-    print("self-check ok: percentiles, Wilson, drop, share, bootstrap, objects/s")
+    print("self-check ok: percentiles, Wilson, drop, share, bootstrap, objects/s, by block")
     return 0
 
 

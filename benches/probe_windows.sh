@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Sourced by the latency-probe benchmarks (benches/pace_probe.sh on
-# dockerd, benches/pace_probe_containerd.sh on containerd): the probe
+# dockerd, benches/pace_probe_containerd.sh on containerd,
+# benches/stall_probe.sh, benches/psi_blind_spot.sh): the probe
 # (benches/io_probe.py) beside the runs, and each run's window.
 #
 #   start_probe DIR [CGROUP]
@@ -13,6 +14,8 @@
 #                          moved there before it starts; with &, $! is
 #                          CMD's pid (sh execs it)
 #   stop_probe             stops it (also from the caller's EXIT trap)
+#   psi_total FILE         PSI `some total` of FILE now
+#   cgroup_v2_root         prints the cgroup v2 mount, or fails
 #   window_begin           marks a run's start (time and PSI io `some`)
 #   window_end NAME DIR    appends "NAME begin end psi-share" to DIR/windows
 #   pace_policies DIR PACE LINE...
@@ -63,17 +66,28 @@ stop_probe() {
   probe=""
 }
 
-# PSI io `some` total (microseconds stalled) now.
-psi_total() { awk '/^some/ { sub("total=", "", $5); print $5 }' /proc/pressure/io; }
+# PSI `some` total (microseconds stalled) now, of FILE: the node's
+# /proc/pressure/io, or a cgroup's io.pressure or cpu.pressure.
+psi_total() { awk '/^some/ { sub("total=", "", $5); print $5 }' "$1"; }
+
+# The cgroup v2 mount: /sys/fs/cgroup on a pure v2 node,
+# /sys/fs/cgroup/unified on a hybrid one; fails when there is none.
+cgroup_v2_root() {
+  local root
+  for root in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+    [ -e "$root/cgroup.controllers" ] && { echo "$root"; return 0; }
+  done
+  return 1
+}
 
 window_begin() {
-  window_psi=$(psi_total)
+  window_psi=$(psi_total /proc/pressure/io)
   window_start=$(date +%s.%N)
 }
 
 # The share of the time since window_begin that PSI io `some` covered (0 to 1).
 window_share() {
-  echo "($(psi_total) - $window_psi) / 1000000 / ($(date +%s.%N) - $window_start)" | bc -l
+  echo "($(psi_total /proc/pressure/io) - $window_psi) / 1000000 / ($(date +%s.%N) - $window_start)" | bc -l
 }
 
 window_end() { # NAME DIR

@@ -16,25 +16,19 @@ cd "$(dirname "$0")/.."
 secs=${SECS:-15}
 files=${FILES:-6000}
 dir=${DIR:-/var/tmp/psi-blind}
-if [ "$(stat -fc %T /sys/fs/cgroup/unified 2>/dev/null)" = cgroup2fs ]; then
-  cg_root=/sys/fs/cgroup/unified
-elif [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
-  cg_root=/sys/fs/cgroup
-else
-  echo "psi_blind_spot: no cgroup v2 hierarchy" >&2
-  exit 1
-fi
+# shellcheck source=benches/probe_windows.sh
+. benches/probe_windows.sh
+cg_root=$(cgroup_v2_root) || { echo "psi_blind_spot: no cgroup v2 hierarchy" >&2; exit 1; }
 cg=$(mktemp -d "$cg_root/psiblind-XXXXXX")
 rm -rf "$dir"
-mkdir -p "$dir/probe" "$dir/churn"
-probe=""
+mkdir -p "$dir/churn"
 cleanup() {
-  [ -z "$probe" ] || { kill "$probe" 2>/dev/null || true; wait "$probe" 2>/dev/null || true; }
+  stop_probe
   rm -rf "$dir"
   rmdir "$cg" 2>/dev/null || true
 }
 trap cleanup EXIT
-total() { awk '/^some/ { split($5, a, "="); print a[2] }' "$cg/$1.pressure"; }
+total() { psi_total "$cg/$1.pressure"; }
 for set in 1 2; do
   python3 - "$dir/churn/$set" "$files" <<'PY'
 import os, sys
@@ -46,9 +40,8 @@ for i in range(n):
 PY
 done
 sync
-(echo $BASHPID >"$cg/cgroup.procs"; exec python3 benches/io_probe.py "$dir/probe" "$dir/probe.log") &
-probe=$!
-sleep 8
+start_probe "$dir" "$cg"
+sleep 6
 phase() { # NAME WHAT [SET]
   local t0 i0 c0
   t0=$(date +%s.%N) i0=$(total io) c0=$(total cpu)
@@ -75,9 +68,7 @@ phase idle2 idle
 phase rm1 rm 1
 phase idle3 idle
 phase rm2 rm 2
-kill "$probe"
-wait "$probe" 2>/dev/null || true
-probe=""
+stop_probe
 echo "$(nproc) CPUs, $(uname -r), probe on $(df --output=source,fstype "$dir" | tail -1), ${secs} s phases"
 python3 - "$dir" <<'PY'
 import statistics, sys

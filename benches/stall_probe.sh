@@ -84,10 +84,9 @@ case $engine in docker | containerd) ;; *) echo "stall_probe: ENGINE docker or c
 for tool in python3 unshare; do
   command -v "$tool" >/dev/null || { echo "stall_probe: needs $tool" >&2; exit 1; }
 done
-# The cgroup v2 mount: /sys/fs/cgroup on a pure v2 node, /sys/fs/cgroup/unified on a hybrid one.
-cg_root=/sys/fs/cgroup
-[ -e $cg_root/cgroup.controllers ] || cg_root=/sys/fs/cgroup/unified
-[ -e $cg_root/cgroup.controllers ] || { echo "stall_probe: no cgroup v2 mount" >&2; exit 1; }
+# shellcheck source=benches/probe_windows.sh
+. benches/probe_windows.sh
+cg_root=$(cgroup_v2_root) || { echo "stall_probe: no cgroup v2 mount" >&2; exit 1; }
 IFS=/ read -r containers images volumes <<<"$fixture"
 volumes=${volumes:-0}
 cargo build --release --locked --quiet
@@ -97,8 +96,6 @@ bin="${CARGO_TARGET_DIR:-$PWD/target}/release/safeprune"
 . benches/private_dockerd.sh
 # shellcheck source=benches/private_containerd.sh
 . benches/private_containerd.sh
-# shellcheck source=benches/probe_windows.sh
-. benches/probe_windows.sh
 dir=$(mktemp -d /var/tmp/spstall-XXXXXX)
 mkdir -p "$out"
 ln -s "$out/probe.log" "$dir/probe.log"

@@ -136,6 +136,8 @@ def figures(blocks, ops, times, chunk_secs, boot, seed, audits=None):
     rng = random.Random(seed)
     sides = {"idle": {"lat": [], "chunks": [], "blocks": [], "secs": 0.0, "raw": 0.0},
              "arm": {"lat": [], "chunks": [], "blocks": [], "secs": 0.0, "raw": 0.0}}
+    ended = sorted(audits) if audits is not None else None
+    in_order = []  # (side, kept latencies, removals ended in it: arm blocks, with audits)
     for b in blocks:
         lat, ts = kept_ops(ops, times, b["begin"], b["end"], b["drop"])
         s = sides[b["side"]]
@@ -144,16 +146,14 @@ def figures(blocks, ops, times, chunk_secs, boot, seed, audits=None):
         s["chunks"] += chunked(lat, ts, b["begin"] + b["drop"], chunk_secs)
         s["secs"] += max(0.0, b["end"] - b["begin"] - b["drop"])
         s["raw"] += b["end"] - b["begin"]
+        deleted = None
+        if ended is not None and b["side"] == "arm":
+            deleted = bisect.bisect_left(ended, b["end"]) - bisect.bisect_left(ended, b["begin"])
+        in_order.append((b["side"], lat, deleted))
     idle, arm = sides["idle"], sides["arm"]
     p99 = pct(idle["lat"], 99)
-    arm_audits = sorted(audits) if audits is not None else None
-    by_block = []
-    for b in blocks:
-        lat, _ = kept_ops(ops, times, b["begin"], b["end"], b["drop"])
-        deleted = None
-        if arm_audits is not None and b["side"] == "arm":
-            deleted = bisect.bisect_left(arm_audits, b["end"]) - bisect.bisect_left(arm_audits, b["begin"])
-        by_block.append((b["side"], sum(1 for x in lat if x > p99) / len(lat) if lat else float("nan"), deleted))
+    by_block = [(side, sum(1 for x in lat if x > p99) / len(lat) if lat else float("nan"), deleted)
+                for side, lat, deleted in in_order]
     slower = sum(1 for x in arm["lat"] if x > p99)
     n = len(arm["lat"])
     out = {
@@ -179,8 +179,7 @@ def figures(blocks, ops, times, chunk_secs, boot, seed, audits=None):
             "raw": s["raw"],
         }
     if audits is not None:
-        arm_blocks = [b for b in blocks if b["side"] == "arm"]
-        inside = sum(1 for t in audits if any(b["begin"] <= t < b["end"] for b in arm_blocks))
+        inside = sum(deleted for _, _, deleted in in_order if deleted is not None)
         out["deleted_in_arm"] = inside
         out["objects_per_second"] = inside / arm["raw"] if arm["raw"] else float("nan")
     return out

@@ -15,7 +15,7 @@
 #              new fixture (its building and SETTLE_SECS are not measured)
 #              and a new run. Its policy: safety.pace {io_pressure_percent:
 #              CEILING (10), max_delay: MAX_DELAY (60m),
-#              added_io_pressure_percent: ADDED (0.5), workloads_cgroup:
+#              added_io_pressure_percent: ADDED (0.1, the default policy's), workloads_cgroup:
 #              the probe's cgroup, on_max_delay: continue};
 #              safety.concurrency unset (auto), as the older benches.
 #   unpaced    safeprune run without pace; docker: docker system prune -a
@@ -58,7 +58,7 @@ arms=${ARMS:-paced}
 block_secs=${BLOCK_SECS:-40}
 drop_secs=${DROP_SECS:-3}
 min_ops=${MIN_OPS:-10000}
-added=${ADDED:-0.5}
+added=${ADDED:-0.1}
 ceiling=${CEILING:-10}
 max_delay=${MAX_DELAY:-60m}
 runs=${RUNS:-4}

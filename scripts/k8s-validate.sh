@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Validates the Kubernetes manifests (deploy/kubernetes) as scripts/test.sh
 # runs it: renders the containerd base and its overlays (Docker, CRI-O,
-# examples/kubelet-image-gc, examples/kubelet-image-gc-crio and
-# examples/pace-by-workloads), compares the
-# rendering with `kubectl kustomize` when kubectl is on PATH, validates
+# examples/kubelet-image-gc and examples/kubelet-image-gc-crio), compares
+# the rendering with `kubectl kustomize` when kubectl is on PATH, validates
 # every object strictly against Kubernetes' own published schemas (1.31 to
 # the newest the pinned kubernetes-validate bundles), and checks what the
 # schemas cannot (scripts/k8s_manifests.py says what).

@@ -1,8 +1,10 @@
 """Broken and loosened copies of the manifests, for k8s_manifests.py's
 self-test: each must fail the schemas or the checks, with the problem it
 was made to show. A check that lets one through has stopped checking.
-Most break the base variant; KUBELET breaks examples/kubelet-image-gc, the
-one whose policy sets images.disk.from_kubelet.
+Most break the base variant, whose policy paces removals by the stall of
+kubelet's pods' cgroup (safety.pace's default) through the read-only
+cgroup mount; KUBELET breaks examples/kubelet-image-gc, the one whose
+policy sets images.disk.from_kubelet.
 """
 
 from __future__ import annotations
@@ -53,6 +55,11 @@ def _unmount(objs: list[Obj], name: str) -> None:
     """The volume `name` and its mount removed."""
     _pod(objs)["volumes"].remove(_volume(objs, name))
     _ctr(objs)["volumeMounts"].remove(_mount(objs, name))
+
+
+def _pace(objs: list[Obj], pace: Any) -> None:
+    """The policy's safety.pace set to `pace`."""
+    _policy(objs, lambda p: p.setdefault("safety", {}).update(pace=pace))
 
 
 def _mount_root(objs: list[Obj]) -> None:
@@ -266,6 +273,41 @@ CHECKS: list[tuple[str, str, Mutation]] = [
         "an object in another namespace",
         "not in namespace",
         lambda o, _: _kind(o, "ConfigMap")["metadata"].update(namespace="default"),
+    ),
+    (
+        "the cgroup file system writable",
+        "/sys/fs/cgroup must be mounted readOnly",
+        lambda o, _: _mount(o, "cgroup").pop("readOnly"),
+    ),
+    (
+        "the cgroup file system not mounted for the default pacing",
+        "hostPath volumes must be exactly",
+        lambda o, _: _unmount(o, "cgroup"),
+    ),
+    (
+        "the cgroup file system created if missing",
+        "hostPath volumes must be exactly",
+        lambda o, _: _volume(o, "cgroup")["hostPath"].update(type="DirectoryOrCreate"),
+    ),
+    (
+        "the cgroup file system mounted elsewhere",
+        "same path",
+        lambda o, _: _mount(o, "cgroup").update(mountPath="/host/sys/fs/cgroup"),
+    ),
+    (
+        "the cgroup file system mounted with pacing off",
+        "hostPath volumes must be exactly",
+        lambda o, _: _pace(o, None),
+    ),
+    (
+        "the cgroup file system mounted for the node's pressure",
+        "hostPath volumes must be exactly",
+        lambda o, _: _pace(o, {"workloads_cgroup": "node"}),
+    ),
+    (
+        "a workloads cgroup outside the mounted cgroup file system",
+        "safety.pace.workloads_cgroup",
+        lambda o, _: _pace(o, {"workloads_cgroup": "/var/lib/kubepods"}),
     ),
 ]
 

@@ -173,13 +173,40 @@ def kubelet_config(policy: Obj) -> str | None:
     raise CheckError(f"the policy's images.disk.from_kubelet is {written}: name a path, or true")
 
 
+# The node's cgroup file system, mounted read-only at its own path: where
+# safety.pace reads the PSI stall of kubelet's pods' cgroup, or of the
+# cgroup workloads_cgroup names.
 CGROUP_ROOT = "/sys/fs/cgroup"
 
 
-def stall_budget(policy: Obj) -> bool:
-    """safety.pace's stall budget is on: the pods' cgroup's io.pressure is read."""
+def paced_by_cgroup(policy: Obj) -> bool:
+    """safety.pace reads a cgroup's stall: pacing is on (safety.pace left
+    out, the default, or a mapping; off only when written null) and its
+    workloads_cgroup is not `node` (which reads /proc/pressure/io, the
+    pod's own view of the node's PSI)."""
+    safety = policy.get("safety") or {}
+    if "pace" not in safety:
+        return True
+    pace = safety["pace"]
+    if pace is None:
+        return False
+    if not isinstance(pace, dict):
+        written = yaml.safe_dump(pace).removesuffix("\n...\n").strip()
+        raise CheckError(f"the policy's safety.pace is {written}: write a mapping, or null")
+    return pace.get("workloads_cgroup", "auto") != "node"
+
+
+def workloads_cgroup_problems(policy: Obj) -> list[str]:
+    """A cgroup named in safety.pace.workloads_cgroup lies in the mounted
+    cgroup file system: the pod sees no other."""
     pace = (policy.get("safety") or {}).get("pace")
-    return isinstance(pace, dict) and pace.get("added_io_pressure_percent") is not None
+    named = pace.get("workloads_cgroup", "auto") if isinstance(pace, dict) else "auto"
+    if named in ("auto", "node") or str(named).startswith(CGROUP_ROOT + "/"):
+        return []
+    return [
+        f"the policy's safety.pace.workloads_cgroup {named} is not under {CGROUP_ROOT}, "
+        "the node's cgroup file system the pod mounts"
+    ]
 
 
 def host_path_problems(
@@ -188,16 +215,17 @@ def host_path_problems(
     """hostPath only for the policy's socket and the state directory, and,
     with images.disk.from_kubelet, for kubelet's configuration file (type
     File) and one directory (the image file system the disk rules measure),
-    those two readOnly; with safety.pace's stall budget, the cgroup file
-    system (type Directory, readOnly); each at the same path in the
-    container."""
+    those two readOnly; while safety.pace reads a cgroup's stall (the
+    default policy does), the cgroup file system (type Directory,
+    readOnly); each at the same path in the container."""
     p = []
     found = {path: kind for path, (_, kind) in host.items()}
     expected = {socket_path(policy): "Socket", STATE_DIR: "DirectoryOrCreate"}
     read_only = []
-    if stall_budget(policy):
+    if paced_by_cgroup(policy):
         expected[CGROUP_ROOT] = "Directory"
         read_only.append(CGROUP_ROOT)
+        p += workloads_cgroup_problems(policy)
     kubelet = kubelet_config(policy)
     if kubelet is not None:
         expected[kubelet] = "File"

@@ -14,11 +14,7 @@ deploy/kubernetes/examples/kubelet-image-gc (base/ with kubelet's
 configuration file and containerd's image file system mounted read-only,
 and `images.disk.from_kubelet` in the policy), and `kubelet-image-gc-crio`
 the same for CRI-O (deploy/kubernetes/crio with kubelet's file and CRI-O's
-image directory), and `pace-by-workloads` the example
-deploy/kubernetes/examples/pace-by-workloads (base/ with the node's cgroup
-file system mounted read-only and `safety.pace`'s stall budget in the
-policy). Rendering does what `kubectl
-kustomize` does with the few features they use (resources, JSON patches
+image directory). Rendering does what `kubectl kustomize` does with the few features they use (resources, JSON patches
 with a target, images) and refuses any other kustomization key, so it
 cannot drift from kustomize's silently; with --kubectl, `check` also
 compares the two.
@@ -29,9 +25,8 @@ bundles, then checks what schemas cannot (k8s_checks.py): names that must
 refer to each other, the policy against the mounts and ports, the pod's
 security settings, and each overlay's policy against the one it builds on
 (only `runtime` may differ from the base's; in kubelet-image-gc and
-kubelet-image-gc-crio, only `images.disk` from the base's and crio's; in
-pace-by-workloads, only `safety.pace`). Last, it
-proves those checks bite (k8s_breakages.py).
+kubelet-image-gc-crio, only `images.disk` from the base's and crio's).
+Last, it proves those checks bite (k8s_breakages.py).
 """
 
 from __future__ import annotations
@@ -64,7 +59,6 @@ VARIANTS = {
     "crio": DEPLOY / "crio",
     KUBELET_IMAGE_GC: DEPLOY / "examples" / "kubelet-image-gc",
     "kubelet-image-gc-crio": DEPLOY / "examples" / "kubelet-image-gc-crio",
-    "pace-by-workloads": DEPLOY / "examples" / "pace-by-workloads",
 }
 # What each overlay is built on, and the one key of that one's policy it
 # may change (policy_difference).
@@ -73,7 +67,6 @@ POLICY_CHANGES = {
     "crio": ("base", "runtime"),
     KUBELET_IMAGE_GC: ("base", "images.disk"),
     "kubelet-image-gc-crio": ("crio", "images.disk"),
-    "pace-by-workloads": ("base", "safety.pace"),
 }
 PODMONITOR = DEPLOY / "examples" / "podmonitor.yaml"
 PROMETHEUSRULE = DEPLOY / "examples" / "prometheusrule.yaml"

@@ -13,11 +13,11 @@ use crate::cli::{
 };
 use crate::cycle::{CycleOptions, Node, cycle};
 use crate::error::AppError;
-use crate::execute::{NodePressure, WorkloadsStall};
 use crate::explain;
 use crate::inventory::{Kind, RuntimeKind};
 use crate::manual;
 use crate::output::{eprintln_lossy, print_lossy, stdout_columns};
+use crate::pace::{NoSignal, Signal, StallCheck, ceiling_only_note};
 use crate::plan::Action;
 use crate::policy::{Policy, PolicySource};
 use crate::report::{Filter, Report, render_table, render_table_fitted, write_atomically};
@@ -68,16 +68,21 @@ async fn with_policy(cli: &Cli) -> Result<(), AppError> {
             eprintln_lossy(&format!("safeprune: {summary}"));
         }
     };
-    // And what `safety.pace`'s threshold is against the node's own I/O
-    // pressure: a threshold under it makes a run wait out max_delay.
-    let say_pace = || {
+    // And whose stall `safety.pace` would hold a run to, found as a run
+    // finds it.
+    let say_pace = |plan: bool| {
         let Some(pace) = policy.safety.pace.as_ref().filter(|_| !cli.quiet) else {
             return;
         };
-        let line = match WorkloadsStall::find(pace, std::path::Path::new("/")) {
-            Some(Ok((stall, _))) => stall.to_string(),
-            Some(Err(e)) => WorkloadsStall::unreadable(pace, &e),
-            None => NodePressure::line(pace, std::path::Path::new("/")),
+        if let Some(note) = ceiling_only_note(pace) {
+            eprintln_lossy(&format!("safeprune: safety.pace: {note}"));
+        }
+        let line = match Signal::find(std::path::Path::new("/"), &pace.workloads_cgroup) {
+            Ok(signal) => StallCheck::new(pace, &signal).to_string(),
+            // The default on a plain Docker host: `check` says it, `plan`
+            // need not say it every time.
+            Err(NoSignal::NoPodsCgroup(_)) if plan => return,
+            Err(no) => no.for_check(),
         };
         eprintln_lossy(&format!("safeprune: {line}"));
     };
@@ -89,43 +94,40 @@ async fn with_policy(cli: &Cli) -> Result<(), AppError> {
             }
             say_kubelet();
             if args.offline {
-                say_pace();
+                say_pace(false);
                 print_lossy(&policy.to_yaml());
                 return Ok(());
             }
-            // The policy asks for pacing: the node must show its pressure.
+            // Whose stall a run would be held to, and what it is now, as a
+            // run measures it before its first removal. No pods' cgroup
+            // under `auto` is a plain Docker host, not a fault; `node`
+            // without PSI, or a named cgroup that cannot be read, is.
             let pace_ok = match &policy.safety.pace {
                 None => true,
-                // The stall budget: whose stall, and what it is now, as a
-                // run measures it before its first removal.
-                Some(pace) if pace.added_io_pressure_percent.is_some() => {
-                    match WorkloadsStall::find(pace, std::path::Path::new("/")) {
-                        Some(Ok((mut stall, signal))) => {
+                Some(pace) => {
+                    if let Some(note) = ceiling_only_note(pace).filter(|_| !cli.quiet) {
+                        eprintln_lossy(&format!("safeprune: safety.pace: {note}"));
+                    }
+                    match Signal::find(std::path::Path::new("/"), &pace.workloads_cgroup) {
+                        Ok(signal) => {
                             if !cli.quiet {
+                                let mut stall = StallCheck::new(pace, &signal);
                                 stall.measure(&signal).await;
                                 eprintln_lossy(&format!("safeprune: {stall}"));
                             }
                             true
                         }
-                        Some(Err(e)) => {
-                            let line = WorkloadsStall::unreadable(pace, &e);
-                            eprintln_lossy(&format!("safeprune: {line}"));
+                        Err(no @ NoSignal::NoPodsCgroup(_)) => {
+                            if !cli.quiet {
+                                eprintln_lossy(&format!("safeprune: {}", no.for_check()));
+                            }
+                            true
+                        }
+                        Err(no) => {
+                            eprintln_lossy(&format!("safeprune: {}", no.for_check()));
                             false
                         }
-                        None => true,
                     }
-                }
-                Some(pace) => {
-                    let (line, found) = NodePressure::checked(pace, std::path::Path::new("/"));
-                    if !found {
-                        eprintln_lossy(&format!(
-                            "safeprune: {line}; to pace them, turn PSI on (a kernel with \
-                             CONFIG_PSI, booted with psi=1), or remove safety.pace"
-                        ));
-                    } else if !cli.quiet {
-                        eprintln_lossy(&format!("safeprune: {line}"));
-                    }
-                    found
                 }
             };
             print_lossy(&policy.to_yaml());
@@ -133,7 +135,7 @@ async fn with_policy(cli: &Cli) -> Result<(), AppError> {
         }
         Command::Plan(args) => {
             say_kubelet();
-            say_pace();
+            say_pace(true);
             plan(&policy, args, cli.quiet).await
         }
         Command::Run(args) => run_once(&policy, args, cli.quiet).await,
@@ -342,6 +344,7 @@ async fn run_once(policy: &Policy, args: &RunArgs, quiet: bool) -> Result<(), Ap
     let options = CycleOptions {
         dry_run: args.dry_run,
         max_deletions: args.max_deletions,
+        no_pace: args.no_pace,
         progress_line: std::io::stderr().is_terminal() && !quiet,
         // As `docker system prune` asks without `-f`; never where no one
         // can answer (cron, systemd, a pipe).

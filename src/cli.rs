@@ -175,6 +175,10 @@ pub struct RunArgs {
         help = "Refuse the whole run if it would delete more than N objects [default: the policy's safety.max_deletions]"
     )]
     pub max_deletions: Option<u64>,
+
+    /// Do not pace this run, whatever safety.pace says: for an emergency, a disk filling now
+    #[arg(long)]
+    pub no_pace: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -17,10 +17,11 @@ use std::time::Instant;
 use chrono::Utc;
 
 use crate::error::AppError;
-use crate::execute::{Outcome, Pacer, execute};
+use crate::execute::{Outcome, execute};
 use crate::history::{self, Found, History};
 use crate::inventory::{Image, Inventory, RuntimeKind};
 use crate::output::Chain;
+use crate::pace::Pacer;
 use crate::plan::{Plan, plan};
 use crate::policy::Policy;
 use crate::report::{
@@ -156,6 +157,10 @@ pub const NODE_NAME_VAR: &str = "SAFEPRUNE_NODE_NAME";
 
 /// What a cycle is asked to do beyond the policy.
 #[derive(Debug, Clone, Default)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "the flags of `run`, each its own question: not a state machine"
+)]
 pub struct CycleOptions {
     /// Decide and report, remove nothing.
     pub dry_run: bool,
@@ -169,6 +174,9 @@ pub struct CycleOptions {
     /// anything (`run` on a terminal, without `--yes`). Not asked for a dry
     /// run, nor when the plan deletes nothing.
     pub confirm: bool,
+    /// `run --no-pace`: this run is not paced, whatever `safety.pace`
+    /// says.
+    pub no_pace: bool,
     /// `run --plan`: the reviewed plan, and its file.
     pub reviewed: Option<(std::path::PathBuf, SavedPlan)>,
     /// A daemon's schedule's period, for the metrics
@@ -344,7 +352,12 @@ async fn locked_cycle(
     } else {
         // A workloads' cgroup written in the policy that cannot be read
         // fails the run before anything is removed.
-        let mut pacer = Pacer::for_policy(policy).map_err(AppError::Usage)?;
+        let mut pacer = if options.no_pace && policy.safety.pace.is_some() {
+            tracing::warn!("safety.pace: off for this run (--no-pace)");
+            Pacer::unpaced(policy.safety.concurrency)
+        } else {
+            Pacer::for_policy(policy).map_err(AppError::Usage)?
+        };
         let mut progress = progress::Progress::for_run(options.progress_line, &plan);
         let mut outcomes = execute(&node.runtime, &plan, policy, &mut pacer, shutdown, |o, done, _| {
             if let Some(log) = audit.as_mut()

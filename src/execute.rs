@@ -29,14 +29,7 @@ use crate::policy::Policy;
 use crate::runtime::{Engine, Removal, Target};
 use crate::shutdown::Shutdown;
 
-mod adapt;
-mod baseline;
-mod budget;
-mod pace;
-mod psi;
-use pace::Gate;
-pub use pace::{BudgetReport, NodePressure, PaceReport, Pacer, Reader, WorkloadsStall};
-pub use psi::{Reading, some_avg10};
+use crate::pace::{Gate, Pacer};
 
 /// What came of one removal attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -30,7 +30,7 @@ macro_rules! exit_codes {
 
 exit_codes! {
     OK = 0: "Done, also when there was nothing to do, when a stop signal cut a run short, and when `run` asked on a terminal and was not told yes (nothing removed).",
-    RUNTIME = 1: "The runtime is unreachable or failed, a file (`lock_file`, a report, the audit log, the metrics textfile) could not be opened or written, `check` found that this node cannot run the policy (its engine, a directory or PSI), or the daemon could not set up its signals, its timer or its `metrics.listen` listener.",
+    RUNTIME = 1: "The runtime is unreachable or failed, a file (`lock_file`, a report, the audit log, the metrics textfile) could not be opened or written, `check` found that this node cannot run the policy (its engine, a directory, or the stall safety.pace names), or the daemon could not set up its signals, its timer or its `metrics.listen` listener.",
     USAGE = 2: "Usage or policy error: nothing was contacted or removed. Also `run --plan` refusing its plan (another node, runtime, endpoint or policy, or too old): nothing removed.",
     REMOVALS_FAILED = 3: "The run finished, but some removals failed.",
     LOCKED = 4: "Another run holds the lock: nothing done.",

@@ -28,6 +28,7 @@ pub mod history;
 pub mod inventory;
 pub mod manual;
 pub mod output;
+pub mod pace;
 pub mod plan;
 pub mod policy;
 pub mod report;

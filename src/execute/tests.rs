@@ -97,9 +97,12 @@ fn node_of_containers(n: usize) -> Inventory {
     inv
 }
 
+/// The built-in policy with volumes on, unpaced: a developer's machine may
+/// be a Kubernetes node, whose pods' cgroup must not pace these tests.
 fn policy() -> Policy {
     let mut p = Policy::builtin();
     p.volumes.enabled = true;
+    p.safety.pace = None;
     p
 }
 
@@ -729,100 +732,35 @@ async fn a_removal_acts_on_the_object_its_recheck_found() {
     assert!(state.images.iter().any(|i| i.id == "sha256:a"));
 }
 
-/// A pacer for tests: `safety.pace` at 10%, `max_delay`, a fixed
-/// concurrency of `most`, reading `figures` in turn and then 0, each over
-/// a window of 200 ms.
-fn pacer_reading(max_delay: &str, most: usize, figures: Vec<f64>) -> Pacer {
-    let mut figures = figures.into_iter();
-    Pacer::new(
-        Some(crate::policy::Pace {
-            io_pressure_percent: 10.0,
-            max_delay: max_delay.parse().unwrap(),
-            ..crate::policy::Pace::default()
-        }),
-        crate::policy::Concurrency::Fixed(most),
-        Some("/proc/pressure/io".into()),
-        Some(Box::new(move || {
-            crate::execute::Reading::Share(
-                figures.next().unwrap_or(0.0),
-                Duration::from_millis(200),
-            )
-        })),
-    )
-}
-
-#[tokio::test(start_paused = true)]
-async fn under_io_pressure_removals_wait_and_fewer_are_in_flight() {
-    let mut engine = MemoryEngine::new(node_of_containers(20));
-    engine.removal_delay = Duration::from_millis(20);
-    // High before the first batch and the two after it, then low; the
-    // policy's concurrency is 4.
-    let mut pacer = pacer_reading("10m", 4, vec![50.0, 30.0, 20.0]);
-    let began = tokio::time::Instant::now();
-    let (_, outcomes) = run_paced(&engine, &mut pacer, &Shutdown::new()).await;
-    assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
-    let report = pacer.report().unwrap();
-    // Three waits, each before any removal began, each long enough that
-    // the stall of its 200 ms window comes to 10% over both: 800, 400
-    // and 200 ms.
-    assert!((report.paced_seconds - 1.4).abs() < 0.01, "{report:?}");
-    assert!(began.elapsed() >= Duration::from_millis(1400));
-    assert_eq!(report.lowest_concurrency, 1);
-    assert_eq!(report.max_io_pressure_percent, Some(50.0));
-    // The first batch went at the lowest concurrency, and so did the one
-    // after it (the low reading before the first covered a wait, not
-    // removals); then it climbed back.
-    let rechecks = engine.rechecks.lock().unwrap();
-    assert_eq!(rechecks[0].len(), 1, "{rechecks:?}");
-    assert_eq!(rechecks[1].len(), 1, "{rechecks:?}");
-    assert_eq!(rechecks[2].len(), 2, "{rechecks:?}");
-    assert_eq!(rechecks[3].len(), 4, "{rechecks:?}");
-}
-
-#[tokio::test(start_paused = true)]
-async fn past_max_delay_the_rest_goes_one_at_a_time() {
-    let mut engine = MemoryEngine::new(node_of_containers(6));
-    engine.removal_delay = Duration::from_millis(20);
-    let mut pacer = pacer_reading("5s", 4, vec![90.0; 1000]);
-    let (_, outcomes) = run_paced(&engine, &mut pacer, &Shutdown::new()).await;
-    assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
-    let report = pacer.report().unwrap();
-    assert!((report.paced_seconds - 5.0).abs() < 0.01, "{report:?}");
-    assert!(report.delay_exhausted);
-    assert_eq!(
-        engine
-            .max_in_flight
-            .load(std::sync::atomic::Ordering::SeqCst),
-        1
-    );
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_stop_ends_a_paced_wait_at_once() {
-    let engine = MemoryEngine::new(node_of_containers(6));
-    let mut pacer = pacer_reading("1h", 4, vec![90.0; 1000]);
+    // Each removal costs the workloads far more than the budget allows:
+    // the run waits long after the first, until the stop.
+    let workloads = Workloads::new(10);
+    let engine = workloads.engine(node_of_containers(6), Duration::from_secs(2));
+    let mut pacer = workloads.pacer(0.5, "1h", crate::policy::OnMaxDelay::Continue);
     let shutdown = Shutdown::new();
     let stopper = shutdown.clone();
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_secs(7)).await;
+        tokio::time::sleep(Duration::from_secs(20)).await;
         stopper.stop();
     });
     let began = tokio::time::Instant::now();
     let (planned, outcomes) = run_paced(&engine, &mut pacer, &shutdown).await;
     assert!(
-        began.elapsed() < Duration::from_secs(8),
+        began.elapsed() < Duration::from_millis(20_100),
         "{:?}",
         began.elapsed()
     );
     assert_eq!(outcomes.len(), planned.deletion_count());
+    let report = pacer.report().unwrap();
+    assert!(report.paced_seconds > 10.0, "{report:?}");
     assert!(
         outcomes
             .iter()
-            .all(|o| o.reason == Some(Reason::NotAttempted)),
+            .any(|o| o.reason == Some(Reason::NotAttempted)),
         "{outcomes:?}"
     );
-    let report = pacer.report().unwrap();
-    assert!((report.paced_seconds - 7.0).abs() < 0.01, "{report:?}");
 }
 
 /// The settles of `engine` for containers: how many removals had started
@@ -840,12 +778,10 @@ fn container_settles(engine: &MemoryEngine) -> Vec<usize> {
 
 #[tokio::test(start_paused = true)]
 async fn paced_on_an_engine_that_frees_when_settled_the_collector_runs_between_batches() {
-    let mut engine = MemoryEngine::new(node_of_containers(12));
-    engine.removal_delay = Duration::from_millis(20);
+    let workloads = Workloads::new(10);
+    let mut engine = workloads.engine(node_of_containers(12), Duration::from_millis(5));
     engine.frees_when_settled = true;
-    // Under pressure, every other reading high: one removal at a time,
-    // each weighed before the next; then low, and back up to 4.
-    let mut pacer = pacer_reading("10m", 4, [50.0, 5.0].repeat(6));
+    let mut pacer = workloads.pacer(0.5, "1h", crate::policy::OnMaxDelay::Continue);
     let (_, outcomes) = run_paced(&engine, &mut pacer, &Shutdown::new()).await;
     assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
     let settles = container_settles(&engine);
@@ -857,13 +793,7 @@ async fn paced_on_an_engine_that_frees_when_settled_the_collector_runs_between_b
     // Every removal is settled in the end, and only once per batch: never
     // two settles with no removal between them.
     assert_eq!(settles.last(), Some(&12), "{settles:?}");
-    // A reading follows each settle before the next batch goes: the pacer
-    // read at least once per settle.
-    assert!(
-        pacer.report().unwrap().readings >= settles.len() as u64 - 1,
-        "{:?} {settles:?}",
-        pacer.report()
-    );
+    assert!(pacer.report().unwrap().readings >= settles.len() as u64 - 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -874,9 +804,9 @@ async fn unpaced_or_where_removals_free_at_once_each_kind_settles_once() {
     run(&collecting, &Shutdown::new()).await;
     assert_eq!(container_settles(&collecting), [12]);
     // Paced on one whose removals free at once (Docker, CRI).
-    let mut freeing = MemoryEngine::new(node_of_containers(12));
-    freeing.removal_delay = Duration::from_millis(20);
-    let mut pacer = pacer_reading("10m", 4, vec![50.0, 40.0, 30.0]);
+    let workloads = Workloads::new(10);
+    let freeing = workloads.engine(node_of_containers(12), Duration::from_millis(5));
+    let mut pacer = workloads.pacer(0.5, "1h", crate::policy::OnMaxDelay::Continue);
     run_paced(&freeing, &mut pacer, &Shutdown::new()).await;
     assert_eq!(container_settles(&freeing), [12]);
 }
@@ -965,18 +895,19 @@ impl Workloads {
     /// a ceiling of 10%, `max_delay`, `on_max_delay`, `safety.concurrency`
     /// 4.
     fn pacer(&self, added: f64, max_delay: &str, on_max_delay: crate::policy::OnMaxDelay) -> Pacer {
-        let signal =
-            psi::Signal::find(self.root.path(), Some(std::path::Path::new(Self::CGROUP))).unwrap();
-        Pacer::with_budget(
+        let cgroup = crate::policy::WorkloadsCgroup::Path(Self::CGROUP.into());
+        let signal = crate::pace::Signal::find(self.root.path(), &cgroup).unwrap();
+        Pacer::paced(
             crate::policy::Pace {
                 io_pressure_percent: 10.0,
                 max_delay: max_delay.parse().unwrap(),
-                added_io_pressure_percent: Some(added),
-                workloads_cgroup: Some(Self::CGROUP.into()),
+                added_io_pressure_percent: added,
+                workloads_cgroup: cgroup,
                 on_max_delay,
+                ceiling_only: false,
             },
             crate::policy::Concurrency::Fixed(4),
-            &signal,
+            signal,
         )
     }
 }
@@ -1012,7 +943,7 @@ async fn removals_that_stall_the_workloads_only_for_a_cpu_are_held_too() {
     let (planned, outcomes) = run_paced(&engine, &mut pacer, &Shutdown::new()).await;
     assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
     let report = pacer.report().unwrap();
-    let budget = report.budget.clone().unwrap();
+    let budget = report.budget.clone();
     assert_eq!(budget.cpu_source.as_deref(), cpu_file.to_str());
     // The baseline is the I/O's 1% and the CPU's none, summed.
     let baseline = budget.baseline_io_pressure_percent.unwrap();
@@ -1046,8 +977,8 @@ async fn the_stall_budget_holds_what_the_removals_add_above_the_baseline() {
     assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
     let removals = planned.deletion_count();
     let report = pacer.report().unwrap();
-    let budget = report.budget.clone().unwrap();
-    assert_eq!(budget.signal, "workloads");
+    let budget = report.budget.clone();
+    assert_eq!(budget.signal, Some("workloads"));
     assert_eq!(report.source.as_deref(), workloads.file().to_str());
     let baseline = budget.baseline_io_pressure_percent.unwrap();
     assert!((baseline - 1.0).abs() < 0.01, "{report:?}");
@@ -1113,7 +1044,7 @@ async fn the_stall_budget_holds_what_the_removals_add_above_the_baseline() {
 /// A paced run of `n` containers, each adding 20 ms of stall, over
 /// workloads at 1% that go to `after` per mille `at` into the run: how
 /// long it took, and its report.
-async fn drifting(n: usize, at: Duration, after: u64) -> (Duration, PaceReport) {
+async fn drifting(n: usize, at: Duration, after: u64) -> (Duration, crate::pace::PaceReport) {
     let workloads = Workloads::new(10);
     let engine = workloads.engine(node_of_containers(n), Duration::from_millis(20));
     let mut pacer = workloads.pacer(0.5, "1h", crate::policy::OnMaxDelay::Continue);
@@ -1141,7 +1072,7 @@ async fn a_workload_that_gets_busier_mid_run_neither_stops_nor_crawls_the_run() 
     // second from then on, and wait out max_delay.
     let (steady, _) = drifting(12, Duration::from_secs(3600), 10).await;
     let (drifted, report) = drifting(12, Duration::from_secs(10), 60).await;
-    let budget = report.budget.clone().unwrap();
+    let budget = report.budget.clone();
     assert!(!report.delay_exhausted, "{report:?}");
     assert_eq!(budget.baseline_io_pressure_percent, Some(1.0));
     let last = budget.last_baseline_io_pressure_percent.unwrap();
@@ -1185,7 +1116,7 @@ async fn under_a_quiet_budget_removals_climb_without_waiting() {
             .load(std::sync::atomic::Ordering::SeqCst)
             > 1
     );
-    assert!(report.budget.unwrap().added_stall_seconds < 0.01);
+    assert!(report.budget.added_stall_seconds < 0.01);
 }
 
 #[tokio::test(start_paused = true)]
@@ -1276,10 +1207,7 @@ async fn a_stop_during_the_baseline_ends_it_at_once() {
             .all(|o| o.reason == Some(Reason::NotAttempted))
     );
     let report = pacer.report().unwrap();
-    assert_eq!(
-        report.budget.as_ref().unwrap().baseline_io_pressure_percent,
-        None
-    );
+    assert_eq!(report.budget.baseline_io_pressure_percent, None);
     assert_eq!(report.to_string(), "no removal batch to pace");
 }
 
@@ -1287,8 +1215,10 @@ async fn a_stop_during_the_baseline_ends_it_at_once() {
 fn a_configured_workloads_cgroup_that_cannot_be_read_fails_the_run() {
     let mut p = policy();
     p.safety.pace = Some(crate::policy::Pace {
-        added_io_pressure_percent: Some(0.5),
-        workloads_cgroup: Some("/sys/fs/cgroup/no-such-safeprune-test.slice".into()),
+        added_io_pressure_percent: 0.5,
+        workloads_cgroup: crate::policy::WorkloadsCgroup::Path(
+            "/sys/fs/cgroup/no-such-safeprune-test.slice".into(),
+        ),
         ..crate::policy::Pace::default()
     });
     let Err(e) = Pacer::for_policy(&p) else {
@@ -1298,7 +1228,7 @@ fn a_configured_workloads_cgroup_that_cannot_be_read_fails_the_run() {
         e.starts_with("safety.pace.workloads_cgroup: cannot read the workloads' I/O pressure (")
             && e.contains("no-such-safeprune-test.slice/io.pressure: No such file")
             && e.ends_with(
-                "nothing removed; fix the path, or remove it to use kubelet's pods' cgroup"
+                "nothing removed; fix the path, or write auto to use kubelet's pods' cgroup"
             ),
         "{e}"
     );

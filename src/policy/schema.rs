@@ -11,8 +11,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::kubelet::{KUBELET_CONFIG_PATH, KubeletImageGc};
 use super::values::{
     Age, Concurrency, LabelRule, Listen, Pattern, Schedule, Version, absolute_path, added_percent,
-    endpoint, keep_recent, kubelet_config_path, max_deletions, percent, report_path,
-    some_absolute_path, texts, whole_percent,
+    endpoint, keep_recent, kubelet_config_path, max_deletions, percent, report_path, texts,
+    whole_percent, workloads_cgroup,
 };
 
 /// The whole policy, with every default filled in.
@@ -438,8 +438,7 @@ pub struct Safety {
     pub concurrency: Concurrency,
     /// `run --plan` refuses a plan older than this.
     pub max_plan_age: Age,
-    /// Slow removals down while the node's I/O is under pressure; `None`:
-    /// never.
+    /// Hold removals to the workloads' stall budget; `None`: never.
     pub pace: Option<Pace>,
 }
 
@@ -449,36 +448,69 @@ impl Default for Safety {
             max_deletions: 1000,
             concurrency: Concurrency::Auto,
             max_plan_age: Age::hours(24),
-            pace: None,
+            pace: Some(Pace::default()),
         }
     }
 }
 
-/// How removals yield to the node's I/O: while the I/O pressure (PSI
-/// `some`: the share of the time since its last reading that some task
-/// waited on I/O, in percent) is above `io_pressure_percent`, fewer
-/// removals are in flight and safeprune waits, at most `max_delay` in all
-/// per run; past that it goes on one removal at a time.
-///
-/// With `added_io_pressure_percent` (issue 38), the stall budget instead:
-/// the workloads' stall (the pods' cgroup, `workloads_cgroup` or kubelet's)
-/// above their own baseline, with `io_pressure_percent` as a ceiling, and
-/// `on_max_delay` says what comes once `max_delay` is spent.
+/// How removals yield to the workloads: the stall budget. The removals may
+/// add at most `added_io_pressure_percent` of wall time to the time the
+/// workloads' tasks wait (PSI `some` of their cgroup's `io.pressure`, with
+/// its `cpu.pressure` beside it), above what they wait by themselves; no
+/// removal starts while a window's I/O stall is above
+/// `io_pressure_percent`, the ceiling; the waits come to at most
+/// `max_delay` per run, and `on_max_delay` says what comes after.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Pace {
+    /// The share of wall time, percent, the removals may add to the
+    /// workloads' stall above their baseline: the target.
+    pub added_io_pressure_percent: f64,
+    /// The ceiling: the share of a window stalled on I/O, percent, above
+    /// which no removal starts, whatever the baseline.
     pub io_pressure_percent: f64,
     pub max_delay: Age,
-    /// The share of wall time, percent, the removals may add to the
-    /// workloads' I/O stall above their baseline; `None`: the threshold
-    /// law of `io_pressure_percent` alone.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub added_io_pressure_percent: Option<f64>,
-    /// The cgroup whose `io.pressure` is the workloads'; `None`: kubelet's
-    /// pods' cgroup where found, else the node's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub workloads_cgroup: Option<PathBuf>,
     /// What the rest of a run does once `max_delay` is spent.
     pub on_max_delay: OnMaxDelay,
+    /// Whose stall: kubelet's pods' cgroup where found, the node's, or a
+    /// cgroup named.
+    pub workloads_cgroup: WorkloadsCgroup,
+    /// `io_pressure_percent` was written and `added_io_pressure_percent`
+    /// was not: a policy written for the absolute threshold, which now
+    /// means the ceiling with the budget at its default target (`check`
+    /// and every run say so once).
+    #[serde(skip)]
+    pub ceiling_only: bool,
+}
+
+/// `safety.pace.workloads_cgroup`: whose stall the budget reads.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum WorkloadsCgroup {
+    /// kubelet's pods' cgroup (`kubepods.slice`, `kubepods`) under the
+    /// cgroup v2 mount; where there is none, the run is not paced.
+    #[default]
+    Auto,
+    /// The node's `/proc/pressure/io`: it also counts the engines' own
+    /// stall on the removals, so a run goes slower.
+    Node,
+    /// A cgroup directory (absolute); unreadable, a run removes nothing.
+    Path(PathBuf),
+}
+
+impl std::fmt::Display for WorkloadsCgroup {
+    /// As the policy writes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Auto => f.write_str("auto"),
+            Self::Node => f.write_str("node"),
+            Self::Path(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+impl Serialize for WorkloadsCgroup {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 /// What a paced run does once its waits came to `max_delay`.
@@ -506,11 +538,12 @@ impl OnMaxDelay {
 impl Default for Pace {
     fn default() -> Self {
         Self {
+            added_io_pressure_percent: 0.1,
             io_pressure_percent: 10.0,
             max_delay: Age::minutes(10),
-            added_io_pressure_percent: None,
-            workloads_cgroup: None,
             on_max_delay: OnMaxDelay::Continue,
+            workloads_cgroup: WorkloadsCgroup::Auto,
+            ceiling_only: false,
         }
     }
 }
@@ -532,35 +565,38 @@ impl<'de> Deserialize<'de> for Pace {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Written {
+            #[serde(default, deserialize_with = "added_percent")]
+            added_io_pressure_percent: Option<f64>,
             #[serde(default, deserialize_with = "percent")]
             io_pressure_percent: Option<f64>,
             max_delay: Option<Age>,
-            #[serde(default, deserialize_with = "added_percent")]
-            added_io_pressure_percent: Option<f64>,
-            #[serde(default, deserialize_with = "some_absolute_path")]
-            workloads_cgroup: Option<PathBuf>,
             #[serde(default)]
             on_max_delay: OnMaxDelay,
+            #[serde(default, deserialize_with = "workloads_cgroup")]
+            workloads_cgroup: Option<WorkloadsCgroup>,
         }
         let w = Written::deserialize(de)?;
         let default = Self::default();
+        let added_io_pressure_percent = pace_percent(
+            "added_io_pressure_percent",
+            w.added_io_pressure_percent
+                .unwrap_or(default.added_io_pressure_percent),
+            "0.1",
+        )
+        .map_err(serde::de::Error::custom)?;
         let io_pressure_percent = pace_percent(
             "io_pressure_percent",
             w.io_pressure_percent.unwrap_or(default.io_pressure_percent),
             "10",
         )
         .map_err(serde::de::Error::custom)?;
-        let added_io_pressure_percent = w
-            .added_io_pressure_percent
-            .map(|p| pace_percent("added_io_pressure_percent", p, "0.5"))
-            .transpose()
-            .map_err(serde::de::Error::custom)?;
         Ok(Self {
+            added_io_pressure_percent,
             io_pressure_percent,
             max_delay: w.max_delay.unwrap_or(default.max_delay),
-            added_io_pressure_percent,
-            workloads_cgroup: w.workloads_cgroup,
             on_max_delay: w.on_max_delay,
+            workloads_cgroup: w.workloads_cgroup.unwrap_or_default(),
+            ceiling_only: w.io_pressure_percent.is_some() && w.added_io_pressure_percent.is_none(),
         })
     }
 }

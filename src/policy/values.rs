@@ -890,11 +890,22 @@ pub(super) fn absolute_path<'de, D: Deserializer<'de>>(de: D) -> Result<PathBuf,
         .map(PathBuf::from)
 }
 
-/// `safety.pace.workloads_cgroup`: an absolute path, when written.
-pub(super) fn some_absolute_path<'de, D: Deserializer<'de>>(
+/// `safety.pace.workloads_cgroup`: `auto`, `node`, or an absolute path.
+pub(super) fn workloads_cgroup<'de, D: Deserializer<'de>>(
     de: D,
-) -> Result<Option<PathBuf>, D::Error> {
-    absolute_path(de).map(Some)
+) -> Result<Option<super::schema::WorkloadsCgroup>, D::Error> {
+    use super::schema::WorkloadsCgroup;
+    let text = de.deserialize_str(Checked(|text: &str| match text {
+        "auto" | "node" => Ok(()),
+        _ => path_fault(text).map_or(Ok(()), |fault| {
+            Err(format!("{fault}, or write auto or node"))
+        }),
+    }))?;
+    Ok(Some(match text.as_str() {
+        "auto" => WorkloadsCgroup::Auto,
+        "node" => WorkloadsCgroup::Node,
+        _ => WorkloadsCgroup::Path(PathBuf::from(text)),
+    }))
 }
 
 /// `images.disk.from_kubelet`: the absolute path of kubelet's

@@ -235,27 +235,27 @@ fn measured_families(out: &mut Exposition, report: &Report) {
             );
         }
     }
-    if let Some(pace) = &report.pace {
+    // A paced run's: one whose pace found a signal to read.
+    if let Some(pace) = report.pace.as_ref().filter(|pace| pace.source.is_some()) {
         out.gauge(
             "safeprune_last_run_paced_seconds",
-            "Seconds the last run waited for the node's I/O pressure to fall (safety.pace).",
+            "Seconds pacing held the last run's removals back (safety.pace).",
             [(vec![], pace.paced_seconds.to_string())],
         );
         if let Some(max) = pace.max_io_pressure_percent {
             out.gauge(
                 "safeprune_last_run_io_pressure_max_ratio",
-                "The highest I/O pressure (PSI some: the share of a window stalled, 0 to 1) the last run read before its removal batches (safety.pace).",
+                "The highest I/O stall (PSI some: the share of a window stalled, 0 to 1) of the workloads the last run read while it removed (safety.pace).",
                 [(vec![], (max / 100.0).to_string())],
             );
         }
-        if let Some(budget) = &pace.budget {
-            budget_families(out, budget);
-        }
+        budget_families(out, &pace.budget);
     }
 }
 
-/// The stall budget's families (`safety.pace.added_io_pressure_percent`).
-fn budget_families(out: &mut Exposition, budget: &crate::execute::BudgetReport) {
+/// The stall budget's families.
+fn budget_families(out: &mut Exposition, budget: &crate::pace::BudgetReport) {
+    let signal = budget.signal.unwrap_or("workloads");
     if let Some(before) = budget.baseline_io_pressure_percent {
         let after = budget.last_baseline_io_pressure_percent.unwrap_or(before);
         out.gauge(
@@ -263,7 +263,7 @@ fn budget_families(out: &mut Exposition, budget: &crate::execute::BudgetReport) 
             "The workloads' own I/O stall (PSI some of the pods' cgroup, or the node's: signal), 0 to 1: measured before the last run's first removal, and as it stood at its end (safety.pace).",
             [("before", before), ("after", after)].map(|(when, percent)| {
                 (
-                    vec![("signal", budget.signal), ("when", when)],
+                    vec![("signal", signal), ("when", when)],
                     (percent / 100.0).to_string(),
                 )
             }),

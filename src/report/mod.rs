@@ -169,7 +169,7 @@ pub struct Report {
     /// How a run's removals were paced, with `safety.pace` set; absent for
     /// a dry run and when it is off.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pace: Option<crate::execute::PaceReport>,
+    pub pace: Option<crate::pace::PaceReport>,
     /// Set when this is the plan of a run refused for deleting too much:
     /// the table says so. The exit code (5) tells scripts.
     #[serde(skip)]
@@ -322,7 +322,7 @@ impl Report {
 
     /// Records how the run's removals were paced.
     #[must_use]
-    pub fn with_pace(mut self, pace: Option<crate::execute::PaceReport>) -> Self {
+    pub fn with_pace(mut self, pace: Option<crate::pace::PaceReport>) -> Self {
         self.pace = pace;
         self
     }

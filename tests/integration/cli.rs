@@ -466,18 +466,20 @@ fn check_and_plan_say_what_from_kubelet_derived_and_from_where() {
 }
 
 #[test]
-fn check_and_plan_say_the_pace_threshold_against_the_nodes_own_pressure() {
+fn check_and_plan_say_whose_stall_a_run_would_be_paced_by() {
     let cli = unreachable_engine();
     let endpoint = format!("unix://{}", cli.path("nothing.sock").display());
     cli.rewrite(
         &Runtime::Docker(&endpoint),
-        "safety:\n  pace: {io_pressure_percent: 99.5, max_delay: 2m}\n",
+        "safety:\n  pace: {added_io_pressure_percent: 0.2, io_pressure_percent: 99.5, \
+         max_delay: 2m, workloads_cgroup: node}\n",
     );
     // The node's own PSI: this machine's, read by the test as safeprune
     // reads it (or its absence, said as such).
-    let said = if std::fs::read_to_string("/proc/pressure/io").is_ok_and(|t| t.contains("avg300")) {
-        "safeprune: safety.pace: threshold 99.5%; this node's I/O pressure (PSI some, \
-         /proc/pressure/io) over the last 10 s, 1 min and 5 min: "
+    let psi = std::fs::read_to_string("/proc/pressure/io").is_ok_and(|t| t.contains("total="));
+    let said = if psi {
+        "safeprune: safety.pace: by the node's I/O stall (PSI some, /proc/pressure/io): \
+         removals may add +0.2% above its own, ceiling 99.5%"
     } else {
         "safeprune: safety.pace: this node shows no I/O pressure (PSI): removals would not be paced"
     };
@@ -486,8 +488,15 @@ fn check_and_plan_say_the_pace_threshold_against_the_nodes_own_pressure() {
     let err = String::from_utf8(out.stderr).unwrap();
     let line = err.lines().last().unwrap_or_default();
     assert!(line.starts_with(said), "{err}");
-    // 99.5% is above any idle node's pressure: no warning.
-    assert!(!line.contains("warning"), "{err}");
+    if psi {
+        assert!(
+            line.ends_with(
+                "; the node's stall counts the engines' own work on the removals too: a run \
+                 goes slower than by the workloads'"
+            ),
+            "{err}"
+        );
+    }
     let out = cli.run(&["plan"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
@@ -499,8 +508,24 @@ fn check_and_plan_say_the_pace_threshold_against_the_nodes_own_pressure() {
         cli.run(&["-q", "check", "--offline"]).stderr.is_empty(),
         "-q says nothing but errors"
     );
-    // Without pace, nothing about it.
-    cli.rewrite(&Runtime::Docker(&endpoint), "");
+    // A cgroup named that cannot be read: `check --offline` says a run
+    // would remove nothing.
+    cli.rewrite(
+        &Runtime::Docker(&endpoint),
+        "safety:\n  pace: {workloads_cgroup: /sys/fs/cgroup/sp-no-such.slice}\n",
+    );
+    let err = String::from_utf8(cli.run(&["check", "--offline"]).stderr).unwrap();
+    assert!(
+        err.contains(
+            "safeprune: safety.pace.workloads_cgroup: cannot read the workloads' I/O pressure \
+             (/sys/fs/cgroup/sp-no-such.slice/io.pressure: No such file or directory (os error \
+             2)): a run would remove nothing; fix the path, or write auto to use kubelet's pods' \
+             cgroup"
+        ),
+        "{err}"
+    );
+    // Off, nothing about it.
+    cli.rewrite(&Runtime::Docker(&endpoint), "safety:\n  pace: null\n");
     let err = String::from_utf8(cli.run(&["check"]).stderr).unwrap();
     assert!(!err.contains("safety.pace"), "{err}");
 }

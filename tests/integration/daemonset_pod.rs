@@ -12,9 +12,9 @@
 //! `deploy/kubernetes/crio`'s pod on CRI-O 1.36.3 through CRI alone. The
 //! overlay `examples/kubelet-image-gc` runs on containerd too, with a
 //! kubelet configuration file of the test's and the image file system
-//! its CRI names, and `examples/kubelet-image-gc-crio` on CRI-O; and
-//! `examples/pace-by-workloads` on containerd, reading the pods' I/O stall
-//! through the node's cgroup file system mounted read-only.
+//! its CRI names, and `examples/kubelet-image-gc-crio` on CRI-O; and the
+//! base pod on containerd paces by the pods' I/O stall, read through the
+//! node's cgroup file system mounted read-only.
 //!
 //! The test changes one thing of the manifest: the `ConfigMap`'s policy gets
 //! a schedule every two seconds, no jitter and no minimum ages, so that the
@@ -367,8 +367,10 @@ async fn assert_kubelet_sees_the_removals(
 
 /// What a test node gives the pod: its engine's `socket` (the manifest's
 /// path, and the test engine's) and `state` for the manifest's
-/// `/var/lib/safeprune`, and `more`; the pod's volumes in `dir`, its cgroup
-/// and labels those of the engine's `scope`.
+/// `/var/lib/safeprune`, an empty directory for its `/sys/fs/cgroup` (this
+/// machine's pods, where it is a Kubernetes node, must not pace a test:
+/// `more` may map the real one), and `more`; the pod's volumes in `dir`,
+/// its cgroup and labels those of the engine's `scope`.
 fn pod_node<'a>(
     socket: (&'a str, &Path),
     state: &Path,
@@ -376,9 +378,12 @@ fn pod_node<'a>(
     scope: &str,
     more: &[(&'a str, PathBuf)],
 ) -> Node<'a> {
+    let no_cgroup = dir.join("no-cgroup");
+    fs::create_dir_all(&no_cgroup).expect("an empty directory for /sys/fs/cgroup");
     let mut host_paths = HashMap::from([
         (socket.0, socket.1.to_owned()),
         ("/var/lib/safeprune", state.to_owned()),
+        ("/sys/fs/cgroup", no_cgroup),
     ]);
     host_paths.extend(more.iter().cloned());
     Node {
@@ -530,15 +535,15 @@ fn pods_cgroup_v2(scope: &str) -> PathBuf {
     dir
 }
 
-/// `deploy/kubernetes/examples/pace-by-workloads`: the pod reads the I/O
-/// stall of the node's pods (here the test engine's pods' cgroup, which
-/// the policy names, as the overlay tells an operator to where kubelet's
-/// is not found) through the node's cgroup file system the overlay mounts
-/// read-only over the pod's own, paces its removals by it, and says so.
-async fn the_pace_by_workloads_overlay_reads_the_pods_stall_through_the_read_only_cgroup_mount(
+/// The `DaemonSet` paces by the node's pods: the pod reads their I/O stall
+/// (here the test engine's pods' cgroup, which the policy names, as an
+/// operator does where kubelet's is not found) through the node's cgroup
+/// file system the base mounts read-only over the pod's own, paces its
+/// removals by it at the default target, and says so.
+async fn the_daemonset_pod_reads_the_pods_stall_through_the_read_only_cgroup_mount(
     version: ContainerdVersion,
 ) {
-    let manifests = Manifests::load_overlay("examples/pace-by-workloads");
+    let manifests = Manifests::load();
     let Some(node) = PodNode::start(&manifests, version).await else {
         return;
     };
@@ -549,12 +554,14 @@ async fn the_pace_by_workloads_overlay_reads_the_pods_stall_through_the_read_onl
     let edit = |key: &str, text: &str| {
         let text = prune_now(key, text);
         let mut policy: serde_yaml::Mapping = serde_yaml::from_str(&text).unwrap();
-        let pace = policy
-            .get_mut("safety")
-            .and_then(|s| s.get_mut("pace"))
-            .and_then(serde_yaml::Value::as_mapping_mut)
-            .expect("the overlay's policy sets safety.pace");
+        let mut pace = serde_yaml::Mapping::new();
         pace.insert("workloads_cgroup".into(), pods_text.clone().into());
+        let mut safety = serde_yaml::Mapping::new();
+        safety.insert("pace".into(), pace.into());
+        assert!(
+            policy.insert("safety".into(), safety.into()).is_none(),
+            "the base's policy leaves safety to its defaults"
+        );
         serde_yaml::to_string(&policy).unwrap()
     };
     let pod = Box::pin(run_pod_with(
@@ -578,8 +585,8 @@ async fn the_pace_by_workloads_overlay_reads_the_pods_stall_through_the_read_onl
         .as_f64()
         .unwrap_or_else(|| panic!("a baseline measured in the pod: {pace}; log:\n{}", log()));
     assert!((0.0..100.0).contains(&baseline), "{pace}");
-    assert_eq!(pace["added_io_pressure_percent"], 0.5, "{pace}");
-    assert_eq!(pace["on_max_delay"], "stop", "{pace}");
+    assert_eq!(pace["added_io_pressure_percent"], 0.1, "{pace}");
+    assert_eq!(pace["on_max_delay"], "continue", "{pace}");
     assert!(pace["objects_per_second"].as_f64().is_some(), "{pace}");
     for (id, expected) in [
         (&layout.istio, ("keep", "protected_label")),
@@ -601,7 +608,7 @@ async fn the_pace_by_workloads_overlay_reads_the_pods_stall_through_the_read_onl
 
 containerd_tests! {
     #[tokio::test(flavor = "multi_thread")]
-    the_pace_by_workloads_overlay_reads_the_pods_stall_through_the_read_only_cgroup_mount,
+    the_daemonset_pod_reads_the_pods_stall_through_the_read_only_cgroup_mount,
 }
 
 /// kubelet's --config in `dir`, as kubeadm writes it, with thresholds of

@@ -744,7 +744,14 @@ async fn check_says_ok_for_each_on_a_working_node_and_what_to_do_as_nobody(versi
     };
     // Pacing too, where this machine shows its I/O pressure.
     let psi = std::fs::read_to_string("/proc/pressure/io").is_ok_and(|t| t.contains("avg300"));
-    let safeprune = safeprune_on(&engine, if psi { "safety:\n  pace: {}\n" } else { "" });
+    let safeprune = safeprune_on(
+        &engine,
+        if psi {
+            "safety:\n  pace: {workloads_cgroup: node}\n"
+        } else {
+            ""
+        },
+    );
     let out = safeprune.run(&["check"]);
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(0), "{err}");
@@ -768,7 +775,7 @@ async fn check_says_ok_for_each_on_a_working_node_and_what_to_do_as_nobody(versi
             let (what, rest) = l.strip_prefix("safeprune: ")?.split_once(": ")?;
             assert!(
                 rest.starts_with("ok: ")
-                    || (what == "safety.pace" && rest.starts_with("threshold ")),
+                    || (what == "safety.pace" && rest.starts_with("by the node's I/O stall ")),
                 "{err}"
             );
             Some(what)

@@ -1,13 +1,17 @@
-//! `safety.pace` (issue 24) under real I/O pressure: writers that sync
-//! every 4 KiB on a loop-mounted ext4 beside the run raise the node's PSI,
-//! and a paced run on a private Docker and a private containerd waits,
-//! goes one removal at a time, still removes everything, and says so in
-//! its report, table and metrics. A node that shows no PSI runs unpaced
-//! and says so. Under the stall budget (issue 38) the workloads are a
-//! cgroup of the test's own with a writer in it: the run measures the
-//! writer's own stall, waits for the budget, and is slower for it than an
-//! unpaced run. These tests run alone (`.config/nextest.toml`): the
-//! pressure they make would slow every test beside them.
+//! `safety.pace`, the stall budget, on private engines. Paced by the
+//! node's pressure (`workloads_cgroup: node`) under real I/O: writers that
+//! sync every 4 KiB on a loop-mounted ext4 beside the run hold it over the
+//! ceiling, and a paced run on a private Docker and a private containerd
+//! waits, goes one removal at a time, still removes everything, and says
+//! so in its report, table and metrics. The default policy paces by
+//! kubelet's pods' cgroup where it finds one, runs unpaced and says so
+//! where it finds none, and `run --no-pace` runs unpaced whatever the
+//! policy. A node that shows no PSI runs unpaced under `node`. The
+//! workloads may be a cgroup of the test's own with a writer in it: the
+//! run measures the writer's own stall, waits for the budget, and is
+//! slower for it than an unpaced run. These tests run alone
+//! (`.config/nextest.toml`): the pressure they make would slow every test
+//! beside them.
 
 use crate::util;
 
@@ -21,7 +25,7 @@ use util::containerd::PrivateContainerd;
 use util::docker::PrivateDockerd;
 use util::node::{Cli, Runtime};
 
-/// The threshold the paced runs are given, percent of PSI `some`.
+/// The ceiling the paced runs are given, percent of PSI `some`.
 const THRESHOLD: f64 = 15.0;
 
 /// How long the paced runs may wait in all.
@@ -30,14 +34,15 @@ const MAX_DELAY_SECS: u32 = 6;
 fn pace_policy(extra: &str) -> String {
     format!(
         "containers: {{ min_age: \"0\" }}\nimages: {{ enabled: false }}\n\
-         safety: {{ pace: {{ io_pressure_percent: {THRESHOLD}, max_delay: {MAX_DELAY_SECS}s }} }}\n{extra}"
+         safety: {{ pace: {{ added_io_pressure_percent: 0.1, io_pressure_percent: {THRESHOLD}, \
+         max_delay: {MAX_DELAY_SECS}s, workloads_cgroup: node }} }}\n{extra}"
     )
 }
 
 /// `some avg10` of `/proc/pressure/io` now.
 fn io_pressure() -> f64 {
     let text = std::fs::read_to_string("/proc/pressure/io").expect("this machine shows PSI");
-    safeprune::execute::some_avg10(&text).expect("a some line")
+    safeprune::pace::some_avg10(&text).expect("a some line")
 }
 
 /// Writers beside the run: each writes 800 KiB 4 KiB at a time with
@@ -148,11 +153,14 @@ fn assert_paced_under_pressure(cli: &Cli, planned: usize) {
     let pace = &report["pace"];
     eprintln!("paced run in {took:?}: {pace}");
     assert_eq!(pace["source"], "/proc/pressure/io", "{pace}");
+    assert_eq!(pace["signal"], "node", "{pace}");
+    assert_eq!(pace["workloads_cgroup"], "node", "{pace}");
     assert_eq!(pace["io_pressure_percent"], THRESHOLD, "{pace}");
     assert_eq!(pace["max_delay_seconds"], MAX_DELAY_SECS, "{pace}");
     let paced = pace["paced_seconds"].as_f64().unwrap();
-    // It waited at least one step, at most max_delay (and a little for
-    // the clock), and the run took at least that long.
+    // Held by the ceiling: it waited at least a few windows, at most
+    // max_delay (and a little for the clock), and the run took at least
+    // that long.
     assert!(paced >= 1.9, "{pace}");
     assert!(paced <= f64::from(MAX_DELAY_SECS) + 0.5, "{pace}");
     assert!(took.as_secs_f64() >= paced, "{took:?}: {pace}");
@@ -166,7 +174,8 @@ fn assert_paced_under_pressure(cli: &Cli, planned: usize) {
     assert_eq!(report["summary"]["failed"], 0, "{report}");
     assert_eq!(report["outcomes"].as_array().unwrap().len(), planned);
     assert!(
-        table.contains("  paced: waited ") && table.contains(&format!("threshold {THRESHOLD}%")),
+        table.contains("  paced: by the node's I/O stall: baseline ")
+            && table.contains(&format!("(target +0.1%, ceiling {THRESHOLD}%), waited ")),
         "{table}"
     );
     let metrics = std::fs::read_to_string(cli.path("safeprune.prom")).unwrap();
@@ -217,10 +226,11 @@ async fn on_containerd_a_paced_run_under_io_pressure_waits_and_says_so() {
     assert_eq!(engine.container_ids(namespace), Vec::<String>::new());
 }
 
-/// With `/proc/pressure` and the cgroup file systems hidden (empty tmpfs
-/// over them, in a mount namespace of the run's own), the run removes as
-/// usual, unpaced, and says why: a warning naming what it tried, `source`
-/// null, and the table's line.
+/// Paced by the node's pressure (`workloads_cgroup: node`), with
+/// `/proc/pressure` and the cgroup file systems hidden (empty tmpfs over
+/// them, in a mount namespace of the run's own), the run removes as usual,
+/// unpaced, and says why: a warning naming what it tried, `source` null,
+/// and the table's line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_without_psi_runs_unpaced_and_says_so() {
     let (_engine, cli) = docker_with_containers(3).await;
@@ -246,6 +256,8 @@ async fn a_node_without_psi_runs_unpaced_and_says_so() {
     let report: Value =
         serde_json::from_slice(&std::fs::read(cli.path("report.json")).unwrap()).unwrap();
     assert_eq!(report["pace"]["source"], Value::Null, "{report}");
+    assert_eq!(report["pace"]["signal"], Value::Null, "{report}");
+    assert_eq!(report["pace"]["workloads_cgroup"], "node", "{report}");
     assert_eq!(report["pace"]["paced_seconds"], 0.0, "{report}");
     assert_eq!(report["pace"]["readings"], 0, "{report}");
     assert_eq!(report["summary"]["delete"]["container"], 3);
@@ -260,53 +272,168 @@ async fn a_node_without_psi_runs_unpaced_and_says_so() {
     );
 }
 
-/// A threshold at or under what the node itself does leaves the removals
-/// no room: a run would wait out `max_delay` without saying why. So the
-/// run warns at its start, and `check` says it too. The node's PSI is a
-/// file of the test's own over `/proc/pressure`, in a mount namespace of
-/// the run's own: its averages are what the test says (and its `total`
-/// never moves, so the run itself is not held).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_threshold_under_the_nodes_own_pressure_is_warned_of() {
-    let (_engine, cli) = docker_with_containers(3).await;
-    let node = |avg60: &str, avg300: &str| {
-        format!(
-            "mount -t tmpfs sp-psi /proc/pressure && printf 'some avg10=0.50 avg60={avg60} \
-             avg300={avg300} total=1000\\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\\n' \
-             >/proc/pressure/io || exit 99"
-        )
-    };
-    let warning = format!(
-        "io_pressure_percent {THRESHOLD} is at or under this node's own I/O pressure over the \
-         last minute and five (18.20%, 16.00%): a run would wait up to max_delay \
-         {MAX_DELAY_SECS}s and then go on one removal at a time"
+/// A static `io.pressure` (and `cpu.pressure`) for a cgroup directory of
+/// the test's own, `dir`, over an empty `/sys/fs/cgroup`, in a mount
+/// namespace of the run's own: `total` never moves, so the workloads stall
+/// 0% and the run is not held.
+fn pods_cgroup_setup(dir: &str) -> String {
+    format!(
+        "mount -t tmpfs sp-cg /sys/fs/cgroup && mkdir -p /sys/fs/cgroup/{dir} && for f in io cpu; \
+         do printf 'some avg10=0.00 avg60=0.00 avg300=0.00 total=1000\\nfull avg10=0.00 \
+         avg60=0.00 avg300=0.00 total=0\\n' >/sys/fs/cgroup/{dir}/$f.pressure; done || exit 99"
+    )
+}
+
+/// A private dockerd with 3 containers that never ran, and a safeprune on
+/// the default pace (`safety: { pace: {} }`: the built-in default's).
+async fn default_paced() -> (PrivateDockerd, Cli) {
+    let (engine, cli) = docker_with_containers(3).await;
+    cli.rewrite(
+        &Runtime::Docker(engine.endpoint()),
+        "containers: { min_age: \"0\" }\nimages: { enabled: false }\nsafety: { pace: {} }\n",
     );
-    // A node above it (not only in a burst) is warned of by check...
-    let busy = node("18.20", "16.00");
-    let out = cli.run_unshared(&busy, "", &["check"]);
+    (engine, cli)
+}
+
+/// The JSON report of `cli`'s last run.
+fn last_report(cli: &Cli) -> Value {
+    serde_json::from_slice(&std::fs::read(cli.path("report.json")).unwrap()).unwrap()
+}
+
+/// The default policy paces by kubelet's pods' cgroup where it finds one
+/// (`kubepods.slice` under `/sys/fs/cgroup`, a directory of the test's own
+/// here), at its default target and ceiling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_paces_by_the_pods_cgroup_where_found() {
+    let (_engine, cli) = default_paced().await;
+    let out = cli.run_unshared(&pods_cgroup_setup("kubepods.slice"), "", &["-v", "run"]);
     let err = String::from_utf8_lossy(&out.stderr);
+    let table = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{err}");
+    let report = last_report(&cli);
+    let pace = &report["pace"];
+    assert_eq!(pace["signal"], "workloads", "{pace}");
+    assert_eq!(pace["workloads_cgroup"], "auto", "{pace}");
+    assert_eq!(
+        pace["source"], "/sys/fs/cgroup/kubepods.slice/io.pressure",
+        "{pace}"
+    );
+    assert_eq!(
+        pace["cpu_source"], "/sys/fs/cgroup/kubepods.slice/cpu.pressure",
+        "{pace}"
+    );
+    assert_eq!(pace["added_io_pressure_percent"], 0.1, "{pace}");
+    assert_eq!(pace["io_pressure_percent"], 10.0, "{pace}");
+    assert_eq!(pace["baseline_io_pressure_percent"], 0.0, "{pace}");
+    assert!(!err.contains("no pods' cgroup found"), "{err}");
     assert!(
-        err.contains("over the last 10 s, 1 min and 5 min: 0.50%, 18.20%, 16.00%; warning: ")
-            && err.contains(&warning),
+        table.contains(
+            "  paced: by the workloads' I/O and CPU stall: baseline 0.00%, removals added 0.0s \
+             of stall (target +0.1%, ceiling 10%), waited 0.0s"
+        ),
+        "{table}"
+    );
+    assert_eq!(report["summary"]["delete"]["container"], 3, "{report}");
+}
+
+/// Where the default policy finds no pods' cgroup (a plain Docker host)
+/// it runs unpaced and says so: once in its log, with what it tried, at
+/// `info` (no fault: a cron job's mail stays empty), in its table and in
+/// its report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_without_a_pods_cgroup_runs_unpaced_and_says_so() {
+    let (_engine, cli) = default_paced().await;
+    let hidden = "mount -t tmpfs sp-nocg /sys/fs/cgroup || exit 99";
+    let out = cli.run_unshared(hidden, "", &["-v", "run"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(
+        err.matches(
+            "safety.pace: no pods' cgroup found (tried \
+             /sys/fs/cgroup/kubepods.slice/io.pressure: No such file"
+        )
+        .count(),
+        1,
         "{err}"
     );
-    // ...and by the run, once, at its start; which still removes.
-    let out = cli.run_unshared(&busy, "", &["run"]);
+    assert!(
+        err.contains("): removals are not paced (workloads_cgroup: auto)"),
+        "{err}"
+    );
+    assert!(
+        table.contains("  paced: no, no pods' cgroup found (workloads_cgroup: auto)"),
+        "{table}"
+    );
+    let report = last_report(&cli);
+    assert_eq!(report["pace"]["source"], Value::Null, "{report}");
+    assert_eq!(report["pace"]["signal"], Value::Null, "{report}");
+    assert_eq!(report["pace"]["workloads_cgroup"], "auto", "{report}");
+    assert_eq!(report["summary"]["delete"]["container"], 3, "{report}");
+    // Without -v, nothing of it on stderr.
+    let out = cli.run_unshared(hidden, "", &["run"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("pods' cgroup"), "{err}");
+}
+
+/// `run --no-pace` where the pods' cgroup is there: not paced, said once,
+/// and no `pace` in the report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_no_pace_runs_unpaced_whatever_the_policy() {
+    let (_engine, cli) = default_paced().await;
+    let out = cli.run_unshared(
+        &pods_cgroup_setup("kubepods.slice"),
+        "",
+        &["run", "--no-pace"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(
+        err.matches("safety.pace: off for this run (--no-pace)")
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(!table.contains("paced:"), "{table}");
+    let report = last_report(&cli);
+    assert_eq!(report["pace"], Value::Null, "{report}");
+    assert_eq!(report["summary"]["delete"]["container"], 3, "{report}");
+}
+
+/// A policy written for the absolute threshold (`{io_pressure_percent:
+/// 10, max_delay: 10m}`, as documented before the stall budget) keeps
+/// working: the ceiling, with the budget at its default target, which
+/// `check` and every run say once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_written_for_the_threshold_is_the_budgets_ceiling_and_says_so() {
+    let (engine, cli) = docker_with_containers(2).await;
+    cli.rewrite(
+        &Runtime::Docker(engine.endpoint()),
+        "containers: { min_age: \"0\" }\nimages: { enabled: false }\n\
+         safety: { pace: { io_pressure_percent: 10, max_delay: 10m } }\n",
+    );
+    let said = "safety.pace: io_pressure_percent 10 is now the stall budget's ceiling; the \
+                removals may add added_io_pressure_percent 0.1 (the default) to the workloads' \
+                own stall: write added_io_pressure_percent to choose it";
+    let out = cli.run(&["check", "--offline"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    assert_eq!(err.matches(&warning).count(), 1, "{err}");
+    assert_eq!(err.matches(said).count(), 1, "{err}");
+    let policy = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        policy.contains("added_io_pressure_percent: 0.1"),
+        "{policy}"
+    );
+    let out = cli.run_unshared(&pods_cgroup_setup("kubepods.slice"), "", &["run"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(err.matches(said).count(), 1, "{err}");
     let report: Value =
         serde_json::from_slice(&std::fs::read(cli.path("report.json")).unwrap()).unwrap();
-    assert_eq!(report["summary"]["delete"]["container"], 3, "{report}");
-    // A node that only got busy in the last minute is not warned of.
-    let burst = node("18.20", "2.00");
-    let out = cli.run_unshared(&burst, "", &["check"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("0.50%, 18.20%, 2.00%") && !err.contains("warning"),
-        "{err}"
-    );
+    assert_eq!(report["pace"]["io_pressure_percent"], 10.0, "{report}");
+    assert_eq!(report["pace"]["added_io_pressure_percent"], 0.1, "{report}");
+    assert_eq!(report["summary"]["delete"]["container"], 2, "{report}");
 }
 
 /// With the stall budget on, `check` says whose stall a run would read and
@@ -361,8 +488,8 @@ async fn check_says_whose_stall_the_budget_reads_and_what_it_is_now() {
         err.contains(
             "safeprune: safety.pace.workloads_cgroup: cannot read the workloads' I/O pressure \
              (/sys/fs/cgroup/sp-no-such.slice/io.pressure: No such file or directory (os error \
-             2)): a run would remove nothing; fix the path, or remove it to use kubelet's pods' \
-             cgroup"
+             2)): a run would remove nothing; fix the path, or write auto to use kubelet's \
+             pods' cgroup"
         ) && err.contains("this node is not ready for the policy: safety.pace failed"),
         "{err}"
     );
@@ -409,7 +536,7 @@ async fn the_stall_budget_reads_the_configured_workloads_cgroup_or_refuses_the_r
             "safety.pace.workloads_cgroup: cannot read the workloads' I/O pressure \
              (/sys/fs/cgroup/sp-no-such.slice/io.pressure: No such file"
         ) && err
-            .contains("nothing removed; fix the path, or remove it to use kubelet's pods' cgroup"),
+            .contains("nothing removed; fix the path, or write auto to use kubelet's pods' cgroup"),
         "{err}"
     );
     let listed = engine.cli().args(["ps", "-aq"]).output().unwrap();

@@ -492,10 +492,31 @@ proptest! {
     }
 }
 
-#[test]
-fn a_paced_run_says_how_long_it_waited_and_the_pressure_it_saw() {
-    let pace = |max: Option<f64>| crate::execute::PaceReport {
-        source: Some("/proc/pressure/io".into()),
+/// The stall budget's figures of a paced run.
+fn budget(baseline: Option<f64>, rate: Option<f64>) -> crate::pace::BudgetReport {
+    crate::pace::BudgetReport {
+        signal: Some("workloads"),
+        cpu_source: None,
+        baseline_io_pressure_percent: baseline,
+        last_baseline_io_pressure_percent: baseline.map(|b| b + 1.5),
+        baseline_remeasured: 2,
+        added_io_pressure_percent: 0.5,
+        added_stall_seconds: 1.25,
+        on_max_delay: crate::policy::OnMaxDelay::Continue,
+        objects_per_second: rate,
+    }
+}
+
+/// A paced run's `pace` (`source` `None`: one that found no signal and
+/// was not paced), the highest window `max`.
+fn pace(
+    source: Option<&str>,
+    max: Option<f64>,
+    budget: crate::pace::BudgetReport,
+) -> crate::pace::PaceReport {
+    crate::pace::PaceReport {
+        source: source.map(str::to_owned),
+        workloads_cgroup: "auto".into(),
         io_pressure_percent: 10.0,
         max_delay_seconds: 600,
         paced_seconds: 12.5,
@@ -503,9 +524,15 @@ fn a_paced_run_says_how_long_it_waited_and_the_pressure_it_saw() {
         max_io_pressure_percent: max,
         lowest_concurrency: 1,
         delay_exhausted: false,
-        budget: None,
-    };
-    let report = sample_run().with_pace(Some(pace(Some(38.25))));
+        budget,
+    }
+}
+
+const PODS: Option<&str> = Some("/sys/fs/cgroup/kubepods.slice/io.pressure");
+
+#[test]
+fn a_paced_run_says_how_long_it_waited_and_the_stall_it_saw() {
+    let report = sample_run().with_pace(Some(pace(PODS, Some(38.25), budget(Some(1.0), None))));
     let series = parse(&render_metrics(&report, Duration::from_secs(1), true)).unwrap();
     assert_eq!(
         series[&("safeprune_last_run_paced_seconds".into(), vec![])],
@@ -515,41 +542,26 @@ fn a_paced_run_says_how_long_it_waited_and_the_pressure_it_saw() {
         (series[&("safeprune_last_run_io_pressure_max_ratio".into(), vec![])] - 0.3825).abs()
             < 1e-9
     );
-    // No reading, no pressure series; off, neither family.
-    let report = sample_run().with_pace(Some(pace(None)));
+    // No window read, no stall series.
+    let report = sample_run().with_pace(Some(pace(PODS, None, budget(None, None))));
     let text = render_metrics(&report, Duration::from_secs(1), true);
     let series = parse(&text).unwrap();
     assert!(series.contains_key(&("safeprune_last_run_paced_seconds".into(), vec![])));
     assert!(!text.contains("io_pressure_max_ratio"), "{text}");
+    // Off, or not paced for want of a signal: no pacing family at all.
     let text = render_metrics(&sample_run(), Duration::from_secs(1), true);
     assert!(!text.contains("paced_seconds"), "{text}");
+    let report = sample_run().with_pace(Some(pace(None, None, budget(None, None))));
+    let text = render_metrics(&report, Duration::from_secs(1), true);
+    assert!(
+        !text.contains("paced_seconds") && !text.contains("io_stall"),
+        "{text}"
+    );
 }
 
 #[test]
-fn a_run_held_by_the_stall_budget_says_the_baseline_the_added_stall_and_its_rate() {
-    let budget = |baseline: Option<f64>, rate: Option<f64>| crate::execute::BudgetReport {
-        signal: "workloads",
-        cpu_source: None,
-        baseline_io_pressure_percent: baseline,
-        last_baseline_io_pressure_percent: baseline.map(|b| b + 1.5),
-        baseline_remeasured: 2,
-        added_io_pressure_percent: 0.5,
-        added_stall_seconds: 1.25,
-        on_max_delay: crate::policy::OnMaxDelay::Continue,
-        objects_per_second: rate,
-    };
-    let pace = |budget| crate::execute::PaceReport {
-        source: Some("/sys/fs/cgroup/kubepods.slice/io.pressure".into()),
-        io_pressure_percent: 10.0,
-        max_delay_seconds: 600,
-        paced_seconds: 30.0,
-        readings: 200,
-        max_io_pressure_percent: Some(4.0),
-        lowest_concurrency: 1,
-        delay_exhausted: false,
-        budget,
-    };
-    let report = sample_run().with_pace(Some(pace(Some(budget(Some(1.0), Some(2.5))))));
+fn a_paced_run_says_the_baseline_the_added_stall_and_its_rate() {
+    let report = sample_run().with_pace(Some(pace(PODS, Some(4.0), budget(Some(1.0), Some(2.5)))));
     let series = parse(&render_metrics(&report, Duration::from_secs(1), true)).unwrap();
     let baseline = |when: &str| {
         series[&(
@@ -571,7 +583,7 @@ fn a_run_held_by_the_stall_budget_says_the_baseline_the_added_stall_and_its_rate
         2.5
     );
     // Nothing removed: no baseline measured, no rate; the added stall is 0.
-    let report = sample_run().with_pace(Some(pace(Some(budget(None, None)))));
+    let report = sample_run().with_pace(Some(pace(PODS, Some(4.0), budget(None, None))));
     let text = render_metrics(&report, Duration::from_secs(1), true);
     assert!(
         !text.contains("baseline_ratio") && !text.contains("removals_per_second"),
@@ -581,10 +593,6 @@ fn a_run_held_by_the_stall_budget_says_the_baseline_the_added_stall_and_its_rate
         text.contains("safeprune_last_run_added_io_stall_seconds 1.25"),
         "{text}"
     );
-    // The threshold law: none of them.
-    let report = sample_run().with_pace(Some(pace(None)));
-    let text = render_metrics(&report, Duration::from_secs(1), true);
-    assert!(!text.contains("io_stall"), "{text}");
 }
 
 #[test]

@@ -19,8 +19,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use safeprune::execute::{Outcome, Pacer, execute};
+use safeprune::execute::{Outcome, execute};
 use safeprune::inventory::{Container, Inventory};
+use safeprune::pace::Pacer;
 use safeprune::plan::{Plan, plan};
 use safeprune::policy::Policy;
 use safeprune::runtime::Engine;
@@ -108,8 +109,12 @@ impl Cli {
     }
 
     /// Replaces the policy with [`Self::new`]'s for `runtime` and `extra`,
-    /// as an operator editing it would.
+    /// as an operator editing it would. Unless `extra` says how to pace,
+    /// `safety.pace` is off: a developer's machine may be a Kubernetes
+    /// node, whose pods' cgroup must not pace a test (the default policy
+    /// paces by it).
     pub fn rewrite(&self, runtime: &Runtime, extra: &str) {
+        let extra = &unpaced(extra);
         let d = self.dir.path().display();
         // The usage history too, unless the test names its own.
         let state_dir = if extra.contains("state_dir:") {
@@ -193,6 +198,27 @@ impl Cli {
         });
         (out.status.code(), value)
     }
+}
+
+/// `extra` (top-level policy keys) with `safety.pace: null` added, unless
+/// it names `pace` itself: in its `safety` mapping where it has one (flow
+/// `safety: { … }` or block `safety:` on a line of its own), else as one.
+fn unpaced(extra: &str) -> String {
+    if extra.contains("pace") {
+        return extra.to_owned();
+    }
+    let mut text = extra.to_owned();
+    if let Some(at) = text.find("safety: {") {
+        text.insert_str(at + "safety: {".len(), " pace: null,");
+    } else if let Some(at) = text.find("safety:\n") {
+        text.insert_str(at + "safety:\n".len(), "  pace: null\n");
+    } else {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str("safety:\n  pace: null\n");
+    }
+    text
 }
 
 /// `safeprune args…` with no policy of the test's, to spawn; none of

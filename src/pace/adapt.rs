@@ -14,7 +14,9 @@
 //! from there. Each kind starts a new climb from where the last ended: a
 //! volume's removal costs the engine other work than a container's.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 /// Where a climb starts: `safety.concurrency`'s old default.
 pub const START: usize = 4;
@@ -86,12 +88,6 @@ impl Climb {
         self.before = None;
         self.settled = false;
         self.slow = 0;
-        self.new_round(now);
-    }
-
-    /// The round under way measures something else (the pacer held the
-    /// concurrency under the climb's): it starts again.
-    pub fn discard_round(&mut self, now: Instant) {
         self.new_round(now);
     }
 

@@ -21,7 +21,9 @@
 //! Leaving out the highest window ignores one such burst; bursts that
 //! recur, in two windows or more, count.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 /// How often the baseline reads the stall: short windows, so that a burst
 /// fills few of them.
@@ -101,7 +103,7 @@ pub async fn measure(
     loop {
         let now = tokio::time::Instant::now();
         if let Some(total) = read() {
-            baseline.sample(now.into_std(), total);
+            baseline.sample(now, total);
             last = Some((now, total));
         }
         if now.duration_since(began) >= SPAN {

@@ -69,7 +69,9 @@
 //! that its tests pass the times (see STYLE.md, "A pure core").
 
 use std::collections::{BTreeMap, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::baseline::{MIN_WINDOWS, level};
 use crate::inventory::Kind;

@@ -201,6 +201,9 @@ pub async fn execute<E: Engine>(
     if total > 0 {
         pacer.measure_baseline(shutdown).await;
     }
+    // While the image file system is over `images.disk.high_percent`, a
+    // paced run yields to the ceiling alone: a full disk is an outage too.
+    let disk_full = over_high(plan, policy).filter(|_| pacer.reads_pressure());
     for kind in Kind::REMOVAL_ORDER {
         let (targets, limit, disk_target) = removals_of(plan, policy, kind, pacer.begin_kind(kind));
         // Why no more of this kind goes: the disk is down to low_percent.
@@ -224,6 +227,12 @@ pub async fn execute<E: Engine>(
             let mut pause = Pause::default();
             let mut settling = FuturesUnordered::new();
             loop {
+                if let Some((path, high)) = &disk_full {
+                    pacer.disk_over_high(
+                        crate::runtime::fs_usage(path)
+                            .is_some_and(|u| u.percent() > f64::from(*high)),
+                    );
+                }
                 let limit = limit.min(pacer.limit());
                 // Fill free slots from the re-checked, while their answer is
                 // fresh; a stale one goes back to be re-checked again.
@@ -612,9 +621,23 @@ fn removals_of<'a>(
 /// The image file system to watch and its `low_percent`, when the plan
 /// weighed images by disk pressure.
 fn disk_target(plan: &Plan, policy: &Policy) -> Option<(std::path::PathBuf, u8)> {
+    image_fs(plan, policy).map(|(path, disk)| (path, disk.low_percent))
+}
+
+/// The image file system to watch and its `high_percent`, when the policy
+/// prunes images by disk pressure and the plan measured it.
+fn over_high(plan: &Plan, policy: &Policy) -> Option<(std::path::PathBuf, u8)> {
+    image_fs(plan, policy).map(|(path, disk)| (path, disk.high_percent))
+}
+
+/// The image file system the plan measured, and the policy's watermarks.
+fn image_fs<'a>(
+    plan: &Plan,
+    policy: &'a Policy,
+) -> Option<(std::path::PathBuf, &'a crate::policy::DiskWatermarks)> {
     let disk = policy.images.disk.as_ref()?;
     let fs = plan.image_fs.as_ref()?;
-    Some((std::path::PathBuf::from(&fs.path), disk.low_percent))
+    Some((std::path::PathBuf::from(&fs.path), disk))
 }
 
 /// Why no more images need to go, if the file system at `path` is at or

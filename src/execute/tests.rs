@@ -912,6 +912,14 @@ impl Workloads {
     }
 }
 
+impl Drop for Workloads {
+    /// Stops the writer task before its directory goes.
+    fn drop(&mut self) {
+        self.writing
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 fn write_psi(path: &std::path::Path, total_us: u64) {
     std::fs::write(
         path,
@@ -1254,4 +1262,69 @@ async fn a_workloads_stall_that_stops_reading_neither_holds_nor_busies_the_run()
     .await;
     let (_, outcomes) = writer_gone.expect("the run ends");
     assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
+}
+
+/// While the image file system is over `images.disk.high_percent`, the
+/// stall budget yields to the ceiling alone: images that cost the
+/// workloads far more than the budget allows still go, held only while a
+/// window is over the ceiling, and the report says so. The same run with
+/// the disk under `high_percent` is held by the budget for seconds apiece.
+#[tokio::test(start_paused = true)]
+async fn over_high_percent_the_budget_yields_to_the_ceiling_alone() {
+    let run = |high: u8| async move {
+        let workloads = Workloads::new(10);
+        let (_, planned, mut p, dir) = images_by_disk(24, 0);
+        p.images.disk = Some(crate::policy::DiskWatermarks::percents(high, 0));
+        let inventory = Inventory {
+            runtime: "memory".into(),
+            images: planned
+                .deletions()
+                .map(|d| Image {
+                    id: d.id.clone(),
+                    size: Some(100),
+                    ..Image::default()
+                })
+                .collect(),
+            image_fs: crate::runtime::fs_usage(dir.path()),
+            ..Inventory::default()
+        };
+        let engine = workloads.engine(inventory, Duration::from_millis(20));
+        let mut pacer = workloads.pacer(0.5, "1h", crate::policy::OnMaxDelay::Continue);
+        let outcomes = execute(
+            &engine,
+            &planned,
+            &p,
+            &mut pacer,
+            &Shutdown::new(),
+            |_, _, _| {},
+        )
+        .await;
+        assert_eq!(outcomes.len(), 24);
+        assert!(
+            outcomes.iter().all(|o| o.result == RemovalResult::Deleted),
+            "{outcomes:?}"
+        );
+        pacer.report().unwrap()
+    };
+    // `measured_dir` holds bytes: its file system is over 0%, never over 100%.
+    let full = run(0).await;
+    let room = run(100).await;
+    assert!(full.disk_emergency, "{full:?}");
+    assert!(!room.disk_emergency, "{room:?}");
+    // Held by the budget, 20 ms of stall at +0.5% is 4 s apiece.
+    assert!(room.paced_seconds > 60.0, "{room:?}");
+    assert!(full.paced_seconds < room.paced_seconds / 4.0, "{full:?}");
+    // The ceiling still held: a dozen removals in a window stall the
+    // workloads over 10% of it, and the next waited for a window under it.
+    assert!(full.max_io_pressure_percent.unwrap() > 10.0, "{full:?}");
+    assert!(full.paced_seconds > 0.0, "{full:?}");
+    assert!(
+        full.to_string().ends_with(
+            "; the image file system over images.disk.high_percent: held by the ceiling alone"
+        ),
+        "{full}"
+    );
+    assert!(!room.to_string().contains("high_percent"), "{room}");
+    let json = serde_json::to_value(&full).unwrap();
+    assert_eq!(json["disk_emergency"], true);
 }

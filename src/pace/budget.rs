@@ -338,6 +338,31 @@ impl Budget {
         } else {
             Verdict::Start
         };
+        self.held(verdict, now);
+        verdict
+    }
+
+    /// Whether a removal may start at `now` while the disk is over
+    /// `images.disk.high_percent`: the ceiling alone holds it, with at most
+    /// `most` in flight (a full disk is an outage too). The windows are
+    /// still observed and charged: once the disk is under it again, the
+    /// budget holds as before, its deficit bounded as ever.
+    pub fn gate_ceiling(&mut self, most: usize, now: Instant) -> Verdict {
+        self.credit(now);
+        let verdict = if self.last_share > self.limits.ceiling {
+            Verdict::Ceiling
+        } else if self.in_flight() >= most {
+            Verdict::Full
+        } else {
+            Verdict::Start
+        };
+        self.held(verdict, now);
+        verdict
+    }
+
+    /// Counts the time removals were held back, from a verdict that held
+    /// them (a deficit, the ceiling) to the next that did not.
+    fn held(&mut self, verdict: Verdict, now: Instant) {
         match verdict {
             Verdict::Ceiling | Verdict::PayBack(_) => {
                 self.held_since.get_or_insert(now);
@@ -348,7 +373,6 @@ impl Budget {
                 }
             }
         }
-        verdict
     }
 
     /// A removal of `kind` starts at `now`: it is charged its kind's cost

@@ -135,6 +135,16 @@ pub struct Pacer {
     readings: u64,
     max_seen: Option<f64>,
     exhausted: bool,
+    disk: Disk,
+}
+
+/// The image file system against `images.disk.high_percent`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Disk {
+    /// Over it now: the budget yields to the ceiling alone.
+    full: bool,
+    /// Over it at some point of a paced run, with removals to go.
+    emergency: bool,
 }
 
 impl Pacer {
@@ -196,6 +206,7 @@ impl Pacer {
             readings: 0,
             max_seen: None,
             exhausted: false,
+            disk: Disk::default(),
         }
     }
 
@@ -223,10 +234,28 @@ impl Pacer {
         self.most
     }
 
+    /// Whether the image file system is over `images.disk.high_percent`
+    /// now (the executor measures it before each batch and each removal):
+    /// while it is, the stall budget yields to the ceiling alone, and the
+    /// report says so.
+    pub fn disk_over_high(&mut self, over: bool) {
+        if over && !self.disk.full && self.budgeted.is_some() {
+            tracing::warn!(
+                "safety.pace: the image file system is over images.disk.high_percent: the \
+                 removals are held by the ceiling alone until it is under it"
+            );
+        }
+        self.disk.full = over;
+        self.disk.emergency |= over && self.budgeted.is_some();
+    }
+
     /// At most this many removals in flight now.
     #[must_use]
     pub fn limit(&self) -> usize {
         if let Some(b) = &self.budgeted {
+            if self.disk.full && !self.exhausted {
+                return self.most;
+            }
             return match &b.budget {
                 // A kind not yet learned goes one at a time (see `Budget::gate`).
                 Some(budget) if !self.exhausted && budget.cost(b.kind).is_some() => {
@@ -290,7 +319,12 @@ impl Pacer {
             // Unreadable: nothing to hold the removals by (warned once).
             return Gate::Go(most);
         };
-        let wait = match budget.gate(b.kind, now) {
+        let verdict = if self.disk.full {
+            budget.gate_ceiling(most, now)
+        } else {
+            budget.gate(b.kind, now)
+        };
+        let wait = match verdict {
             // Nothing in flight and still full: a kind not yet learned
             // waits for the window that takes its last removal in. Not a
             // wait for the stall: it does not count against max_delay.
@@ -477,6 +511,8 @@ impl Pacer {
         }
         let go = if self.exhausted {
             !stop
+        } else if self.disk.full {
+            budget.gate_ceiling(self.most, now) == Verdict::Start
         } else {
             budget.gate(b.kind, now) == Verdict::Start
         };
@@ -535,6 +571,7 @@ impl Pacer {
             max_io_pressure_percent: self.max_seen.map(|p| round(p, 1)),
             lowest_concurrency: lowest,
             delay_exhausted: self.exhausted,
+            disk_emergency: self.disk.emergency,
             budget: report,
         })
     }

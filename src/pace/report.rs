@@ -34,6 +34,9 @@ pub struct PaceReport {
     pub lowest_concurrency: usize,
     /// `max_delay` was spent: the rest went as `on_max_delay` says.
     pub delay_exhausted: bool,
+    /// The image file system was over `images.disk.high_percent` while
+    /// removals were to go: meanwhile the ceiling alone held them.
+    pub disk_emergency: bool,
     /// The stall budget's figures.
     #[serde(flatten)]
     pub budget: BudgetReport,
@@ -115,6 +118,11 @@ impl fmt::Display for PaceReport {
         // its lowest says little here (the JSON has it).
         if let Some(rate) = budget.objects_per_second {
             write!(f, ", {rate:.1} objects/s")?;
+        }
+        if self.disk_emergency {
+            f.write_str(
+                "; the image file system over images.disk.high_percent: held by the ceiling alone",
+            )?;
         }
         if self.delay_exhausted {
             let rest = match budget.on_max_delay {

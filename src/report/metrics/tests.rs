@@ -524,6 +524,7 @@ fn pace(
         max_io_pressure_percent: max,
         lowest_concurrency: 1,
         delay_exhausted: false,
+        disk_emergency: false,
         budget,
     }
 }

@@ -70,7 +70,7 @@ async fn with_policy(cli: &Cli) -> Result<(), AppError> {
     };
     // And whose stall `safety.pace` would hold a run to, found as a run
     // finds it.
-    let say_pace = |plan: bool| {
+    let say_pace = || {
         let Some(pace) = policy.safety.pace.as_ref().filter(|_| !cli.quiet) else {
             return;
         };
@@ -79,9 +79,9 @@ async fn with_policy(cli: &Cli) -> Result<(), AppError> {
         }
         let line = match Signal::find(std::path::Path::new("/"), &pace.workloads_cgroup) {
             Ok(signal) => StallCheck::new(pace, &signal).to_string(),
-            // The default on a plain Docker host: `check` says it, `plan`
-            // need not say it every time.
-            Err(NoSignal::NoPodsCgroup(_)) if plan => return,
+            // The default on a plain Docker host: `check` says it; `plan`
+            // and `check --offline` need not say it every time.
+            Err(NoSignal::NoPodsCgroup(_)) => return,
             Err(no) => no.for_check(),
         };
         eprintln_lossy(&format!("safeprune: {line}"));
@@ -94,7 +94,7 @@ async fn with_policy(cli: &Cli) -> Result<(), AppError> {
             }
             say_kubelet();
             if args.offline {
-                say_pace(false);
+                say_pace();
                 print_lossy(&policy.to_yaml());
                 return Ok(());
             }
@@ -135,7 +135,7 @@ async fn with_policy(cli: &Cli) -> Result<(), AppError> {
         }
         Command::Plan(args) => {
             say_kubelet();
-            say_pace(true);
+            say_pace();
             plan(&policy, args, cli.quiet).await
         }
         Command::Run(args) => run_once(&policy, args, cli.quiet).await,

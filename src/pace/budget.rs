@@ -37,8 +37,7 @@
 //! - A deficit holds at most [`DEBT`] of the target, or the dearest
 //!   kind's learned cost when that is more: what a window's burst cost,
 //!   the removals' or the workloads' own (in a window with a removal in
-//!   flight the two cannot be told apart), is paid back within that, as
-//!   the threshold law bounds its stretch (`pace::STRETCH_MAX`). Without
+//!   flight the two cannot be told apart), is paid back within that. Without
 //!   it one burst of the workloads' own, 200 ms of a 250 ms window, was 40
 //!   s of allowance at half a point, and a few of them held a run still
 //!   for minutes (measured: 0 objects/s in 220 s). The learned cost: a
@@ -51,22 +50,31 @@
 //!   window's share is not above the ceiling (the policy's absolute
 //!   `io_pressure_percent`), whatever the baseline.
 //! - What a removal costs is learned per kind: each observed window's stall
-//!   above baseline is shared among the removals in flight during it, and a
-//!   removal's total, once it has finished, moves its kind's cost by
-//!   [`LEARNING`]. A removal is charged its kind's cost when it starts; as
-//!   windows come, its measured stall replaces the charge, and what was
-//!   charged beyond it is refunded when it has finished (a removal that
-//!   stalls more than its charge is charged the difference as measured).
+//!   above baseline is shared among the removals in flight during it and
+//!   those in their [`TAIL`], and a removal's total, once its tail is over,
+//!   moves its kind's cost by [`LEARNING`]. The tail: much of a removal's
+//!   stall comes after the engine answered (an image's freed layers
+//!   written back, the journal's commit), in windows with nothing in
+//!   flight; learned from its own window alone, an image's cost stayed a
+//!   fraction of what it stalled, its concurrency climbed, and runs at
+//!   0.1% spent three to five times their target. A removal is charged its
+//!   kind's cost when it starts; as windows come, its measured stall
+//!   replaces the charge, and what was charged beyond it is refunded once
+//!   its tail is over (a removal that stalls more than its charge is
+//!   charged the difference as measured).
 //! - A kind's first removal is charged nothing (there is nothing to charge
 //!   yet), so a kind not yet learned goes one at a time until one of its
 //!   removals was observed.
 //! - Concurrency starts at one, rises by one after each window with
-//!   removals in it where the budget held, and halves after one that ended
-//!   in deficit, within `1..=max`. A window without removals says nothing
-//!   of how they weigh and changes nothing.
+//!   removals in flight where the budget held, and halves after one that
+//!   ended in deficit, within `1..=max`. A window with only tails in it
+//!   may halve it, not raise it: the late stall of removals that finished
+//!   says they weighed too much, its absence nothing of those to come. A
+//!   window without removals says nothing of how they weigh and changes
+//!   nothing.
 //!
 //! The budget holds no clock: every call takes the time it happens at, so
-//! that its tests pass the times (see STYLE.md, "A pure core").
+//! that its tests pass the times.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -87,6 +95,13 @@ pub const BANK: Duration = Duration::from_secs(2);
 /// removals' weight, so that the cost follows a kind whose objects get
 /// dearer (images with more layers) and one odd removal does not swing it.
 pub const LEARNING: f64 = 0.3;
+
+/// How long after a removal finished its stall is still watched, shared
+/// with whatever else is in flight, before its kind's cost is learned from
+/// it: an image's stall comes mostly after its removal returned, within a
+/// second (BENCHMARKS.md: at 0.1%, 151 images in 91 s of paced time went
+/// in bursts 10 ms apart, each learned from its own window).
+pub const TAIL: Duration = Duration::from_secs(1);
 
 /// How long after the last removal in flight was taken in a pause's
 /// windows begin to count as the workloads' own: what a removal leaves
@@ -179,6 +194,8 @@ struct Flight {
     stall: f64,
     /// It has finished; its last window is observed next.
     finished: bool,
+    /// When its last window ended: its [`TAIL`] runs from then.
+    tail_from: Option<Instant>,
 }
 
 impl Flight {
@@ -387,6 +404,7 @@ impl Budget {
             charged: self.costs.get(&kind).copied().unwrap_or(0.0).max(0.0),
             stall: 0.0,
             finished: false,
+            tail_from: None,
         });
         ticket
     }
@@ -444,13 +462,22 @@ impl Budget {
             reason = "removals in flight, far under 2^52"
         )]
         let each = excess / self.flights.len() as f64;
+        // In flight during this window, finished in it or not; the rest
+        // are tails.
+        let live = self.flights.iter().any(|f| f.tail_from.is_none());
         for flight in &mut self.flights {
             flight.stall += each;
+            if flight.finished && flight.tail_from.is_none() {
+                flight.tail_from = Some(now);
+            }
         }
-        let (done, flying) = std::mem::take(&mut self.flights)
+        let (done, going) = std::mem::take(&mut self.flights)
             .into_iter()
-            .partition(|f| f.finished);
-        self.flights = flying;
+            .partition(|f| {
+                f.tail_from
+                    .is_some_and(|from| now.duration_since(from) >= TAIL)
+            });
+        self.flights = going;
         for flight in done {
             self.learn(flight.kind, flight.stall);
         }
@@ -470,7 +497,7 @@ impl Budget {
                     .lowest_concurrency
                     .map_or(self.concurrency, |l| l.min(self.concurrency)),
             );
-        } else {
+        } else if live {
             self.concurrency = (self.concurrency + 1).min(self.limits.max);
             accounts.highest_concurrency = accounts.highest_concurrency.max(self.concurrency);
         }

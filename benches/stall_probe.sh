@@ -23,6 +23,11 @@
 #              is a block, all its operations the arm's, RUNS (default 4)
 #              of them on fresh fixtures, with an idle block of the last
 #              run's length (plus DROP_SECS) before or after: I R R I ...
+# With BUSY=1 a steady writer (io_probe.py at BUSY_RATE (20) a second,
+# BUSY_KIB (1024) KiB written and synced each, in the workloads' cgroup)
+# runs from before the first block to the last: a busy node, whose
+# workloads stall by themselves throughout. BUSY and DRIFT exclude each
+# other.
 # With DRIFT=1 a steady writer (io_probe.py at WRITER_RATE (50) a second,
 # WRITER_KIB (256) KiB written each, in the workloads' cgroup too) starts
 # at the first ABBA group edge, or edge between a group's two paced blocks
@@ -30,6 +35,14 @@
 # operations and its run has removed half its objects, and runs to the
 # arm's end, which then holds MIN_OPS/2 kept operations after it; the
 # figures are given before it (phase pre) and with it (phase drift).
+#
+# The stall is also judged from outside the pacer: PSI `some total` of
+# the workloads' cgroup's io.pressure and cpu.pressure is read at each
+# block's start, after its dropped seconds and at its end; the report
+# gives the stall the arm's blocks added over idle ones (I/O and CPU
+# summed, as the budget spends it, and I/O alone), percent of wall time
+# and against ADDED. An idle block's first DROP_SECS after an arm block
+# count for the arm: a removal's late stall falls there.
 #
 # The figures (benches/stall_report.py): per arm, idle's p99 over all its
 # idle operations, the share of the arm's operations slower than it with
@@ -64,6 +77,9 @@ max_delay=${MAX_DELAY:-60m}
 runs=${RUNS:-4}
 settle=${SETTLE_SECS:-5}
 drift=${DRIFT:-0}
+busy=${BUSY:-0}
+busy_rate=${BUSY_RATE:-20}
+busy_kib=${BUSY_KIB:-1024}
 writer_rate=${WRITER_RATE:-50}
 writer_kib=${WRITER_KIB:-256}
 write_kib=${WRITE_KIB:-2048}
@@ -81,6 +97,10 @@ if ! [[ $runs =~ ^[0-9]+$ ]] || [ $((runs % 2)) -ne 0 ] || [ "$runs" -eq 0 ]; th
   exit 2
 fi
 case $engine in docker | containerd) ;; *) echo "stall_probe: ENGINE docker or containerd" >&2; exit 2 ;; esac
+if [ "$busy" = 1 ] && [ "$drift" = 1 ]; then
+  echo "stall_probe: BUSY and DRIFT exclude each other" >&2
+  exit 2
+fi
 for tool in python3 unshare; do
   command -v "$tool" >/dev/null || { echo "stall_probe: needs $tool" >&2; exit 1; }
 done
@@ -153,10 +173,19 @@ busybox_root "$dir/rootfs"
 pace_policies "$dir" "{io_pressure_percent: $ceiling, max_delay: $max_delay, added_io_pressure_percent: $added, workloads_cgroup: $cg, on_max_delay: continue}" \
   "$runtime" "${kinds[@]}"
 start_probe "$dir" "$cg"
+if [ "$busy" = 1 ]; then
+  mkdir -p "$dir/busy"
+  "${in_cgroup[@]}" "$cg" python3 benches/io_probe.py "$dir/busy" "$out/busy.log" \
+    --rate "$busy_rate" --write-kib "$busy_kib" &
+  writer=$!
+  sleep 2
+fi
 
 # --- blocks -----------------------------------------------------------------
 
 now_us() { echo "${EPOCHREALTIME/./}"; }
+# The workloads' stall now: `some total` of io.pressure and cpu.pressure.
+psi_now() { echo "$(psi_total "$cg/io.pressure") $(psi_total "$cg/cpu.pressure" 2>/dev/null || echo 0)"; }
 alive() { local st; read -r _ _ st _ 2>/dev/null <"/proc/$1/stat" || return 1; [ "$st" != Z ]; }
 add() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a + b }'; }
 
@@ -164,13 +193,14 @@ add() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a + b }'; }
 # the other side, the next block's first DROP_SECS are dropped.
 gap=1 last_side="" phase=pre
 idle_blocks=0 arm_blocks=0
-# Appends a block to OUT/blocks: CMP SIDE BEGIN END DROP (the run: run_n's
-# for an arm block); sets block_kept (its seconds past the drop) and
-# block_raw (all its seconds).
+# Appends a block to OUT/blocks: CMP SIDE BEGIN END DROP PSI_BEGIN
+# PSI_DROP (each "io cpu", psi_now's), then PHASE, the run (run_n's for an
+# arm block) and psi_now at its end; sets block_kept (its seconds past the
+# drop) and block_raw (all its seconds).
 record() {
   local run=-
   [ "$2" = idle ] || run=$run_n
-  echo "$1 $2 $3 $4 $5 $phase $run" >>"$out/blocks"
+  echo "$1 $2 $3 $4 $5 $phase $run $6 $7 $(psi_now)" >>"$out/blocks"
   block_kept=$(awk -v b="$3" -v e="$4" -v d="$5" 'BEGIN { k = e - b - d; printf "%.3f", (k > 0 ? k : 0) }')
   block_raw=$(awk -v b="$3" -v e="$4" 'BEGIN { printf "%.3f", e - b }')
   gap=0 last_side=$2
@@ -179,15 +209,20 @@ record() {
 
 # One block: CMP SIDE MICROSECONDS [PID]: until the time is up or PID ends.
 block() {
-  local cmp=$1 side=$2 until begin drop=$drop_secs
+  local cmp=$1 side=$2 until begin drop=$drop_secs psi_b psi_d="" dropped
   [ $gap = 1 ] || [ "$side" != "$last_side" ] || drop=0
   begin=$EPOCHREALTIME
+  psi_b=$(psi_now)
+  [ "$drop" != 0 ] || psi_d=$psi_b
+  dropped=$(($(now_us) + drop * 1000000))
   until=$(($(now_us) + $3))
   while [ "$(now_us)" -lt "$until" ]; do
+    if [ -z "$psi_d" ] && [ "$(now_us)" -ge "$dropped" ]; then psi_d=$(psi_now); fi
     if [ -n "${4:-}" ] && ! alive "$4"; then break; fi
     sleep 0.1
   done
-  record "$cmp" "$side" "$begin" "$EPOCHREALTIME" "$drop"
+  [ -n "$psi_d" ] || psi_d=$(psi_now)
+  record "$cmp" "$side" "$begin" "$EPOCHREALTIME" "$drop" "$psi_b" "$psi_d"
 }
 
 new_fixture() {
@@ -310,7 +345,7 @@ paced_arm() {
 # --- unpaced and docker arms ------------------------------------------------
 
 run_arm() { # NAME
-  local name=$1 r est_us=${RUN_SECS:-5}000000 t0 wall_us total_us=0 n
+  local name=$1 r est_us=${RUN_SECS:-5}000000 t0 wall_us total_us=0 n psi0
   echo "$name arm: $runs runs, each between idle blocks of its length plus ${drop_secs} s (I R R I ...)"
   idle_blocks=0 arm_blocks=0 phase=pre run_n=0
   for r in $(seq 1 "$runs"); do
@@ -320,13 +355,14 @@ run_arm() { # NAME
     n=""
     [ "$name" != docker ] || n=$(($(docker ps -aq | wc -l) + $(docker images -aq | wc -l) + $(docker volume ls -q | wc -l) + 3))
     # A run is one block, all its operations the arm's (no drop).
+    psi0=$(psi_now)
     t0=$EPOCHREALTIME
     if [ "$name" = docker ]; then
       docker system prune -a -f --volumes >/dev/null
     else
       "$bin" --config "$dir/unpaced.yaml" -q run >"$out/unpaced-$r.out" 2>&1
     fi
-    record "$name" arm "$t0" "$EPOCHREALTIME" 0
+    record "$name" arm "$t0" "$EPOCHREALTIME" 0 "$psi0" "$psi0"
     wall_us=$(($(now_us) - ${t0/./}))
     if [ "$name" = unpaced ]; then
       mv "$dir/unpaced.json" "$out/unpaced-$r.json"
@@ -343,7 +379,7 @@ run_arm() { # NAME
 
 echo "$engine_version, $(nproc) cores, fixture $fixture (${write_kib} KiB written per container," \
   "${image_kib} KiB per image$([ "$engine" = docker ] || echo '; volumes not used on containerd'))"
-echo "arms: $arms; ADDED=$added CEILING=$ceiling MAX_DELAY=$max_delay MIN_OPS=$min_ops DRIFT=$drift;" \
+echo "arms: $arms; ADDED=$added CEILING=$ceiling MAX_DELAY=$max_delay MIN_OPS=$min_ops DRIFT=$drift BUSY=$busy;" \
   "probe cgroup $cg; OUT $out; load $(cut -d' ' -f1-3 /proc/loadavg); $(df -h --output=avail / | tail -1 | tr -d ' ') free on /"
 : >"$out/blocks"
 for arm in $arms; do
@@ -365,6 +401,6 @@ for f in "$out"/paced-*.audit; do [ -e "$f" ] && audits+=(--audit "paced=$f"); d
 for f in "$out"/unpaced-*.audit; do [ -e "$f" ] && audits+=(--audit "unpaced=$f"); done
 reports=()
 for f in "$out"/paced-*.json; do [ -e "$f" ] && reports+=(--report "$f"); done
-python3 benches/stall_report.py "$out/probe.log" "$out/blocks" "${audits[@]}" "${reports[@]}" | tee "$out/figures.txt"
+python3 benches/stall_report.py "$out/probe.log" "$out/blocks" --target "$added" "${audits[@]}" "${reports[@]}" | tee "$out/figures.txt"
 exit
 }

@@ -178,6 +178,7 @@ def figures(blocks, ops, times, chunk_secs, boot, seed, audits=None):
             "secs": s["secs"],
             "raw": s["raw"],
         }
+    out["added_stall"] = added_stall(blocks)
     if audits is not None:
         inside = sum(deleted for _, _, deleted in in_order if deleted is not None)
         out["deleted_in_arm"] = inside
@@ -191,9 +192,50 @@ def read_blocks(path):
         f = line.split()
         if not f:
             continue
-        rows.append({"comparison": f[0], "side": f[1], "begin": float(f[2]), "end": float(f[3]),
-                     "drop": float(f[4]), "phase": f[5], "run": f[6]})
+        row = {"comparison": f[0], "side": f[1], "begin": float(f[2]), "end": float(f[3]),
+               "drop": float(f[4]), "phase": f[5], "run": f[6]}
+        if len(f) >= 13:
+            # The workloads' `some total`s (µs), io and cpu, at the
+            # block's begin, after its drop and at its end.
+            io_b, cpu_b, io_d, cpu_d, io_e, cpu_e = (float(x) for x in f[7:13])
+            row["psi"] = {"begin": (io_b, cpu_b), "drop": (io_d, cpu_d), "end": (io_e, cpu_e)}
+        rows.append(row)
     return rows
+
+
+def added_stall(blocks):
+    """The stall the arm's blocks added over idle ones, judged from outside
+    the pacer: (added I/O+CPU, added I/O), each a share of wall time, or
+    None without PSI figures. The arm's side is its whole blocks and the
+    dropped start of an idle block that follows one of them (a removal's
+    late stall falls there); the idle side the rest of its blocks past
+    their drop."""
+    if not blocks or any("psi" not in b for b in blocks):
+        return None
+    sums = {"idle": [0.0, 0.0, 0.0], "arm": [0.0, 0.0, 0.0]}  # seconds, io µs, io+cpu µs
+
+    def add(side, t0, t1, p0, p1):
+        s = sums[side]
+        s[0] += max(0.0, t1 - t0)
+        s[1] += max(0.0, p1[0] - p0[0])
+        s[2] += max(0.0, (p1[0] + p1[1]) - (p0[0] + p0[1]))
+
+    previous = None
+    for b in blocks:
+        psi, drop_at = b["psi"], min(b["begin"] + b["drop"], b["end"])
+        if b["side"] == "arm":
+            add("arm", b["begin"], b["end"], psi["begin"], psi["end"])
+        else:
+            head = "arm" if previous == "arm" else None
+            if head:
+                add(head, b["begin"], drop_at, psi["begin"], psi["drop"])
+            add("idle", drop_at, b["end"], psi["drop"], psi["end"])
+        previous = b["side"]
+    if not sums["idle"][0] or not sums["arm"][0]:
+        return None
+    rate = {side: (s[2] / 1e6 / s[0], s[1] / 1e6 / s[0]) for side, s in sums.items()}
+    return (rate["arm"][0] - rate["idle"][0], rate["arm"][1] - rate["idle"][1],
+            rate["idle"][0], rate["arm"][0])
 
 
 def read_audit(path):
@@ -211,7 +253,7 @@ def fmt_pct(x):
     return f"{x * 100:.2f}%"
 
 
-def print_figures(label, f):
+def print_figures(label, f, target=None):
     lo, hi = f["ci_chunks"]
     blo, bhi = f["ci_blocks"]
     wlo, whi = f["wilson"]
@@ -235,6 +277,12 @@ def print_figures(label, f):
     if "objects_per_second" in f:
         print(f"  objects deleted in arm blocks: {f['deleted_in_arm']} over {f['arm']['raw']:.1f} s"
               f" = {f['objects_per_second']:.2f}/s")
+    if f.get("added_stall") is not None:
+        both, io, idle_rate, arm_rate = f["added_stall"]
+        against = f" = {both * 100 / target:.2f}x the target +{target}%" if target else ""
+        print(f"  stall added over idle, from outside (the workloads' PSI some): I/O and CPU"
+              f" {both * 100:+.3f}% of wall time{against} (idle {idle_rate * 100:.3f}%,"
+              f" arm {arm_rate * 100:.3f}%); I/O alone {io * 100:+.3f}%")
 
 
 def report_line(path):
@@ -259,6 +307,7 @@ def main(argv):
     parser.add_argument("--chunk-secs", type=float, default=5.0)
     parser.add_argument("--boot", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--target", type=float, help="the paced arm's added_io_pressure_percent")
     parser.add_argument("--self-check", action="store_true")
     parser.add_argument("--summary", metavar="REPORT")
     args = parser.parse_args(argv)
@@ -283,7 +332,8 @@ def main(argv):
             groups += [(f"{comparison}, phase {p}", [b for b in rows if b["phase"] == p]) for p in phases]
         for label, group in groups:
             print_figures(label, figures(group, ops, times, args.chunk_secs, args.boot, args.seed,
-                                         audits.get(comparison)))
+                                         audits.get(comparison)),
+                          args.target if comparison == "paced" else None)
     for path in args.report:
         print(report_line(path))
     return 0
@@ -364,10 +414,40 @@ def self_check():
             expect("an arm block's deletions", deleted, 20)
         else:
             expect("an idle block's deletions (none counted)", deleted is None, True)
+    # The stall from outside: idle stalls 1% (10 ms a second) of I/O and
+    # 0.5% of CPU throughout; an arm block adds 2 ms a second of I/O and
+    # 1 ms of CPU, and leaves 3 ms a second of late I/O stall in the first
+    # 3 s of the idle block after it: the arm's side stalls 1.8% (I/O and
+    # CPU) throughout, 0.3% over idle's 1.5%.
+    stall_blocks, t, io, cpu, previous = [], 0.0, 0.0, 0.0, None
+    for side in ["idle", "arm", "arm", "idle"] * 3:
+        io_rate, cpu_rate = (0.012, 0.006) if side == "arm" else (0.010, 0.005)
+        head = 0.003 if side == "idle" and previous == "arm" else 0.0
+        begin = (io, cpu)
+        io += 3.0 * (io_rate + head) * 1e6
+        cpu += 3.0 * cpu_rate * 1e6
+        drop = (io, cpu)
+        io += 37.0 * io_rate * 1e6
+        cpu += 37.0 * cpu_rate * 1e6
+        stall_blocks.append({"comparison": "paced", "side": side, "begin": t, "end": t + 40.0, "drop": 3.0,
+                             "psi": {"begin": begin, "drop": drop, "end": (io, cpu)}})
+        t += 40.0
+        previous = side
+    # The arm: 6 blocks of 40 s at 18 ms/s, and 3 heads of 3 s at 18 ms/s
+    # (idle's 15 and the late 3); idle: 6 blocks of 37 s at 15 ms/s.
+    arm_rate = (6 * 40 * 0.018 + 3 * 3 * 0.018) / (6 * 40 + 3 * 3)
+    both, io_added, idle_rate, arm_seen = added_stall(stall_blocks)
+    expect("idle stall from outside", idle_rate, 0.015, 1e-12)
+    expect("arm stall from outside, with the late stall of its idle heads", arm_seen, arm_rate, 1e-12)
+    expect("added I/O and CPU", both, 0.003, 1e-12)
+    expect("added I/O", io_added, (6 * 40 * 0.012 + 3 * 3 * 0.013) / (6 * 40 + 3 * 3) - 0.010, 1e-12)
+    if added_stall([dict(b, psi=None) for b in stall_blocks][:0]) is not None:
+        failures.append("added stall without blocks")
     if failures:
         print("self-check FAILED:\n  " + "\n  ".join(failures))
         return 1
-    print("self-check ok: percentiles, Wilson, drop, share, bootstrap, objects/s, by block")
+    print("self-check ok: percentiles, Wilson, drop, share, bootstrap, objects/s, by block,"
+          " stall from outside")
     return 0
 
 

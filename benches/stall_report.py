@@ -178,7 +178,7 @@ def figures(blocks, ops, times, chunk_secs, boot, seed, audits=None):
             "secs": s["secs"],
             "raw": s["raw"],
         }
-    out["added_stall"] = added_stall(blocks)
+    out["added_stall"] = added_stall(blocks, boot, seed)
     if audits is not None:
         inside = sum(deleted for _, _, deleted in in_order if deleted is not None)
         out["deleted_in_arm"] = inside
@@ -203,22 +203,27 @@ def read_blocks(path):
     return rows
 
 
-def added_stall(blocks):
+def added_stall(blocks, boot=0, seed=1):
     """The stall the arm's blocks added over idle ones, judged from outside
-    the pacer: (added I/O+CPU, added I/O), each a share of wall time, or
-    None without PSI figures. The arm's side is its whole blocks and the
-    dropped start of an idle block that follows one of them (a removal's
-    late stall falls there); the idle side the rest of its blocks past
-    their drop."""
+    the pacer: (added I/O+CPU, added I/O, idle's I/O+CPU, the arm's
+    I/O+CPU), each a share of wall time, and with BOOT > 0 a 95% interval
+    of the first (blocks resampled per side), or None without PSI
+    figures. The arm's side is its whole blocks and the dropped start of
+    an idle block that follows one of them (a removal's late stall falls
+    there); the idle side the rest of its blocks past their drop."""
     if not blocks or any("psi" not in b for b in blocks):
         return None
     sums = {"idle": [0.0, 0.0, 0.0], "arm": [0.0, 0.0, 0.0]}  # seconds, io µs, io+cpu µs
+    units = {"idle": [], "arm": []}  # per block or head: (seconds, io+cpu µs)
 
     def add(side, t0, t1, p0, p1):
         s = sums[side]
-        s[0] += max(0.0, t1 - t0)
+        secs = max(0.0, t1 - t0)
+        both = max(0.0, (p1[0] + p1[1]) - (p0[0] + p0[1]))
+        s[0] += secs
         s[1] += max(0.0, p1[0] - p0[0])
-        s[2] += max(0.0, (p1[0] + p1[1]) - (p0[0] + p0[1]))
+        s[2] += both
+        units[side].append((secs, both))
 
     previous = None
     for b in blocks:
@@ -234,8 +239,19 @@ def added_stall(blocks):
     if not sums["idle"][0] or not sums["arm"][0]:
         return None
     rate = {side: (s[2] / 1e6 / s[0], s[1] / 1e6 / s[0]) for side, s in sums.items()}
+    interval = None
+    if boot > 0:
+        rng = random.Random(seed)
+
+        def resampled(side):
+            picks = [rng.choice(units[side]) for _ in units[side]]
+            secs = sum(p[0] for p in picks)
+            return sum(p[1] for p in picks) / 1e6 / secs if secs else float("nan")
+
+        diffs = sorted(resampled("arm") - resampled("idle") for _ in range(boot))
+        interval = (diffs[int(0.025 * boot)], diffs[min(boot - 1, int(0.975 * boot))])
     return (rate["arm"][0] - rate["idle"][0], rate["arm"][1] - rate["idle"][1],
-            rate["idle"][0], rate["arm"][0])
+            rate["idle"][0], rate["arm"][0], interval)
 
 
 def read_audit(path):
@@ -278,10 +294,11 @@ def print_figures(label, f, target=None):
         print(f"  objects deleted in arm blocks: {f['deleted_in_arm']} over {f['arm']['raw']:.1f} s"
               f" = {f['objects_per_second']:.2f}/s")
     if f.get("added_stall") is not None:
-        both, io, idle_rate, arm_rate = f["added_stall"]
+        both, io, idle_rate, arm_rate, interval = f["added_stall"]
         against = f" = {both * 100 / target:.2f}x the target +{target}%" if target else ""
+        ci = f", 95% CI {interval[0] * 100:+.3f}% to {interval[1] * 100:+.3f}% (blocks resampled)" if interval else ""
         print(f"  stall added over idle, from outside (the workloads' PSI some): I/O and CPU"
-              f" {both * 100:+.3f}% of wall time{against} (idle {idle_rate * 100:.3f}%,"
+              f" {both * 100:+.3f}% of wall time{against}{ci} (idle {idle_rate * 100:.3f}%,"
               f" arm {arm_rate * 100:.3f}%); I/O alone {io * 100:+.3f}%")
 
 
@@ -436,7 +453,10 @@ def self_check():
     # The arm: 6 blocks of 40 s at 18 ms/s, and 3 heads of 3 s at 18 ms/s
     # (idle's 15 and the late 3); idle: 6 blocks of 37 s at 15 ms/s.
     arm_rate = (6 * 40 * 0.018 + 3 * 3 * 0.018) / (6 * 40 + 3 * 3)
-    both, io_added, idle_rate, arm_seen = added_stall(stall_blocks)
+    both, io_added, idle_rate, arm_seen, interval = added_stall(stall_blocks, 200, 1)
+    # Every block alike: every resample gives the same difference.
+    expect("interval low", interval[0], 0.003, 1e-12)
+    expect("interval high", interval[1], 0.003, 1e-12)
     expect("idle stall from outside", idle_rate, 0.015, 1e-12)
     expect("arm stall from outside, with the late stall of its idle heads", arm_seen, arm_rate, 1e-12)
     expect("added I/O and CPU", both, 0.003, 1e-12)

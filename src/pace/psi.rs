@@ -131,7 +131,7 @@ pub fn share(stalled: Duration, elapsed: Duration) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     #[test]
@@ -162,13 +162,15 @@ mod tests {
         assert!(share(ms(5), Duration::ZERO).abs() < 1e-9);
     }
 
-    fn write(root: &Path, path: &str, text: &str) {
+    /// Writes `text` to `path` under `root`, its directories made.
+    pub(in crate::pace) fn write(root: &Path, path: &str, text: &str) {
         let path = root.join(path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     }
 
-    const PSI: &str =
+    /// A PSI file's text.
+    pub(in crate::pace) const PSI: &str =
         "some avg10=3.00 avg60=0 avg300=0 total=1\nfull avg10=1.00 avg60=0 avg300=0 total=1\n";
 
     #[test]

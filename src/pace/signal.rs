@@ -274,16 +274,8 @@ impl Stall {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pace::psi::tests::{PSI, write};
     use std::path::PathBuf;
-
-    fn write(root: &Path, path: &str, text: &str) {
-        let path = root.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-
-    const PSI: &str =
-        "some avg10=3.00 avg60=0 avg300=0 total=1\nfull avg10=1.00 avg60=0 avg300=0 total=1\n";
 
     fn path(dir: &str) -> WorkloadsCgroup {
         WorkloadsCgroup::Path(PathBuf::from(dir))

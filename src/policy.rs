@@ -31,11 +31,12 @@ pub use read::{MAX_POLICY_BYTES, read_policy_file};
 pub use schema::{
     BuildCacheRules, ContainerRules, ContainerdConfig, DiskWatermarks, DockerConfig, ImageMode,
     ImageRules, MetricsConfig, NetworkRules, OnMaxDelay, Pace, Policy, Protect, ReportConfig,
-    RuntimeChoice, RuntimeConfig, Safety, Timezone, VolumeRules, WorkloadsCgroup,
+    RuntimeChoice, RuntimeConfig, Safety, Timezone, VolumeRules,
 };
 pub use source::{DEFAULT_POLICY_YAML, PolicyError, PolicySource, SYSTEM_POLICY_PATH};
 pub use values::{
     Age, Concurrency, LabelRule, Listen, MAX_PATTERN_CHARS, Pattern, Schedule, Version,
+    WorkloadsCgroup,
 };
 
 #[cfg(test)]

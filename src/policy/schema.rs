@@ -10,9 +10,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::kubelet::{KUBELET_CONFIG_PATH, KubeletImageGc};
 use super::values::{
-    Age, Concurrency, LabelRule, Listen, Pattern, Schedule, Version, absolute_path, added_percent,
-    endpoint, keep_recent, kubelet_config_path, max_deletions, percent, report_path, texts,
-    whole_percent, workloads_cgroup,
+    Age, Concurrency, LabelRule, Listen, Pattern, Schedule, Version, WorkloadsCgroup,
+    absolute_path, added_percent, endpoint, keep_recent, kubelet_config_path, max_deletions,
+    percent, report_path, texts, whole_percent, workloads_cgroup,
 };
 
 /// The whole policy, with every default filled in.
@@ -480,37 +480,6 @@ pub struct Pace {
     /// and every run say so once).
     #[serde(skip)]
     pub ceiling_only: bool,
-}
-
-/// `safety.pace.workloads_cgroup`: whose stall the budget reads.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum WorkloadsCgroup {
-    /// kubelet's pods' cgroup (`kubepods.slice`, `kubepods`) under the
-    /// cgroup v2 mount; where there is none, the run is not paced.
-    #[default]
-    Auto,
-    /// The node's `/proc/pressure/io`: it also counts the engines' own
-    /// stall on the removals, so a run goes slower.
-    Node,
-    /// A cgroup directory (absolute); unreadable, a run removes nothing.
-    Path(PathBuf),
-}
-
-impl std::fmt::Display for WorkloadsCgroup {
-    /// As the policy writes it.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Auto => f.write_str("auto"),
-            Self::Node => f.write_str("node"),
-            Self::Path(path) => write!(f, "{}", path.display()),
-        }
-    }
-}
-
-impl Serialize for WorkloadsCgroup {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
 }
 
 /// What a paced run does once its waits came to `max_delay`.

@@ -893,8 +893,7 @@ pub(super) fn absolute_path<'de, D: Deserializer<'de>>(de: D) -> Result<PathBuf,
 /// `safety.pace.workloads_cgroup`: `auto`, `node`, or an absolute path.
 pub(super) fn workloads_cgroup<'de, D: Deserializer<'de>>(
     de: D,
-) -> Result<Option<super::schema::WorkloadsCgroup>, D::Error> {
-    use super::schema::WorkloadsCgroup;
+) -> Result<Option<WorkloadsCgroup>, D::Error> {
     let text = de.deserialize_str(Checked(|text: &str| match text {
         "auto" | "node" => Ok(()),
         _ => path_fault(text).map_or(Ok(()), |fault| {
@@ -991,4 +990,35 @@ pub(super) fn endpoint<'de, D: Deserializer<'de>>(de: D) -> Result<String, D::Er
             ))
         }
     }))
+}
+
+/// `safety.pace.workloads_cgroup`: whose stall the budget reads.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum WorkloadsCgroup {
+    /// kubelet's pods' cgroup (`kubepods.slice`, `kubepods`) under the
+    /// cgroup v2 mount; where there is none, the run is not paced.
+    #[default]
+    Auto,
+    /// The node's `/proc/pressure/io`: it also counts the engines' own
+    /// stall on the removals, so a run goes slower.
+    Node,
+    /// A cgroup directory (absolute); unreadable, a run removes nothing.
+    Path(PathBuf),
+}
+
+impl fmt::Display for WorkloadsCgroup {
+    /// As the policy writes it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Auto => f.write_str("auto"),
+            Self::Node => f.write_str("node"),
+            Self::Path(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+impl serde::Serialize for WorkloadsCgroup {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }

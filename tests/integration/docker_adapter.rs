@@ -792,17 +792,33 @@ async fn a_bare_socket_path_connects(version: DockerVersion) {
 fn system_df_build_cache(endpoint: &str) -> Vec<(String, bool, Option<u64>)> {
     use std::io::{Read, Write};
     let socket = endpoint.trim_start_matches("unix://");
-    let mut stream = std::os::unix::net::UnixStream::connect(socket).expect("the engine's socket");
-    stream
-        .write_all(b"GET /v1.41/system/df HTTP/1.0\r\nHost: docker\r\n\r\n")
-        .unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).unwrap();
-    let (_, body) = raw.split_once("\r\n\r\n").expect("an HTTP answer");
-    let df: serde_json::Value = serde_json::from_str(body).expect("JSON");
+    let ask = || {
+        let mut stream =
+            std::os::unix::net::UnixStream::connect(socket).expect("the engine's socket");
+        stream
+            .write_all(b"GET /v1.41/system/df HTTP/1.0\r\nHost: docker\r\n\r\n")
+            .unwrap();
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).unwrap();
+        let (_, body) = raw.split_once("\r\n\r\n").expect("an HTTP answer");
+        let df: serde_json::Value = serde_json::from_str(body).expect("JSON");
+        (raw, df)
+    };
+    // Right after a build, Docker 28's containerd store may answer an
+    // error while BuildKit still cleans up after it (seen under load in
+    // full runs, never alone): asked again, each error printed.
+    let (mut raw, mut df) = ask();
+    for _ in 0..5 {
+        if df["BuildCache"].is_array() {
+            break;
+        }
+        eprintln!("/system/df answered {raw}; again in 1 s");
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        (raw, df) = ask();
+    }
     let mut records: Vec<(String, bool, Option<u64>)> = df["BuildCache"]
         .as_array()
-        .expect("BuildCache")
+        .unwrap_or_else(|| panic!("no BuildCache in /system/df: {raw}"))
         .iter()
         .map(|r| {
             (

@@ -68,24 +68,6 @@ async fn with_policy(cli: &Cli) -> Result<(), AppError> {
             eprintln_lossy(&format!("safeprune: {summary}"));
         }
     };
-    // And whose stall `safety.pace` would hold a run to, found as a run
-    // finds it.
-    let say_pace = || {
-        let Some(pace) = policy.safety.pace.as_ref().filter(|_| !cli.quiet) else {
-            return;
-        };
-        if let Some(note) = ceiling_only_note(pace) {
-            eprintln_lossy(&format!("safeprune: safety.pace: {note}"));
-        }
-        let line = match Signal::find(std::path::Path::new("/"), &pace.workloads_cgroup) {
-            Ok(signal) => StallCheck::new(pace, &signal).to_string(),
-            // The default on a plain Docker host: `check` says it; `plan`
-            // and `check --offline` need not say it every time.
-            Err(NoSignal::NoPodsCgroup(_)) => return,
-            Err(no) => no.for_check(),
-        };
-        eprintln_lossy(&format!("safeprune: {line}"));
-    };
     match &cli.command {
         Command::Check(args) => {
             // stdout holds only the policy, so it can be saved and diffed.
@@ -94,48 +76,17 @@ async fn with_policy(cli: &Cli) -> Result<(), AppError> {
             }
             say_kubelet();
             if args.offline {
-                say_pace();
+                say_pace(&policy, cli.quiet, false).await;
                 print_lossy(&policy.to_yaml());
                 return Ok(());
             }
-            // Whose stall a run would be held to, and what it is now, as a
-            // run measures it before its first removal. No pods' cgroup
-            // under `auto` is a plain Docker host, not a fault; `node`
-            // without PSI, or a named cgroup that cannot be read, is.
-            let pace_ok = match &policy.safety.pace {
-                None => true,
-                Some(pace) => {
-                    if let Some(note) = ceiling_only_note(pace).filter(|_| !cli.quiet) {
-                        eprintln_lossy(&format!("safeprune: safety.pace: {note}"));
-                    }
-                    match Signal::find(std::path::Path::new("/"), &pace.workloads_cgroup) {
-                        Ok(signal) => {
-                            if !cli.quiet {
-                                let mut stall = StallCheck::new(pace, &signal);
-                                stall.measure(&signal).await;
-                                eprintln_lossy(&format!("safeprune: {stall}"));
-                            }
-                            true
-                        }
-                        Err(no @ NoSignal::NoPodsCgroup(_)) => {
-                            if !cli.quiet {
-                                eprintln_lossy(&format!("safeprune: {}", no.for_check()));
-                            }
-                            true
-                        }
-                        Err(no) => {
-                            eprintln_lossy(&format!("safeprune: {}", no.for_check()));
-                            false
-                        }
-                    }
-                }
-            };
+            let pace_ok = say_pace(&policy, cli.quiet, true).await;
             print_lossy(&policy.to_yaml());
             check::node(&policy, cli.quiet, pace_ok).await
         }
         Command::Plan(args) => {
             say_kubelet();
-            say_pace();
+            say_pace(&policy, cli.quiet, false).await;
             plan(&policy, args, cli.quiet).await
         }
         Command::Run(args) => run_once(&policy, args, cli.quiet).await,
@@ -325,6 +276,47 @@ fn emit(report: &Report, output: Output, quiet: bool) {
         },
     };
     print_lossy(&text);
+}
+
+/// Says on stderr whose stall `safety.pace` would hold a run to, found as
+/// a run finds it, and whether this node can pace as the policy asks
+/// (`false`: `node` without PSI, or a named cgroup that cannot be read).
+/// `checking` (`check`, not `--offline`) measures the workloads' stall now
+/// as a run does before its first removal, says where `auto` found no pods'
+/// cgroup (a plain Docker host: no fault, and `plan` need not say it every
+/// time), and says a failure even under `-q`.
+async fn say_pace(policy: &Policy, quiet: bool, checking: bool) -> bool {
+    let Some(pace) = &policy.safety.pace else {
+        return true;
+    };
+    let say = |line: &str| eprintln_lossy(&format!("safeprune: {line}"));
+    if let Some(note) = ceiling_only_note(pace).filter(|_| !quiet) {
+        say(&format!("safety.pace: {note}"));
+    }
+    match Signal::find(std::path::Path::new("/"), &pace.workloads_cgroup) {
+        Ok(signal) => {
+            if !quiet {
+                let mut stall = StallCheck::new(pace, &signal);
+                if checking {
+                    stall.measure(&signal).await;
+                }
+                say(&stall.to_string());
+            }
+            true
+        }
+        Err(no @ NoSignal::NoPodsCgroup(_)) => {
+            if checking && !quiet {
+                say(&no.for_check());
+            }
+            true
+        }
+        Err(no) => {
+            if checking || !quiet {
+                say(&no.for_check());
+            }
+            false
+        }
+    }
 }
 
 async fn run_once(policy: &Policy, args: &RunArgs, quiet: bool) -> Result<(), AppError> {

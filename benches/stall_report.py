@@ -4,6 +4,7 @@ operations slower than the idle arm's p99, with a confidence interval.
 
     stall_report.py PROBE_LOG BLOCKS [--audit ARM=FILE ...] [--report FILE ...]
                     [--chunk-secs S] [--boot N] [--seed N]
+    stall_report.py --pool OUT [OUT ...] [--target T] [--boot N]
     stall_report.py --self-check
     stall_report.py --summary REPORT   (one run's JSON report on a line)
 
@@ -44,6 +45,15 @@ the operations kept (in a block, past its drop):
     (in flight when the run was stopped).
 Then, per --report FILE (a run's JSON report): its deletions and the
 `pace` object's fields.
+
+--pool takes the OUT directories of several repeats of one case
+(benches/stall_probe.sh's: probe.log, blocks, paced-*.audit) and gives,
+for the paced arm and each phase: one line per repeat (the share slower
+than its own idle's p99, the stall added from outside, objects/s), then
+the repeats pooled: the share over all their arm operations, the added
+stall over all their blocks' seconds with a 95% interval (each repeat's
+blocks resampled per side), and whether every repeat kept the share at
+or under 2% and the pooled added stall within 1.25x of --target.
 
 --self-check runs the arithmetic on synthetic input whose answers are
 known, and exits non-zero if one is wrong.
@@ -203,27 +213,19 @@ def read_blocks(path):
     return rows
 
 
-def added_stall(blocks, boot=0, seed=1):
-    """The stall the arm's blocks added over idle ones, judged from outside
-    the pacer: (added I/O+CPU, added I/O, idle's I/O+CPU, the arm's
-    I/O+CPU), each a share of wall time, and with BOOT > 0 a 95% interval
-    of the first (blocks resampled per side), or None without PSI
-    figures. The arm's side is its whole blocks and the dropped start of
-    an idle block that follows one of them (a removal's late stall falls
-    there); the idle side the rest of its blocks past their drop."""
+def stall_units(blocks):
+    """Each side's units of stall from outside: a list of (seconds, I/O+CPU
+    µs, I/O µs) per block or head, or None without PSI figures. The arm's
+    side is its whole blocks and the dropped start of an idle block that
+    follows one of them (a removal's late stall falls there); the idle side
+    the rest of its blocks past their drop."""
     if not blocks or any("psi" not in b for b in blocks):
         return None
-    sums = {"idle": [0.0, 0.0, 0.0], "arm": [0.0, 0.0, 0.0]}  # seconds, io µs, io+cpu µs
-    units = {"idle": [], "arm": []}  # per block or head: (seconds, io+cpu µs)
+    units = {"idle": [], "arm": []}
 
     def add(side, t0, t1, p0, p1):
-        s = sums[side]
-        secs = max(0.0, t1 - t0)
         both = max(0.0, (p1[0] + p1[1]) - (p0[0] + p0[1]))
-        s[0] += secs
-        s[1] += max(0.0, p1[0] - p0[0])
-        s[2] += both
-        units[side].append((secs, both))
+        units[side].append((max(0.0, t1 - t0), both, max(0.0, p1[0] - p0[0])))
 
     previous = None
     for b in blocks:
@@ -231,27 +233,49 @@ def added_stall(blocks, boot=0, seed=1):
         if b["side"] == "arm":
             add("arm", b["begin"], b["end"], psi["begin"], psi["end"])
         else:
-            head = "arm" if previous == "arm" else None
-            if head:
-                add(head, b["begin"], drop_at, psi["begin"], psi["drop"])
+            if previous == "arm":
+                add("arm", b["begin"], drop_at, psi["begin"], psi["drop"])
             add("idle", drop_at, b["end"], psi["drop"], psi["end"])
         previous = b["side"]
-    if not sums["idle"][0] or not sums["arm"][0]:
+    if not units["idle"] or not units["arm"]:
         return None
-    rate = {side: (s[2] / 1e6 / s[0], s[1] / 1e6 / s[0]) for side, s in sums.items()}
+    return units
+
+
+def stall_rates(runs, index=1):
+    """Per side, the stall (field INDEX of the units: 1 I/O+CPU, 2 I/O) over
+    the seconds of all RUNS' units pooled, a share of wall time."""
+    out = {}
+    for side in ("idle", "arm"):
+        secs = sum(u[0] for units in runs for u in units[side])
+        out[side] = sum(u[index] for units in runs for u in units[side]) / 1e6 / secs if secs else float("nan")
+    return out
+
+
+def added_stall(blocks, boot=0, seed=1, pooled=None):
+    """The stall the arm's blocks added over idle ones, judged from outside
+    the pacer: (added I/O+CPU, added I/O, idle's I/O+CPU, the arm's
+    I/O+CPU), each a share of wall time, and with BOOT > 0 a 95% interval
+    of the first (blocks resampled per side, and per repeat), or None
+    without PSI figures. POOLED, a list of stall_units, pools repeats in
+    place of BLOCKS."""
+    runs = pooled if pooled is not None else [stall_units(blocks)]
+    if not runs or any(units is None for units in runs):
+        return None
+    both, io = stall_rates(runs, 1), stall_rates(runs, 2)
     interval = None
     if boot > 0:
         rng = random.Random(seed)
 
-        def resampled(side):
-            picks = [rng.choice(units[side]) for _ in units[side]]
-            secs = sum(p[0] for p in picks)
-            return sum(p[1] for p in picks) / 1e6 / secs if secs else float("nan")
+        def resampled():
+            drawn = [{side: [rng.choice(units[side]) for _ in units[side]] for side in units}
+                     for units in runs]
+            r = stall_rates(drawn)
+            return r["arm"] - r["idle"]
 
-        diffs = sorted(resampled("arm") - resampled("idle") for _ in range(boot))
+        diffs = sorted(resampled() for _ in range(boot))
         interval = (diffs[int(0.025 * boot)], diffs[min(boot - 1, int(0.975 * boot))])
-    return (rate["arm"][0] - rate["idle"][0], rate["arm"][1] - rate["idle"][1],
-            rate["idle"][0], rate["arm"][0], interval)
+    return (both["arm"] - both["idle"], io["arm"] - io["idle"], both["idle"], both["arm"], interval)
 
 
 def read_audit(path):
@@ -327,9 +351,13 @@ def main(argv):
     parser.add_argument("--target", type=float, help="the paced arm's added_io_pressure_percent")
     parser.add_argument("--self-check", action="store_true")
     parser.add_argument("--summary", metavar="REPORT")
+    parser.add_argument("--pool", nargs="+", metavar="OUT")
     args = parser.parse_args(argv)
     if args.self_check:
         return self_check()
+    if args.pool:
+        return pool(args.pool, args.target if args.target is not None else 0.1, args.chunk_secs,
+                    args.boot, args.seed)
     if args.summary:
         print(report_line(args.summary).split(": ", 1)[1])
         return 0
@@ -354,6 +382,67 @@ def main(argv):
     for path in args.report:
         print(report_line(path))
     return 0
+
+
+def read_probe(path):
+    pairs = sorted((float(t), float(ms)) for t, ms in (l.split() for l in open(path) if l.strip()))
+    return [ms for _, ms in pairs], [t for t, _ in pairs]
+
+
+def pool(dirs, target, chunk_secs, boot, seed, share_limit=0.02, stall_factor=1.25):
+    """Prints each repeat's figures and the repeats pooled (see --pool);
+    returns 0 when every phase meets both bounds, 1 when one does not."""
+    import glob
+    import os
+
+    repeats = []
+    for d in dirs:
+        ops, times = read_probe(os.path.join(d, "probe.log"))
+        blocks = [b for b in read_blocks(os.path.join(d, "blocks")) if b["comparison"] == "paced"]
+        audits = [t for path in sorted(glob.glob(os.path.join(d, "paced-*.audit"))) for t in read_audit(path)]
+        repeats.append((os.path.basename(os.path.normpath(d)), ops, times, blocks, audits))
+    phases = list(dict.fromkeys(b["phase"] for _, _, _, blocks, _ in repeats for b in blocks))
+    groups = [("all", None)] + ([(p, p) for p in phases] if len(phases) > 1 else [])
+    ok = True
+    for label, phase in groups:
+        print(f"paced, {'both phases' if phase is None and len(phases) > 1 else 'phase ' + (phase or phases[0])}:")
+        slower = n = deleted = 0
+        raw = 0.0
+        shares, units = [], []
+        for name, ops, times, blocks, audits in repeats:
+            rows = [b for b in blocks if phase is None or b["phase"] == phase]
+            if not any(b["side"] == "arm" for b in rows) or not any(b["side"] == "idle" for b in rows):
+                print(f"  {name}: no arm or no idle block in this phase")
+                continue
+            f = figures(rows, ops, times, chunk_secs, boot, seed, audits)
+            lo, hi = f["ci_chunks"]
+            slower += f["slower"]
+            n += f["n"]
+            deleted += f["deleted_in_arm"]
+            raw += f["arm"]["raw"]
+            shares.append(f["share"])
+            units.append(stall_units(rows))
+            stall = f["added_stall"]
+            stall_text = "no PSI figures" if stall is None else f"{stall[0] * 100:+.3f}% ({stall[0] * 100 / target:+.2f}x)"
+            print(f"  {name}: slower than idle p99 {fmt_pct(f['share'])} (95% CI {fmt_pct(lo)}-{fmt_pct(hi)});"
+                  f" added stall {stall_text}; {f['objects_per_second']:.2f} objects/s over {f['arm']['raw']:.0f} s")
+        if not shares:
+            continue
+        stall = added_stall(None, boot, seed, pooled=units) if all(u is not None for u in units) else None
+        print(f"  pooled ({len(shares)} repeats): slower than idle p99 {slower} of {n} = {fmt_pct(slower / n)};"
+              f" {deleted / raw:.2f} objects/s over {raw:.0f} s")
+        every = max(shares) <= share_limit
+        print(f"  every repeat at most {share_limit * 100:g}%: {'yes' if every else 'NO'} (highest {fmt_pct(max(shares))})")
+        ok &= every
+        if stall is not None:
+            both, io, idle_rate, arm_rate, interval = stall
+            within = both <= stall_factor * target / 100
+            ci = f", 95% CI {interval[0] * 100:+.3f}% to {interval[1] * 100:+.3f}%" if interval else ""
+            print(f"  stall added over idle, pooled: {both * 100:+.3f}% of wall time = {both * 100 / target:.2f}x"
+                  f" the target {target}%{ci} (idle {idle_rate * 100:.3f}%, arm {arm_rate * 100:.3f}%);"
+                  f" I/O alone {io * 100:+.3f}%; within {stall_factor}x: {'yes' if within else 'NO'}")
+            ok &= within
+    return 0 if ok else 1
 
 
 def self_check():
@@ -461,13 +550,23 @@ def self_check():
     expect("arm stall from outside, with the late stall of its idle heads", arm_seen, arm_rate, 1e-12)
     expect("added I/O and CPU", both, 0.003, 1e-12)
     expect("added I/O", io_added, (6 * 40 * 0.012 + 3 * 3 * 0.013) / (6 * 40 + 3 * 3) - 0.010, 1e-12)
+    # Two repeats pooled: the second's blocks twice as long (idle and arm
+    # alike, 80 s) and adding nothing: the pooled added stall weighs each
+    # by its seconds.
+    second = stall_units(stall_blocks)
+    second = {side: [(secs * 2, idle_rate * 1e6 * secs * 2, 0.0) for secs, _, _ in units]
+              for side, units in second.items()}
+    pooled = added_stall(None, 200, 1, pooled=[stall_units(stall_blocks), second])
+    first_arm = 6 * 40 + 3 * 3
+    expect("pooled added stall",
+           pooled[0], (arm_rate * first_arm + idle_rate * 2 * first_arm) / (3 * first_arm) - idle_rate, 1e-12)
     if added_stall([dict(b, psi=None) for b in stall_blocks][:0]) is not None:
         failures.append("added stall without blocks")
     if failures:
         print("self-check FAILED:\n  " + "\n  ".join(failures))
         return 1
     print("self-check ok: percentiles, Wilson, drop, share, bootstrap, objects/s, by block,"
-          " stall from outside")
+          " stall from outside, pooled")
     return 0
 
 

@@ -1,8 +1,8 @@
 //! The stall budget: how much I/O stall the removals may add to what the
 //! workloads feel, and so when a removal may start and how many may be in
-//! flight (issue 38).
+//! flight.
 //!
-//! A threshold on the pressure itself (what [`super::pace`] did first)
+//! A threshold on the pressure itself (safeprune's first pacing law)
 //! includes whatever the workloads stall on by themselves, which drifts by
 //! tenths of a point within minutes: a threshold close above it crawls, a
 //! wider one lets the removals add several times the stall it was meant
@@ -123,7 +123,8 @@ const SETTLING: usize = 64;
 pub const RECENT: usize = 12;
 
 /// The most a deficit holds, as the time it takes to pay back (see the
-/// module): the threshold law's `pace::STRETCH_MAX`.
+/// module): half a minute, long enough to pay back a burst and short
+/// enough that a run held by one never looks hung.
 pub const DEBT: Duration = Duration::from_secs(30);
 
 /// What the policy asks of the budget.

@@ -437,17 +437,18 @@ impl Engine for ContainerdRuntime {
 
     /// Runs the garbage collector once: it frees the content of the images
     /// removed, and the snapshots of the containers removed.
-    async fn settle(&self, kind: Kind) {
+    async fn settle(&self, _kind: Kind) -> Result<(), String> {
         let Some(namespace) = self.namespaces.first() else {
-            return;
+            return Ok(());
         };
-        if let Err(e) = native::collect_garbage(&self.channel, namespace).await {
-            tracing::warn!(
-                %kind,
-                error = %e,
-                "cannot run containerd's garbage collector: it frees what was removed on its own schedule"
-            );
-        }
+        native::collect_garbage(&self.channel, namespace)
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot run containerd's garbage collector ({}): it frees what was removed on its own schedule",
+                    crate::output::Chain(&e)
+                )
+            })
     }
 
     fn frees_when_settled(&self) -> bool {

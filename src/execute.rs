@@ -174,11 +174,6 @@ impl Outcome {
 /// the workloads' stall on a timer while removals go, and may end the run's
 /// removals (`on_max_delay: stop`: the rest `not_attempted`).
 ///
-/// Once a kind's removals are over, if one deleted something, the engine
-/// settles it ([`Engine::settle`]) once; in a paced run on an engine that
-/// frees only when settled, each removal settles in its own flight
-/// instead, so that the pacer weighs the freeing as that removal's.
-///
 /// Once `shutdown` is asked, it returns within [`STOP_GRACE`] whatever the
 /// engine does: see [`STOP_GRACE`].
 #[expect(
@@ -213,15 +208,7 @@ pub async fn execute<E: Engine>(
         let (targets, limit, disk_target) = removals_of(plan, policy, kind, pacer.begin_kind(kind));
         // Why no more of this kind goes: the disk is down to low_percent.
         let mut target_reached: Option<String> = None;
-        // In a paced run on an engine whose removals free only when
-        // settled (containerd's collector), each removal settles in its
-        // own flight: the freeing is weighed as that removal's, in its
-        // windows, and goes one removal's worth at a time, not a batch's at
-        // once behind removals the budget saw as free.
-        let settle_each = pacer.reads_pressure() && engine.frees_when_settled();
-        let mut unsettled = false;
-        // Why the engine could not settle, said once a kind.
-        let mut settle_warned = false;
+        let mut unsettled = Unsettled::new(pacer.reads_pressure() && engine.frees_when_settled());
         let mut done_here = Vec::with_capacity(targets.len());
         let mut report = |outcome: Outcome| {
             on_outcome(&outcome, outcomes.len() + done_here.len() + 1, total);
@@ -238,6 +225,7 @@ pub async fn execute<E: Engine>(
             let mut checking = FuturesUnordered::new();
             let mut in_flight = FuturesUnordered::new();
             let mut pause = Pause::default();
+            let mut settling = FuturesUnordered::new();
             loop {
                 if let Some((path, high)) = &disk_full {
                     pacer.disk_over_high(
@@ -268,19 +256,8 @@ pub async fn execute<E: Engine>(
                     } else if let Some(slot) =
                         (at.elapsed() <= FRESH_FOR).then(|| pacer.start()).flatten()
                     {
-                        in_flight.push(async move {
-                            let outcome = remove(engine, d, target, shutdown).await;
-                            // After a stop, once at the kind's end instead.
-                            let settled = settle_each
-                                && outcome.result == RemovalResult::Deleted
-                                && !shutdown.is_stopped();
-                            let settled = if settled {
-                                Some(settle(engine, kind, shutdown).await)
-                            } else {
-                                None
-                            };
-                            (outcome, slot, settled)
-                        });
+                        in_flight
+                            .push(async move { (remove(engine, d, target, shutdown).await, slot) });
                     } else {
                         // Stale, or held by the stall budget: re-checked
                         // again after the pacer's next gate.
@@ -303,9 +280,15 @@ pub async fn execute<E: Engine>(
                         report(not_attempted(d, why));
                     }
                 }
-                let next_batch =
-                    checking.is_empty() && ready.is_empty() && !pending.is_empty() && !pause.on();
-                if next_batch {
+                let next_batch = checking.is_empty()
+                    && ready.is_empty()
+                    && !pending.is_empty()
+                    && settling.is_empty()
+                    && !pause.on();
+                if next_batch && unsettled.step_due(engine_down.is_some() || shutdown.is_stopped())
+                {
+                    settling.push(settle(engine, kind, shutdown));
+                } else if next_batch {
                     match pause.gate(pacer, shutdown, limit) {
                         Next::Batch(size) => {
                             let batch: Vec<&Decision> =
@@ -324,7 +307,8 @@ pub async fn execute<E: Engine>(
                         }
                     }
                 }
-                if checking.is_empty() && in_flight.is_empty() && !pause.on() {
+                if checking.is_empty() && in_flight.is_empty() && !pause.on() && settling.is_empty()
+                {
                     break;
                 }
                 // The stall budget observes while removals go, not only
@@ -335,21 +319,15 @@ pub async fn execute<E: Engine>(
                     () = tokio::time::sleep_until(observe_at.unwrap_or_else(Instant::now)), if observe_at.is_some() => {
                         pacer.observe_due(Instant::now());
                     }
+                    Some(()) = settling.next(), if !settling.is_empty() => {}
                     Some(answer) = checking.next(), if !checking.is_empty() => {
                         if let Some(down) = take_rechecked(answer, &mut ready, &mut report) {
                             engine_down = Some(down);
                         }
                     }
-                    Some((outcome, slot, settled)) = in_flight.next(), if !in_flight.is_empty() => {
+                    Some((outcome, slot)) = in_flight.next(), if !in_flight.is_empty() => {
                         pacer.completed(slot);
-                        match settled {
-                            Some(Err(e)) if !settle_warned => {
-                                settle_warned = true;
-                                tracing::warn!(%kind, "{e}");
-                            }
-                            Some(_) => {}
-                            None => unsettled |= outcome.result == RemovalResult::Deleted,
-                        }
+                        unsettled.removed(&outcome);
                         report(outcome);
                     }
                 }
@@ -357,12 +335,8 @@ pub async fn execute<E: Engine>(
         }
         // Even after a stop: what was removed is freed now, not later (not
         // by an engine that stopped answering, nor past the stop's grace).
-        if engine_down.is_none()
-            && unsettled
-            && let Err(e) = settle(engine, kind, shutdown).await
-            && !settle_warned
-        {
-            tracing::warn!(%kind, "{e}");
+        if engine_down.is_none() && unsettled.any {
+            settle(engine, kind, shutdown).await;
         }
         // Completion order is noise; the report lists outcomes by id.
         done_here.sort_by(|a, b| a.id.cmp(&b.id));
@@ -397,14 +371,44 @@ fn take_rechecked<'a>(
     failed.map(|cause| format!("not attempted: a re-check could not reach the engine ({cause})"))
 }
 
-/// Lets `engine` settle `kind`'s removals, within [`STOP_GRACE`] of a stop;
-/// Err: why it could not.
-async fn settle<E: Engine>(engine: &E, kind: Kind, shutdown: &Shutdown) -> Result<(), String> {
+/// Whether a kind's removals are settled yet. Where the bytes go only when
+/// the kind settles, a paced run settles before each batch that follows a
+/// removal, so that the pacer's next reading weighs the freeing too (see
+/// [`Engine::frees_when_settled`]); otherwise once, at the end.
+struct Unsettled {
+    in_steps: bool,
+    /// A removal deleted something since the last settle.
+    any: bool,
+}
+
+impl Unsettled {
+    fn new(in_steps: bool) -> Self {
+        Self {
+            in_steps,
+            any: false,
+        }
+    }
+
+    fn removed(&mut self, outcome: &Outcome) {
+        self.any |= outcome.result == RemovalResult::Deleted;
+    }
+
+    /// Before a batch: settle first (and count it settled)? Not once the
+    /// engine is down or a stop is asked (`halted`).
+    fn step_due(&mut self, halted: bool) -> bool {
+        let due = self.in_steps && self.any && !halted;
+        self.any &= !due;
+        due
+    }
+}
+
+/// Lets `engine` settle `kind`'s removals, within [`STOP_GRACE`] of a stop.
+async fn settle<E: Engine>(engine: &E, kind: Kind, shutdown: &Shutdown) {
     tokio::select! {
-        settled = engine.settle(kind) => settled,
-        () = shutdown.wait_past(STOP_GRACE) => Err(
+        () = engine.settle(kind) => {}
+        () = shutdown.wait_past(STOP_GRACE) => tracing::warn!(
+            %kind,
             "stopping: settling cut short; the engine frees what was removed at its next garbage collection"
-                .to_owned()
         ),
     }
 }

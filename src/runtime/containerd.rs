@@ -437,18 +437,17 @@ impl Engine for ContainerdRuntime {
 
     /// Runs the garbage collector once: it frees the content of the images
     /// removed, and the snapshots of the containers removed.
-    async fn settle(&self, _kind: Kind) -> Result<(), String> {
+    async fn settle(&self, kind: Kind) {
         let Some(namespace) = self.namespaces.first() else {
-            return Ok(());
+            return;
         };
-        native::collect_garbage(&self.channel, namespace)
-            .await
-            .map_err(|e| {
-                format!(
-                    "cannot run containerd's garbage collector ({}): it frees what was removed on its own schedule",
-                    crate::output::Chain(&e)
-                )
-            })
+        if let Err(e) = native::collect_garbage(&self.channel, namespace).await {
+            tracing::warn!(
+                %kind,
+                error = %e,
+                "cannot run containerd's garbage collector: it frees what was removed on its own schedule"
+            );
+        }
     }
 
     fn frees_when_settled(&self) -> bool {

@@ -35,10 +35,6 @@ pub struct MemoryEngine {
     pub removals_before_hang: Option<usize>,
     /// Every `settle` waits forever.
     pub settle_hangs: bool,
-    /// Runs at each `settle` with how many removals it settles (those
-    /// since the last): the freeing of an engine that frees when settled.
-    pub on_settle: Option<Box<dyn Fn(usize) + Send + Sync>>,
-    unsettled: AtomicUsize,
     /// Removals free their bytes only when their kind settles, as on
     /// containerd.
     pub frees_when_settled: bool,
@@ -191,7 +187,6 @@ impl Engine for MemoryEngine {
             Kind::BuildCache => inv.build_cache.retain(|b| b.id != id),
         }
         self.removed.lock().unwrap().push((kind, id.to_owned()));
-        self.unsettled.fetch_add(1, Ordering::SeqCst);
         Removal::Removed
     }
 
@@ -199,15 +194,11 @@ impl Engine for MemoryEngine {
         self.frees_when_settled
     }
 
-    async fn settle(&self, kind: Kind) -> Result<(), String> {
+    async fn settle(&self, kind: Kind) {
         let started = self.windows.lock().unwrap().len();
         self.settled.lock().unwrap().push((kind, started));
-        if let Some(hook) = &self.on_settle {
-            hook(self.unsettled.swap(0, Ordering::SeqCst));
-        }
         if self.settle_hangs {
             std::future::pending::<()>().await;
         }
-        Ok(())
     }
 }

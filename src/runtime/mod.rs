@@ -388,22 +388,17 @@ pub trait Engine: Sync {
     /// removed something: what the engine would otherwise do after every
     /// removal at a cost that grows with the node (containerd's garbage
     /// collection of what the removals freed) is done here, once; in a
-    /// paced run on an engine that [frees when settled], after each
-    /// removal instead, within its flight.
-    ///
-    /// Err: why it could not, for a warning (what was removed is then
-    /// freed on the engine's own schedule).
+    /// paced run on an engine that [frees when settled], also between
+    /// batches.
     ///
     /// [frees when settled]: Engine::frees_when_settled
-    async fn settle(&self, _kind: Kind) -> Result<(), String> {
-        Ok(())
-    }
+    async fn settle(&self, _kind: Kind) {}
 
     /// Whether a removal's bytes go only when its kind settles
     /// (containerd: the garbage collector frees what a removal
-    /// unreferenced). A paced run then settles each removal within its
-    /// flight, so that the stall budget weighs the freeing as that
-    /// removal's, rather than once at the end, outside the pacer.
+    /// unreferenced). A paced run then settles before each pressure
+    /// reading that follows a removal, so that the reading weighs the
+    /// freeing too, rather than once at the end, outside the pacer.
     fn frees_when_settled(&self) -> bool {
         false
     }
@@ -718,7 +713,7 @@ impl Engine for Runtime {
         }
     }
 
-    async fn settle(&self, kind: Kind) -> Result<(), String> {
+    async fn settle(&self, kind: Kind) {
         match self {
             Self::Docker(d) => d.settle(kind).await,
             Self::Containerd(c) => c.settle(kind).await,

@@ -3,7 +3,9 @@
 # (benches/io_probe.py, 100 operations a second) runs in a cgroup v2 of its
 # own, and beside it, outside that cgroup, by turns for SECS (default 15)
 # each: nothing (idle), one busy loop per CPU (cpu), and the deletion of
-# FILES (default 6000) small files made beforehand, twice (rm). For each
+# FILES (default 6000) small files made beforehand, twice (rm), and a
+# writer that appends 4 KiB and calls fdatasync FSYNC_RATE (default 30)
+# times a second, as an engine's metadata store commits, twice (fsync). For each
 # phase: the probe cgroup's io.pressure and cpu.pressure `some total`
 # growth, the probe's latency above the idle phases' median summed, and
 # the share of its operations slower than the idle phases' p99 (the first
@@ -15,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${SECS:-15}
 files=${FILES:-6000}
+fsync_rate=${FSYNC_RATE:-30}
 dir=${DIR:-/var/tmp/psi-blind}
 # shellcheck source=benches/probe_windows.sh
 . benches/probe_windows.sh
@@ -59,6 +62,22 @@ phase() { # NAME WHAT [SET]
       sync -f "$dir/probe"
       sleep "$(python3 -c "import time; print(max(0.0, $secs - (time.time() - $t0)))")"
       ;;
+    fsync)
+      # Each append allocates a block: its fdatasync commits the journal,
+      # which a workload's own fsync may then wait on.
+      python3 - "$dir/fsync-$3" "$secs" "$fsync_rate" <<'PY'
+import os, sys, time
+path, secs, rate = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+began, n = time.time(), 0
+while time.time() - began < secs:
+    os.write(fd, b"x" * 4096)
+    os.fdatasync(fd)
+    n += 1
+    time.sleep(max(0.0, n / rate - (time.time() - began)))
+os.close(fd)
+PY
+      ;;
   esac
   echo "$1 $t0 $(date +%s.%N) $i0 $(total io) $c0 $(total cpu)" >>"$dir/phases"
 }
@@ -68,6 +87,10 @@ phase idle2 idle
 phase rm1 rm 1
 phase idle3 idle
 phase rm2 rm 2
+phase idle4 idle
+phase fsync1 fsync 1
+phase idle5 idle
+phase fsync2 fsync 2
 stop_probe
 echo "$(nproc) CPUs, $(uname -r), probe on $(df --output=source,fstype "$dir" | tail -1), ${secs} s phases"
 python3 - "$dir" <<'PY'

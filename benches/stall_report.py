@@ -62,9 +62,11 @@ known, and exits non-zero if one is wrong.
 import argparse
 import bisect
 import datetime
+import glob
 import heapq
 import json
 import math
+import os
 import random
 import sys
 
@@ -252,14 +254,18 @@ def stall_rates(runs, index=1):
     return out
 
 
-def added_stall(blocks, boot=0, seed=1, pooled=None):
+def added_stall(blocks, boot=0, seed=1):
+    """The stall the arm's BLOCKS added over idle ones: pooled_stall of
+    one run."""
+    return pooled_stall([stall_units(blocks)], boot, seed)
+
+
+def pooled_stall(runs, boot=0, seed=1):
     """The stall the arm's blocks added over idle ones, judged from outside
-    the pacer: (added I/O+CPU, added I/O, idle's I/O+CPU, the arm's
-    I/O+CPU), each a share of wall time, and with BOOT > 0 a 95% interval
-    of the first (blocks resampled per side, and per repeat), or None
-    without PSI figures. POOLED, a list of stall_units, pools repeats in
-    place of BLOCKS."""
-    runs = pooled if pooled is not None else [stall_units(blocks)]
+    the pacer, over RUNS (each a stall_units): (added I/O+CPU, added I/O,
+    idle's I/O+CPU, the arm's I/O+CPU), each a share of wall time, and with
+    BOOT > 0 a 95% interval of the first (blocks resampled per side, within
+    each run), or None without PSI figures."""
     if not runs or any(units is None for units in runs):
         return None
     both, io = stall_rates(runs, 1), stall_rates(runs, 2)
@@ -392,9 +398,6 @@ def read_probe(path):
 def pool(dirs, target, chunk_secs, boot, seed, share_limit=0.02, stall_factor=1.25):
     """Prints each repeat's figures and the repeats pooled (see --pool);
     returns 0 when every phase meets both bounds, 1 when one does not."""
-    import glob
-    import os
-
     repeats = []
     for d in dirs:
         ops, times = read_probe(os.path.join(d, "probe.log"))
@@ -428,7 +431,7 @@ def pool(dirs, target, chunk_secs, boot, seed, share_limit=0.02, stall_factor=1.
                   f" added stall {stall_text}; {f['objects_per_second']:.2f} objects/s over {f['arm']['raw']:.0f} s")
         if not shares:
             continue
-        stall = added_stall(None, boot, seed, pooled=units) if all(u is not None for u in units) else None
+        stall = pooled_stall(units, boot, seed)
         print(f"  pooled ({len(shares)} repeats): slower than idle p99 {slower} of {n} = {fmt_pct(slower / n)};"
               f" {deleted / raw:.2f} objects/s over {raw:.0f} s")
         every = max(shares) <= share_limit
@@ -556,7 +559,7 @@ def self_check():
     second = stall_units(stall_blocks)
     second = {side: [(secs * 2, idle_rate * 1e6 * secs * 2, 0.0) for secs, _, _ in units]
               for side, units in second.items()}
-    pooled = added_stall(None, 200, 1, pooled=[stall_units(stall_blocks), second])
+    pooled = pooled_stall([stall_units(stall_blocks), second], 200, 1)
     first_arm = 6 * 40 + 3 * 3
     expect("pooled added stall",
            pooled[0], (arm_rate * first_arm + idle_rate * 2 * first_arm) / (3 * first_arm) - idle_rate, 1e-12)

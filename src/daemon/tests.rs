@@ -188,7 +188,7 @@ async fn a_stop_during_a_cycle_asks_it_to_stop_and_exits_after_it() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_22_a_stop_during_a_cycle_stuck_on_a_hung_engine_ends_it_within_the_grace() {
+async fn a_stop_during_a_cycle_stuck_on_a_hung_engine_ends_it_within_the_grace() {
     // The cycle began at 01:00:00 and waits on an engine that never
     // answers; SIGTERM at 01:00:05. It used to wait out the engine's
     // deadline; now the daemon's stop reaches the cycle's waits.

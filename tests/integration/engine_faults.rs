@@ -32,9 +32,9 @@ docker_tests! {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     docker_killed_mid_run_leaves_valid_reports_and_the_next_run_completes,
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    issue_22_sigterm_while_docker_hangs_mid_run_exits_within_5s_with_every_file_written,
+    sigterm_while_docker_hangs_mid_run_exits_within_5s_with_every_file_written,
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    issue_22_sigterm_while_docker_hangs_mid_cycle_ends_the_daemon_within_5s,
+    sigterm_while_docker_hangs_mid_cycle_ends_the_daemon_within_5s,
 }
 
 /// A report on a full file system: exit 1 naming the path, and nothing
@@ -244,7 +244,7 @@ containerd_tests! {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     containerd_killed_mid_run_leaves_valid_reports_and_the_next_run_completes,
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    issue_22_sigterm_while_containerd_hangs_mid_run_exits_within_5s_with_every_file_written,
+    sigterm_while_containerd_hangs_mid_run_exits_within_5s_with_every_file_written,
 }
 
 async fn docker_killed_mid_run_leaves_valid_reports_and_the_next_run_completes(
@@ -353,7 +353,7 @@ fn metric(cli: &Cli, series: &str) -> Option<f64> {
 }
 
 #[test]
-fn issue_22_sigterm_while_the_engine_never_answers_exits_0_at_once_with_the_metrics() {
+fn sigterm_while_the_engine_never_answers_exits_0_at_once_with_the_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let silent = fake_engine(dir.path(), false);
     for runtime in [Runtime::Docker(&silent), Runtime::Containerd(&silent, &[])] {
@@ -469,7 +469,7 @@ fn sigterm_while_hung_mid_run(cli: &Cli, what: &str, freeze: impl FnOnce(), thaw
     assert_next_run_completes(cli);
 }
 
-async fn issue_22_sigterm_while_docker_hangs_mid_run_exits_within_5s_with_every_file_written(
+async fn sigterm_while_docker_hangs_mid_run_exits_within_5s_with_every_file_written(
     version: DockerVersion,
 ) {
     let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
@@ -492,7 +492,7 @@ async fn issue_22_sigterm_while_docker_hangs_mid_run_exits_within_5s_with_every_
     });
 }
 
-async fn issue_22_sigterm_while_containerd_hangs_mid_run_exits_within_5s_with_every_file_written(
+async fn sigterm_while_containerd_hangs_mid_run_exits_within_5s_with_every_file_written(
     version: ContainerdVersion,
 ) {
     let Some(engine) = PrivateContainerd::start_version(version).await.or_skip() else {
@@ -520,9 +520,7 @@ async fn issue_22_sigterm_while_containerd_hangs_mid_run_exits_within_5s_with_ev
     assert_eq!(engine.container_ids(namespace), Vec::<String>::new());
 }
 
-async fn issue_22_sigterm_while_docker_hangs_mid_cycle_ends_the_daemon_within_5s(
-    version: DockerVersion,
-) {
+async fn sigterm_while_docker_hangs_mid_cycle_ends_the_daemon_within_5s(version: DockerVersion) {
     let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
         return;
     };

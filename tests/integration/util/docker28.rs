@@ -89,8 +89,12 @@ pub const MOBY_NAMESPACE: &str = "moby";
 const EXEC: &str = r#"ip link set lo up || exit 1
 PATH="$1:$2:$PATH"
 export PATH
-containerd --config "$3" >>"$4" 2>&1 &
 socket=$5
+# A killed containerd leaves its socket behind: on a restart the wait
+# below would pass at once, and dockerd would dial a socket nobody
+# listens on yet.
+rm -f "$socket"
+containerd --config "$3" >>"$4" 2>&1 &
 shift 5
 # dockerd answers before it dials containerd, and a call that needs
 # containerd then fails at once with "connection refused": dockerd starts

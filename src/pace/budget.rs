@@ -2,15 +2,12 @@
 //! workloads feel, and so when a removal may start and how many may be in
 //! flight.
 //!
-//! A threshold on the pressure itself (safeprune's first pacing law)
-//! includes whatever the workloads stall on by themselves, which drifts by
-//! tenths of a point within minutes: a threshold close above it crawls, a
-//! wider one lets the removals add several times the stall it was meant
-//! for. The systems that protect latency bound the *added* delay over a
-//! base they measure (LEDBAT, BBR; Linux `io.latency` protects a victim
-//! relative to its own baseline), charge work when it is issued (Linux
-//! `io.cost`), sum stall over short intervals against a small target
-//! (senpai), back off fast and probe slowly. So:
+//! A threshold on the pressure itself includes what the workloads stall on
+//! by themselves, which drifts by tenths of a point within minutes. The
+//! systems that protect latency bound the *added* delay over a base they
+//! measure (LEDBAT, BBR, Linux `io.latency`), charge work when it is
+//! issued (`io.cost`), sum stall over short intervals against a small
+//! target (senpai), back off fast and probe slowly. So:
 //!
 //! - The allowance grows by `target × elapsed` and is spent by the stall
 //!   above the baseline in each observed window, `stalled − baseline ×
@@ -20,31 +17,25 @@
 //!   removals for noise: at a target of half a point, most of it). It
 //!   holds at most [`BANK`] of the target: quiet time before or between
 //!   removals cannot be banked for a burst of them.
-//! - The baseline is measured again whenever removals pause: the windows
-//!   in which no removal was in flight, from [`SETTLE`] after the last
-//!   one was taken in, are the workloads' own, and once a pause has
-//!   [`MIN_WINDOWS`] of them their level (of the latest [`RECENT`]: see
-//!   [`level`]) is the baseline. What those windows were charged above it
-//!   is given back: a workload that got busier while the removals waited
-//!   is not the removals' doing, and the run neither crawls nor stops for
-//!   it. The settling windows are charged again at the new baseline: what
-//!   they stalled above it stands (a removal's late stall shows there),
-//!   what the workloads' new level explains of it does not. And while
-//!   removals go, the mean of the latest [`RECENT`] windows lowers the
-//!   baseline when it falls under it by more than the target (removals
-//!   only add stall): a workload that got quieter does not leave the
-//!   removals its old stall to add on top of the target.
+//! - The baseline is measured beside the removals, not once before them
+//!   (measured once, it was off by up to ten times a 0.1-point target):
+//!   in every pause, and in a rest when the removals have gone
+//!   [`REST_EVERY`] without one. A pause's windows from `SETTLE` after
+//!   the last removal was taken in are the workloads' own; their level
+//!   is the baseline, and the stall they and the settling windows were
+//!   charged beyond it is given back. The windows of the removal period
+//!   before it are charged again against the mean of the baselines on
+//!   either side, as the benchmark's ABBA blocks are, unless the two
+//!   differ by a step (`pause.rs`). While removals go, the mean of the
+//!   latest [`RECENT`] windows lowers the baseline when it falls under
+//!   it by more than the target (removals only add stall).
 //! - A deficit holds at most [`DEBT`] of the target, or the dearest
-//!   kind's learned cost when that is more: what a window's burst cost,
-//!   the removals' or the workloads' own (in a window with a removal in
-//!   flight the two cannot be told apart), is paid back within that. Without
-//!   it one burst of the workloads' own, 200 ms of a 250 ms window, was 40
-//!   s of allowance at half a point, and a few of them held a run still
-//!   for minutes (measured: 0 objects/s in 220 s). The learned cost: a
-//!   removal's known cost is paid back in full, whatever the target. With
-//!   [`DEBT`] alone, at 0.1% (30 ms of stall) images that cost more went
-//!   one per 30 s, and a run added 1.53 s in about 240 s, six times its
-//!   target.
+//!   kind's learned cost when that is more: a window's burst, the
+//!   removals' or the workloads' own (in a window with a removal in flight
+//!   the two cannot be told apart), is paid back within that (without it,
+//!   a few bursts of the workloads' own held a run still for minutes),
+//!   and a removal's known cost is paid back in full, whatever the target
+//!   (with [`DEBT`] alone, a run at 0.1% added six times its target).
 //! - A removal starts only while the allowance, less what the removals in
 //!   flight are expected to cost, is not negative, and while the last
 //!   window's share is not above the ceiling (the policy's absolute
@@ -62,9 +53,9 @@
 //!   replaces the charge, and what was charged beyond it is refunded once
 //!   its tail is over (a removal that stalls more than its charge is
 //!   charged the difference as measured).
-//! - A kind's first removal is charged nothing (there is nothing to charge
-//!   yet), so a kind not yet learned goes one at a time until one of its
-//!   removals was observed.
+//! - Every removal costs at least [`LEAST_COST`], what its windows show
+//!   or not; a kind not yet learned is charged that and goes one at a
+//!   time until one of its removals was observed.
 //! - Concurrency starts at one, rises by one after each window with
 //!   removals in flight where the budget held, and halves after one that
 //!   ended in deficit, within `1..=max`. A window with only tails in it
@@ -81,8 +72,16 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::baseline::{MIN_WINDOWS, level};
 use crate::inventory::Kind;
+use flight::Flight;
+pub use flight::Ticket;
+#[cfg(test)]
+use pause::SETTLE;
+use pause::{Pause, Period, Quiet};
+pub use pause::{RECENT, REST_EVERY};
+
+mod flight;
+mod pause;
 
 /// How much of the target the allowance may hold, as the time it takes to
 /// grow it: "the removals may add at most the target over any few
@@ -103,24 +102,14 @@ pub const LEARNING: f64 = 0.3;
 /// in bursts 10 ms apart, each learned from its own window).
 pub const TAIL: Duration = Duration::from_secs(1);
 
-/// How long after the last removal in flight was taken in a pause's
-/// windows begin to count as the workloads' own: what a removal leaves
-/// behind shows within it. ext4 commits its journal every 5 s (`commit=`,
-/// its default): a removal's metadata reaches the disk within that, and a
-/// workload's writes wait on the commit. With 1 s, the baseline rose
-/// pause after pause with no writer starting (3.6% to 4.4% over one
-/// Docker run of the benchmark), as a tail taken for the workloads' own
-/// would make it, and what the removals added was then given back.
-pub const SETTLE: Duration = Duration::from_secs(5);
-
-/// The most settling windows a pause keeps: windows are at least
-/// `psi::MIN_WINDOW` (100 ms) long, so [`SETTLE`] holds at most 50.
-const SETTLING: usize = 64;
-
-/// How many of the latest windows a baseline measured again is the level
-/// of: as many as the first measuring has (`baseline::SPAN` read every
-/// `baseline::INTERVAL`).
-pub const RECENT: usize = 12;
+/// The least a removal is charged, seconds of stall, whatever its windows
+/// showed: on containerd the workloads' tail grew with the removals' rate
+/// where their PSI showed nothing added (at 0.1%, 2% of the probe's
+/// operations past its idle p99 at 2 to 4 objects a second, 5.27% at
+/// 9.76; BENCHMARKS.md), each removal's stall too short for a window to
+/// resolve beside the workloads' own. At a target of 0.1% it holds the
+/// removals to about three a second; at 1%, thirty.
+pub const LEAST_COST: f64 = 0.000_3;
 
 /// The most a deficit holds, as the time it takes to pay back (see the
 /// module): half a minute, long enough to pay back a burst and short
@@ -139,6 +128,25 @@ pub struct Limits {
     pub ceiling: f64,
     /// The most removals in flight: the policy's concurrency.
     pub max: usize,
+    /// The least a removal is charged, seconds: [`LEAST_COST`].
+    pub least_cost: f64,
+    /// The longest removals go before a rest: [`REST_EVERY`].
+    pub rest_every: Duration,
+}
+
+impl Limits {
+    /// The policy's target, ceiling and concurrency (see the fields), under
+    /// the law's [`LEAST_COST`] and [`REST_EVERY`].
+    #[must_use]
+    pub fn new(target: f64, ceiling: f64, max: usize) -> Self {
+        Self {
+            target,
+            ceiling,
+            max,
+            least_cost: LEAST_COST,
+            rest_every: REST_EVERY,
+        }
+    }
 }
 
 /// Whether a removal may start now.
@@ -156,17 +164,17 @@ pub enum Verdict {
     /// The last window's share was above the ceiling: wait for a window
     /// under it.
     Ceiling,
+    /// The removals have gone for [`REST_EVERY`] since the baseline was
+    /// last measured: none starts until a pause has measured it again
+    /// (observe in the meantime).
+    Rest,
 }
-
-/// One removal started, to say when it has finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ticket(u64);
 
 /// How a run was held, for its report.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Accounts {
     /// Time between a verdict that held a removal back (a deficit, the
-    /// ceiling) and the next that did not.
+    /// ceiling, a rest) and the next that did not.
     pub waited: Duration,
     /// The stall above baseline observed, in all (windows under it taking
     /// away): what the removals added, and what the workloads stalled on
@@ -181,52 +189,6 @@ pub struct Accounts {
     /// The fewest a deficit brought it down to; `None` when none did (it
     /// starts at one, which says nothing).
     pub lowest_concurrency: Option<usize>,
-}
-
-/// A removal started and not yet accounted for.
-#[derive(Debug, Clone, Copy)]
-struct Flight {
-    ticket: Ticket,
-    kind: Kind,
-    /// What it was charged when it started, seconds of stall.
-    charged: f64,
-    /// Its share of the stall above baseline of the windows it was in
-    /// flight during, seconds.
-    stall: f64,
-    /// It has finished; its last window is observed next.
-    finished: bool,
-    /// When its last window ended: its [`TAIL`] runs from then.
-    tail_from: Option<Instant>,
-}
-
-impl Flight {
-    /// What of its charge its measured stall has not yet replaced.
-    fn reserved(&self) -> f64 {
-        (self.charged - self.stall.max(0.0)).max(0.0)
-    }
-}
-
-/// A window of a pause: what it stalled and what it was charged for it.
-#[derive(Debug, Clone, Copy)]
-struct Quiet {
-    /// Seconds stalled.
-    stalled: f64,
-    /// Seconds long.
-    window: f64,
-    /// Seconds charged above the baseline (negative: given back).
-    charged: f64,
-}
-
-/// Removals paused: no removal in flight since `since`.
-#[derive(Debug, Clone)]
-struct Pause {
-    since: Instant,
-    /// Its windows from [`SETTLE`] after `since`, the latest [`RECENT`].
-    windows: VecDeque<Quiet>,
-    /// Its windows within [`SETTLE`] after `since`.
-    settling: Vec<Quiet>,
-    /// It has measured the baseline again.
-    measured: bool,
 }
 
 /// The budget (see the module).
@@ -253,6 +215,10 @@ pub struct Budget {
     held_since: Option<Instant>,
     /// Removals paused, since when, and the pause's windows.
     pause: Option<Pause>,
+    /// The windows since the baseline was last measured, from the first
+    /// removal that started after it: when it has lasted [`REST_EVERY`],
+    /// the removals rest.
+    period: Option<Period>,
     /// The latest [`RECENT`] windows' shares, removals or not.
     recent: VecDeque<f64>,
     /// The stall above baseline, in all, seconds (see [`Accounts`]).
@@ -282,6 +248,7 @@ impl Budget {
             concurrency: 1,
             held_since: None,
             pause: None,
+            period: None,
             recent: VecDeque::with_capacity(RECENT),
             added: 0.0,
             accounts: Accounts {
@@ -345,6 +312,11 @@ impl Budget {
         let balance = self.measured - self.reserved();
         let verdict = if self.last_share > self.limits.ceiling {
             Verdict::Ceiling
+        } else if self
+            .period
+            .is_some_and(|p| now.saturating_duration_since(p.since) >= self.limits.rest_every)
+        {
+            Verdict::Rest
         } else if balance < 0.0 {
             Verdict::PayBack(
                 Duration::try_from_secs_f64(-balance / self.limits.target).unwrap_or(Duration::MAX),
@@ -382,7 +354,7 @@ impl Budget {
     /// them (a deficit, the ceiling) to the next that did not.
     fn held(&mut self, verdict: Verdict, now: Instant) {
         match verdict {
-            Verdict::Ceiling | Verdict::PayBack(_) => {
+            Verdict::Ceiling | Verdict::PayBack(_) | Verdict::Rest => {
                 self.held_since.get_or_insert(now);
             }
             Verdict::Start | Verdict::Full => {
@@ -393,16 +365,31 @@ impl Budget {
         }
     }
 
-    /// A removal of `kind` starts at `now`: it is charged its kind's cost
-    /// (nothing before one was learned: see [`Self::gate`]).
+    /// A removal of `kind` starts at `now`: it is charged its kind's cost,
+    /// at least [`LEAST_COST`] (only that before one was learned: see
+    /// [`Self::gate`]).
     pub fn start(&mut self, kind: Kind, now: Instant) -> Ticket {
         self.credit(now);
+        let baseline = self.baseline;
+        let period = self
+            .period
+            .get_or_insert_with(|| Period::new(now, baseline));
+        // A pause that ends before it measured: its windows are the
+        // period's, to be charged again with it.
+        for quiet in self.pause.take().into_iter().flat_map(Pause::unmeasured) {
+            period.add(quiet);
+        }
         let ticket = Ticket(self.next_ticket);
         self.next_ticket += 1;
         self.flights.push(Flight {
             ticket,
             kind,
-            charged: self.costs.get(&kind).copied().unwrap_or(0.0).max(0.0),
+            charged: self
+                .costs
+                .get(&kind)
+                .copied()
+                .unwrap_or(0.0)
+                .max(self.limits.least_cost),
             stall: 0.0,
             finished: false,
             tail_from: None,
@@ -445,18 +432,21 @@ impl Budget {
         }
         self.recent.push_back(share);
         let excess = stalled - self.baseline * window;
-        self.spend(excess);
+        // What the allowance took, within its cap and floor: what charging
+        // the window again takes back or gives.
+        let charged = self.spend(excess);
         self.accounts.windows += 1;
+        let quiet = Quiet {
+            stalled,
+            window,
+            charged,
+        };
         if self.flights.is_empty() {
-            self.paused(
-                began,
-                Quiet {
-                    stalled,
-                    window,
-                    charged: excess,
-                },
-            );
+            self.paused(began, quiet);
             return;
+        }
+        if let Some(period) = &mut self.period {
+            period.add(quiet);
         }
         #[expect(
             clippy::cast_precision_loss,
@@ -481,14 +471,11 @@ impl Budget {
         self.flights = going;
         for flight in done {
             self.learn(flight.kind, flight.stall);
+            // Its cost is at least LEAST_COST, whatever its windows showed.
+            self.debit((self.limits.least_cost - flight.stall.max(0.0)).max(0.0));
         }
         // The last in flight taken in: a pause may begin.
-        self.pause = self.flights.is_empty().then(|| Pause {
-            since: now,
-            windows: VecDeque::with_capacity(RECENT),
-            settling: Vec::new(),
-            measured: false,
-        });
+        self.pause = self.flights.is_empty().then(|| Pause::new(now));
         self.lower_baseline();
         let accounts = &mut self.accounts;
         if self.measured < 0.0 {
@@ -505,63 +492,41 @@ impl Budget {
     }
 
     /// `excess` seconds of stall above the baseline (negative: under it)
-    /// spent, within the cap and the floor: [`DEBT`] of the target, or
-    /// the dearest kind's learned cost when more.
-    fn spend(&mut self, excess: f64) {
-        let dearest = self.costs.values().copied().fold(0.0, f64::max);
-        let floor = -(self.limits.target * DEBT.as_secs_f64()).max(dearest);
-        self.measured = (self.measured - excess).clamp(floor, self.cap());
+    /// spent, and counted as added; returns what the allowance took.
+    fn spend(&mut self, excess: f64) -> f64 {
         self.added += excess;
         self.accounts.added_stall = Duration::from_secs_f64(self.added.max(0.0));
+        self.debit(excess)
     }
 
-    /// A window begun at `began` with no removal in flight during it: from
-    /// [`SETTLE`] after the last one, it is the workloads' own, and once
-    /// the pause has [`MIN_WINDOWS`] of them their level is the baseline
-    /// (see the module).
+    /// `amount` seconds taken from the allowance (negative: given), within
+    /// the cap and the floor: [`DEBT`] of the target, or the dearest
+    /// kind's learned cost when more. Returns what it took.
+    fn debit(&mut self, amount: f64) -> f64 {
+        let dearest = self.costs.values().copied().fold(0.0, f64::max);
+        let floor = -(self.limits.target * DEBT.as_secs_f64()).max(dearest);
+        let before = self.measured;
+        self.measured = (self.measured - amount).clamp(floor, self.cap());
+        before - self.measured
+    }
+
+    /// A window begun at `began` with no removal in flight during it: the
+    /// pause's (see [`Pause::take`]); once the pause measures the
+    /// workloads' level, it is the baseline, and the period before the
+    /// pause is charged again against the baselines on either side of it
+    /// ([`Period::close`]).
     fn paused(&mut self, began: Instant, quiet: Quiet) {
-        let pause = self.pause.get_or_insert_with(|| Pause {
-            since: began,
-            windows: VecDeque::with_capacity(RECENT),
-            settling: Vec::new(),
-            measured: false,
-        });
-        if began.saturating_duration_since(pause.since) < SETTLE {
-            if pause.settling.len() < SETTLING {
-                pause.settling.push(quiet);
-            }
-            return;
-        }
-        if pause.windows.len() == RECENT {
-            pause.windows.pop_front();
-        }
-        pause.windows.push_back(quiet);
-        if pause.windows.len() < MIN_WINDOWS {
-            return;
-        }
-        let shares: Vec<f64> = pause
-            .windows
-            .iter()
-            .map(|q| (q.stalled / q.window).min(1.0))
-            .collect();
-        let Some(baseline) = level(&shares) else {
+        let pause = self.pause.get_or_insert_with(|| Pause::new(began));
+        let Some(measured) = pause.take(began, quiet) else {
             return;
         };
-        if !pause.measured {
-            pause.measured = true;
+        if measured.first {
             self.accounts.remeasured += 1;
         }
-        self.baseline = baseline;
-        // What the pause's windows were charged above the baseline they
-        // now show is given back (and what they were given back under it,
-        // taken again): in a pause, the stall is the workloads' own. The
-        // settling windows are charged again at it too: what they stalled
-        // above the workloads' level stands.
-        let mut back = 0.0;
-        for quiet in pause.windows.iter_mut().chain(&mut pause.settling) {
-            let charged = quiet.stalled - baseline * quiet.window;
-            back += quiet.charged - charged;
-            quiet.charged = charged;
+        self.baseline = measured.baseline;
+        let mut back = measured.back;
+        if let Some(period) = self.period.take() {
+            back += period.close(measured.baseline);
         }
         self.spend(-back);
     }
@@ -616,5 +581,7 @@ impl Budget {
     }
 }
 
+#[cfg(test)]
+mod rest_tests;
 #[cfg(test)]
 mod tests;

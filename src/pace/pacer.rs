@@ -22,7 +22,7 @@ use super::adapt::{self, Climb};
 use super::baseline;
 use super::budget::{Budget, Limits, Ticket, Verdict};
 use super::psi::{MIN_WINDOW, share};
-use super::report::{BudgetReport, PaceReport, ceiling_only_note};
+use super::report::ceiling_only_note;
 use super::signal::{NoSignal, Signal, Stall};
 use crate::inventory::Kind;
 use crate::policy::{Concurrency, OnMaxDelay, Pace, Policy};
@@ -45,6 +45,17 @@ pub enum Gate {
     /// No more removals this run: `max_delay` is spent and `on_max_delay`
     /// is `stop` (see [`Pacer::stop_reason`]).
     Stop,
+}
+
+/// What a wait the pacer asked for is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waiting {
+    /// The stall: a deficit, the ceiling; counted against `max_delay`.
+    Stall,
+    /// The budget's next observation, for a kind not yet learned.
+    Observation,
+    /// A rest for the baseline ([`Verdict::Rest`]).
+    Rest,
 }
 
 /// A removal the pacer let start, to give back when it has answered.
@@ -129,9 +140,11 @@ pub struct Pacer {
     budgeted: Option<Budgeted>,
     /// Waits counted against `max_delay`.
     waited: Duration,
-    /// The wait under way is for the budget's next observation, not for
-    /// the stall: it is not counted.
-    uncounted: bool,
+    /// Rests: waits for the baseline to be measured again, reported with
+    /// the waits but not counted against `max_delay`.
+    rested: Duration,
+    /// What the wait under way is for.
+    waiting: Waiting,
     readings: u64,
     max_seen: Option<f64>,
     exhausted: bool,
@@ -202,7 +215,8 @@ impl Pacer {
             climb,
             budgeted: None,
             waited: Duration::ZERO,
-            uncounted: false,
+            rested: Duration::ZERO,
+            waiting: Waiting::Stall,
             readings: 0,
             max_seen: None,
             exhausted: false,
@@ -330,12 +344,19 @@ impl Pacer {
             // wait for the stall: it does not count against max_delay.
             Verdict::Full if budget.in_flight() == 0 => {
                 let next = b.last.map_or(now, |(at, _)| at + OBSERVE);
-                self.uncounted = true;
+                self.waiting = Waiting::Observation;
                 return Gate::Wait(next.saturating_duration_since(now).max(MIN_WAIT));
             }
             Verdict::Start | Verdict::Full => return Gate::Go(most),
             Verdict::PayBack(d) => d.clamp(MIN_WAIT, OBSERVE),
             Verdict::Ceiling => OBSERVE,
+            // Not a wait for the stall either: the budget measures the
+            // workloads beside the removals, which max_delay cannot cut
+            // short without pacing blind.
+            Verdict::Rest => {
+                self.waiting = Waiting::Rest;
+                return Gate::Wait(OBSERVE);
+            }
         };
         if left.is_zero() {
             tracing::warn!(
@@ -361,11 +382,14 @@ impl Pacer {
         Gate::Wait(wait.min(left))
     }
 
-    /// Counts a wait that lasted `d` (not one for an observation: see
-    /// [`Self::gate`]).
+    /// Counts a wait that lasted `d`: against `max_delay` when it was for
+    /// the stall, as a rest when it was one, not at all when it was for an
+    /// observation (see [`Self::gate`]).
     pub fn waited(&mut self, d: Duration) {
-        if !std::mem::take(&mut self.uncounted) {
-            self.waited += d;
+        match std::mem::replace(&mut self.waiting, Waiting::Stall) {
+            Waiting::Stall => self.waited += d,
+            Waiting::Rest => self.rested += d,
+            Waiting::Observation => {}
         }
     }
 
@@ -401,11 +425,11 @@ impl Pacer {
         let Some(pace) = self.pace.as_ref() else {
             return;
         };
-        let limits = Limits {
-            target: pace.added_io_pressure_percent / 100.0,
-            ceiling: pace.io_pressure_percent / 100.0,
-            max: most,
-        };
+        let limits = Limits::new(
+            pace.added_io_pressure_percent / 100.0,
+            pace.io_pressure_percent / 100.0,
+            most,
+        );
         let Some(b) = self.budgeted.as_mut() else {
             return;
         };
@@ -522,60 +546,9 @@ impl Pacer {
         b.first_start.get_or_insert(now);
         Some(Slot(Some(budget.start(b.kind, now))))
     }
-
-    /// How the run was paced; `None` when it was not to be (`safety.pace:
-    /// null`, `run --no-pace`).
-    #[must_use]
-    pub fn report(&self) -> Option<PaceReport> {
-        let pace = self.pace.as_ref()?;
-        let round = |x: f64, places: i32| {
-            let scale = 10f64.powi(places);
-            (x * scale).round() / scale
-        };
-        let b = self.budgeted.as_ref();
-        let budget = b.and_then(|b| b.budget.as_ref());
-        let accounts = budget.map(Budget::accounts);
-        let report = BudgetReport {
-            signal: b.map(|b| b.signal.whose()),
-            cpu_source: b
-                .and_then(|b| b.stall.cpu())
-                .map(|source| source.path().display().to_string()),
-            baseline_io_pressure_percent: b.and_then(|b| b.baseline).map(|s| round(s * 100.0, 3)),
-            last_baseline_io_pressure_percent: budget
-                .map(|budget| round(budget.baseline() * 100.0, 3)),
-            baseline_remeasured: accounts.map_or(0, |a| a.remeasured),
-            added_io_pressure_percent: pace.added_io_pressure_percent,
-            added_stall_seconds: round(accounts.map_or(0.0, |a| a.added_stall.as_secs_f64()), 3),
-            on_max_delay: pace.on_max_delay,
-            objects_per_second: b.and_then(|b| match (b.first_start, b.last_answer) {
-                (Some(first), Some(last)) if last > first => {
-                    #[expect(clippy::cast_precision_loss, reason = "removals, far under 2^52")]
-                    let answered = b.answered as f64;
-                    Some(round(answered / (last - first).as_secs_f64(), 2))
-                }
-                _ => None,
-            }),
-        };
-        let lowest = match budget {
-            Some(_) if self.exhausted => 1,
-            Some(budget) => budget.accounts().lowest_concurrency.unwrap_or(self.most),
-            None => self.most,
-        };
-        Some(PaceReport {
-            source: b.map(|b| b.signal.source().path().display().to_string()),
-            workloads_cgroup: pace.workloads_cgroup.to_string(),
-            io_pressure_percent: pace.io_pressure_percent,
-            max_delay_seconds: self.max_delay().as_secs(),
-            paced_seconds: round(self.waited.as_secs_f64(), 3),
-            readings: self.readings,
-            max_io_pressure_percent: self.max_seen.map(|p| round(p, 1)),
-            lowest_concurrency: lowest,
-            delay_exhausted: self.exhausted,
-            disk_emergency: self.disk.emergency,
-            budget: report,
-        })
-    }
 }
 
 #[cfg(test)]
 mod tests;
+
+mod report;

@@ -1,0 +1,32 @@
+//! A removal in flight, from the budget's side.
+
+use tokio::time::Instant;
+
+use crate::inventory::Kind;
+
+/// One removal started, to say when it has finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket(pub u64);
+
+/// A removal started and not yet accounted for.
+#[derive(Debug, Clone, Copy)]
+pub struct Flight {
+    pub ticket: Ticket,
+    pub kind: Kind,
+    /// What it was charged when it started, seconds of stall.
+    pub charged: f64,
+    /// Its share of the stall above baseline of the windows it was in
+    /// flight during, seconds.
+    pub stall: f64,
+    /// It has finished; its last window is observed next.
+    pub finished: bool,
+    /// When its last window ended: its [`super::TAIL`] runs from then.
+    pub tail_from: Option<Instant>,
+}
+
+impl Flight {
+    /// What of its charge its measured stall has not yet replaced.
+    pub fn reserved(&self) -> f64 {
+        (self.charged - self.stall.max(0.0)).max(0.0)
+    }
+}

@@ -1,0 +1,211 @@
+//! The budget's pauses and rests: where the workloads' own stall is
+//! measured beside the removals, and how the windows between two such
+//! measurements are charged against both.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::super::baseline::{MIN_WINDOWS, level};
+
+/// How long after the last removal in flight was taken in a pause's
+/// windows begin to count as the workloads' own: what a removal leaves
+/// behind shows within it. ext4 commits its journal every 5 s (`commit=`,
+/// its default): a removal's metadata reaches the disk within that, and a
+/// workload's writes wait on the commit. With 1 s, the baseline rose
+/// pause after pause with no writer starting (3.6% to 4.4% over one
+/// Docker run of the benchmark), as a tail taken for the workloads' own
+/// would make it, and what the removals added was then given back.
+pub const SETTLE: Duration = Duration::from_secs(5);
+
+/// The most settling windows a pause keeps: windows are at least
+/// `psi::MIN_WINDOW` (100 ms) long, so [`SETTLE`] holds at most 50.
+const SETTLING: usize = 64;
+
+/// How many of the latest windows a baseline measured again is the level
+/// of: as many as the first measuring has (`baseline::SPAN` read every
+/// `baseline::INTERVAL`).
+pub const RECENT: usize = 12;
+
+/// The longest removals go before they rest for the baseline to be
+/// measured again. Measured once before the first removal, the baseline
+/// was off against the idle blocks' stall measured from outside by -1.16
+/// to +0.46 points over sixteen runs of the benchmark (BENCHMARKS.md),
+/// up to ten times a 0.1-point target; a run whose baseline was high never
+/// went into deficit, never paused, and went at 39 objects a second with
+/// 5% of the workloads' operations past their idle p99. A rest costs
+/// [`SETTLE`] and [`MIN_WINDOWS`] windows (about 6 s): every 30 s of
+/// removals, a fifth of the run's time.
+pub const REST_EVERY: Duration = Duration::from_secs(30);
+
+/// The most two baselines on either side of a removal period differ by
+/// for the period to be charged again against them: a point of the
+/// workloads' time, more than a measurement of a few seconds was off by
+/// in the benchmark's runs (-1.16 to +0.46) but for one.
+pub const STEP: f64 = 0.01;
+
+/// A window of a pause: what it stalled and what it was charged for it.
+#[derive(Debug, Clone, Copy)]
+pub struct Quiet {
+    /// Seconds stalled.
+    pub stalled: f64,
+    /// Seconds long.
+    pub window: f64,
+    /// Seconds charged above the baseline (negative: given back).
+    pub charged: f64,
+}
+
+impl Quiet {
+    /// Charges it again at `baseline`: what it was charged beyond that.
+    fn recharge(&mut self, baseline: f64) -> f64 {
+        let charged = self.stalled - baseline * self.window;
+        let back = self.charged - charged;
+        self.charged = charged;
+        back
+    }
+}
+
+/// Removals paused: no removal in flight since `since`.
+#[derive(Debug, Clone)]
+pub struct Pause {
+    since: Instant,
+    /// Its windows from [`SETTLE`] after `since`, the latest [`RECENT`].
+    windows: VecDeque<Quiet>,
+    /// Its windows within [`SETTLE`] after `since`.
+    settling: Vec<Quiet>,
+    /// It has measured the baseline again.
+    measured: bool,
+}
+
+/// What a pause's window measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measured {
+    /// The workloads' level now, 0 to 1.
+    pub baseline: f64,
+    /// What the pause's windows were charged beyond it, seconds: to give
+    /// back (negative: to take again).
+    pub back: f64,
+    /// It is the pause's first measurement.
+    pub first: bool,
+}
+
+impl Pause {
+    /// A pause since `since`.
+    pub fn new(since: Instant) -> Self {
+        Self {
+            since,
+            windows: VecDeque::with_capacity(RECENT),
+            settling: Vec::new(),
+            measured: false,
+        }
+    }
+
+    /// A window begun at `began` with no removal in flight during it: from
+    /// [`SETTLE`] after the pause began, it is the workloads' own, and
+    /// once the pause has [`MIN_WINDOWS`] of them their level is the
+    /// baseline. What the pause's windows were charged above it is to be
+    /// given back (and what they were given back under it, taken again):
+    /// in a pause, the stall is the workloads' own. The settling windows
+    /// are charged again at it too: what they stalled above the
+    /// workloads' level stands (a removal's late stall shows there), what
+    /// the workloads' new level explains of it does not.
+    pub fn take(&mut self, began: Instant, quiet: Quiet) -> Option<Measured> {
+        if began.saturating_duration_since(self.since) < SETTLE {
+            if self.settling.len() < SETTLING {
+                self.settling.push(quiet);
+            }
+            return None;
+        }
+        if self.windows.len() == RECENT {
+            self.windows.pop_front();
+        }
+        self.windows.push_back(quiet);
+        if self.windows.len() < MIN_WINDOWS {
+            return None;
+        }
+        let shares: Vec<f64> = self
+            .windows
+            .iter()
+            .map(|q| (q.stalled / q.window).min(1.0))
+            .collect();
+        let baseline = level(&shares)?;
+        let first = !std::mem::replace(&mut self.measured, true);
+        let back = self
+            .windows
+            .iter_mut()
+            .chain(&mut self.settling)
+            .map(|quiet| quiet.recharge(baseline))
+            .sum();
+        Some(Measured {
+            baseline,
+            back,
+            first,
+        })
+    }
+
+    /// Its windows, when it ended before it measured the baseline: they
+    /// belong to the removal period it interrupted.
+    pub fn unmeasured(self) -> impl Iterator<Item = Quiet> {
+        let windows = if self.measured {
+            Vec::new()
+        } else {
+            self.settling.into_iter().chain(self.windows).collect()
+        };
+        windows.into_iter()
+    }
+}
+
+/// The windows with removals in flight (or their tails) since the
+/// baseline was last measured: a removal period, between two rests.
+#[derive(Debug, Clone, Copy)]
+pub struct Period {
+    /// When its first removal started.
+    pub since: Instant,
+    /// The baseline measured before it.
+    before: f64,
+    /// Its windows summed.
+    sum: Quiet,
+}
+
+impl Period {
+    /// A period whose first removal starts at `since`, over the baseline
+    /// `before` measured before it.
+    pub fn new(since: Instant, before: f64) -> Self {
+        Self {
+            since,
+            before,
+            sum: Quiet {
+                stalled: 0.0,
+                window: 0.0,
+                charged: 0.0,
+            },
+        }
+    }
+
+    /// One of its windows.
+    pub fn add(&mut self, quiet: Quiet) {
+        self.sum.stalled += quiet.stalled;
+        self.sum.window += quiet.window;
+        self.sum.charged += quiet.charged;
+    }
+
+    /// The rest after it measured the workloads at `after`: its windows
+    /// are charged again against the two measurements around them, their
+    /// mean, as the benchmark's ABBA blocks charge a paced block against
+    /// the idle ones on either side. A workload that drifts while the
+    /// removals go is then not charged to them (nor its drift down given
+    /// to them), whichever way it went. Two measurements more than
+    /// [`STEP`] apart say the workloads changed, not that a measurement
+    /// was off: a writer that starts is a step, which their mean would
+    /// charge half to the windows before it and half given to those after,
+    /// so the period stands as charged (the pause's own windows, charged
+    /// again at the new level, took the step in). Returns what the windows
+    /// were charged beyond that, to give back (negative: to take again).
+    pub fn close(mut self, after: f64) -> f64 {
+        if (after - self.before).abs() > STEP {
+            return 0.0;
+        }
+        self.sum.recharge(f64::midpoint(self.before, after))
+    }
+}

@@ -22,11 +22,10 @@
 //!   in every pause, and in a rest when the removals have gone
 //!   [`REST_EVERY`] without one. A pause's windows from `SETTLE` after
 //!   the last removal was taken in are the workloads' own; their level
-//!   is the baseline, and the stall they and the settling windows were
-//!   charged beyond it is given back. The windows of the removal period
-//!   before it are charged again against the mean of the baselines on
-//!   either side, as the benchmark's ABBA blocks are, unless the two
-//!   differ by a step (`pause.rs`). While removals go, the mean of the
+//!   is the baseline, pooled with the earlier pauses' of the last two
+//!   minutes unless the workloads changed by a step (`pause.rs`), and the
+//!   stall they and the settling windows were charged beyond it is given
+//!   back. While removals go, the mean of the
 //!   latest [`RECENT`] windows lowers the baseline when it falls under
 //!   it by more than the target (removals only add stall).
 //! - A deficit holds at most [`DEBT`] of the target, or the dearest
@@ -77,7 +76,7 @@ use flight::Flight;
 pub use flight::Ticket;
 #[cfg(test)]
 use pause::SETTLE;
-use pause::{Pause, Period, Quiet};
+use pause::{POOLED, Pause, Quiet};
 pub use pause::{RECENT, REST_EVERY};
 
 mod flight;
@@ -218,7 +217,11 @@ pub struct Budget {
     /// The windows since the baseline was last measured, from the first
     /// removal that started after it: when it has lasted [`REST_EVERY`],
     /// the removals rest.
-    period: Option<Period>,
+    period: Option<Instant>,
+    /// The shares of earlier pauses' windows that measured the baseline,
+    /// with when each pause ended: those within [`POOLED`] count toward
+    /// the next.
+    pooled: VecDeque<(Instant, Vec<f64>)>,
     /// The latest [`RECENT`] windows' shares, removals or not.
     recent: VecDeque<f64>,
     /// The stall above baseline, in all, seconds (see [`Accounts`]).
@@ -249,6 +252,7 @@ impl Budget {
             held_since: None,
             pause: None,
             period: None,
+            pooled: VecDeque::new(),
             recent: VecDeque::with_capacity(RECENT),
             added: 0.0,
             accounts: Accounts {
@@ -314,7 +318,7 @@ impl Budget {
             Verdict::Ceiling
         } else if self
             .period
-            .is_some_and(|p| now.saturating_duration_since(p.since) >= self.limits.rest_every)
+            .is_some_and(|since| now.saturating_duration_since(since) >= self.limits.rest_every)
         {
             Verdict::Rest
         } else if balance < 0.0 {
@@ -370,14 +374,13 @@ impl Budget {
     /// [`Self::gate`]).
     pub fn start(&mut self, kind: Kind, now: Instant) -> Ticket {
         self.credit(now);
-        let baseline = self.baseline;
-        let period = self
-            .period
-            .get_or_insert_with(|| Period::new(now, baseline));
-        // A pause that ends before it measured: its windows are the
-        // period's, to be charged again with it.
-        for quiet in self.pause.take().into_iter().flat_map(Pause::unmeasured) {
-            period.add(quiet);
+        self.period.get_or_insert(now);
+        // The pause ends: what it measured is pooled for the next ones.
+        if let Some(pause) = self.pause.take() {
+            let shares = pause.measured_shares();
+            if !shares.is_empty() {
+                self.pooled.push_back((now, shares));
+            }
         }
         let ticket = Ticket(self.next_ticket);
         self.next_ticket += 1;
@@ -432,21 +435,16 @@ impl Budget {
         }
         self.recent.push_back(share);
         let excess = stalled - self.baseline * window;
-        // What the allowance took, within its cap and floor: what charging
-        // the window again takes back or gives.
-        let charged = self.spend(excess);
+        self.spend(excess);
         self.accounts.windows += 1;
         let quiet = Quiet {
             stalled,
             window,
-            charged,
+            charged: excess,
         };
         if self.flights.is_empty() {
             self.paused(began, quiet);
             return;
-        }
-        if let Some(period) = &mut self.period {
-            period.add(quiet);
         }
         #[expect(
             clippy::cast_precision_loss,
@@ -492,43 +490,49 @@ impl Budget {
     }
 
     /// `excess` seconds of stall above the baseline (negative: under it)
-    /// spent, and counted as added; returns what the allowance took.
-    fn spend(&mut self, excess: f64) -> f64 {
+    /// spent, and counted as added.
+    fn spend(&mut self, excess: f64) {
         self.added += excess;
         self.accounts.added_stall = Duration::from_secs_f64(self.added.max(0.0));
-        self.debit(excess)
+        self.debit(excess);
     }
 
     /// `amount` seconds taken from the allowance (negative: given), within
     /// the cap and the floor: [`DEBT`] of the target, or the dearest
-    /// kind's learned cost when more. Returns what it took.
-    fn debit(&mut self, amount: f64) -> f64 {
+    /// kind's learned cost when more.
+    fn debit(&mut self, amount: f64) {
         let dearest = self.costs.values().copied().fold(0.0, f64::max);
         let floor = -(self.limits.target * DEBT.as_secs_f64()).max(dearest);
-        let before = self.measured;
         self.measured = (self.measured - amount).clamp(floor, self.cap());
-        before - self.measured
     }
 
     /// A window begun at `began` with no removal in flight during it: the
     /// pause's (see [`Pause::take`]); once the pause measures the
-    /// workloads' level, it is the baseline, and the period before the
-    /// pause is charged again against the baselines on either side of it
-    /// ([`Period::close`]).
+    /// workloads' level, with the earlier pauses' within [`POOLED`], it is
+    /// the baseline, and a new removal period may begin.
     fn paused(&mut self, began: Instant, quiet: Quiet) {
+        while self
+            .pooled
+            .front()
+            .is_some_and(|(ended, _)| began.saturating_duration_since(*ended) > POOLED)
+        {
+            self.pooled.pop_front();
+        }
+        let pooled: Vec<f64> = self
+            .pooled
+            .iter()
+            .flat_map(|(_, s)| s.iter().copied())
+            .collect();
         let pause = self.pause.get_or_insert_with(|| Pause::new(began));
-        let Some(measured) = pause.take(began, quiet) else {
+        let Some(measured) = pause.take(began, quiet, &pooled) else {
             return;
         };
         if measured.first {
             self.accounts.remeasured += 1;
         }
         self.baseline = measured.baseline;
-        let mut back = measured.back;
-        if let Some(period) = self.period.take() {
-            back += period.close(measured.baseline);
-        }
-        self.spend(-back);
+        self.period = None;
+        self.spend(-measured.back);
     }
 
     /// While removals go, the mean of the latest windows, when it is

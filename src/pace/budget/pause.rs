@@ -1,6 +1,5 @@
 //! The budget's pauses and rests: where the workloads' own stall is
-//! measured beside the removals, and how the windows between two such
-//! measurements are charged against both.
+//! measured beside the removals, pooled over the recent ones.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -39,11 +38,17 @@ pub const RECENT: usize = 12;
 /// removals, a fifth of the run's time.
 pub const REST_EVERY: Duration = Duration::from_secs(30);
 
-/// The most two baselines on either side of a removal period differ by
-/// for the period to be charged again against them: a point of the
-/// workloads' time, more than a measurement of a few seconds was off by
-/// in the benchmark's runs (-1.16 to +0.46) but for one.
-pub const STEP: f64 = 0.01;
+/// How far back the windows of earlier pauses count toward the baseline,
+/// beside the pause's own: a level of five windows of a busy node's stall
+/// is a point or more off (the benchmark's idle blocks), and a run that
+/// takes a fresh draw at each pause finds a high one soon enough and goes
+/// on it; two minutes of rests pool enough windows.
+pub const POOLED: Duration = Duration::from_secs(120);
+
+/// The most a pause's own level may differ from the pooled one before it
+/// is taken alone: the workloads changed (a writer started or stopped),
+/// and the windows before say nothing of them now.
+pub const STEP: f64 = 0.02;
 
 /// A window of a pause: what it stalled and what it was charged for it.
 #[derive(Debug, Clone, Copy)]
@@ -110,7 +115,10 @@ impl Pause {
     /// are charged again at it too: what they stalled above the
     /// workloads' level stands (a removal's late stall shows there), what
     /// the workloads' new level explains of it does not.
-    pub fn take(&mut self, began: Instant, quiet: Quiet) -> Option<Measured> {
+    /// `pooled`: the shares of earlier pauses' windows within [`POOLED`],
+    /// whose level is the baseline with the pause's own unless the two
+    /// differ by more than [`STEP`].
+    pub fn take(&mut self, began: Instant, quiet: Quiet, pooled: &[f64]) -> Option<Measured> {
         if began.saturating_duration_since(self.since) < SETTLE {
             if self.settling.len() < SETTLING {
                 self.settling.push(quiet);
@@ -129,7 +137,13 @@ impl Pause {
             .iter()
             .map(|q| (q.stalled / q.window).min(1.0))
             .collect();
-        let baseline = level(&shares)?;
+        let own = level(&shares)?;
+        let baseline = match level(pooled) {
+            Some(before) if (own - before).abs() <= STEP => {
+                level(&[pooled, &shares].concat()).unwrap_or(own)
+            }
+            _ => own,
+        };
         let first = !std::mem::replace(&mut self.measured, true);
         let back = self
             .windows
@@ -144,68 +158,15 @@ impl Pause {
         })
     }
 
-    /// Its windows, when it ended before it measured the baseline: they
-    /// belong to the removal period it interrupted.
-    pub fn unmeasured(self) -> impl Iterator<Item = Quiet> {
-        let windows = if self.measured {
-            Vec::new()
-        } else {
-            self.settling.into_iter().chain(self.windows).collect()
-        };
-        windows.into_iter()
-    }
-}
-
-/// The windows with removals in flight (or their tails) since the
-/// baseline was last measured: a removal period, between two rests.
-#[derive(Debug, Clone, Copy)]
-pub struct Period {
-    /// When its first removal started.
-    pub since: Instant,
-    /// The baseline measured before it.
-    before: f64,
-    /// Its windows summed.
-    sum: Quiet,
-}
-
-impl Period {
-    /// A period whose first removal starts at `since`, over the baseline
-    /// `before` measured before it.
-    pub fn new(since: Instant, before: f64) -> Self {
-        Self {
-            since,
-            before,
-            sum: Quiet {
-                stalled: 0.0,
-                window: 0.0,
-                charged: 0.0,
-            },
+    /// The shares of its windows from [`SETTLE`] on, when it measured
+    /// the baseline: what later pauses pool.
+    pub fn measured_shares(&self) -> Vec<f64> {
+        if !self.measured {
+            return Vec::new();
         }
-    }
-
-    /// One of its windows.
-    pub fn add(&mut self, quiet: Quiet) {
-        self.sum.stalled += quiet.stalled;
-        self.sum.window += quiet.window;
-        self.sum.charged += quiet.charged;
-    }
-
-    /// The rest after it measured the workloads at `after`: its windows
-    /// are charged again against the two measurements around them, their
-    /// mean, as the benchmark's ABBA blocks charge a paced block against
-    /// the idle ones on either side. A workload that drifts while the
-    /// removals go is then not charged to them (nor its drift down given
-    /// to them), whichever way it went. Two measurements more than
-    /// [`STEP`] apart say the workloads changed, not that a measurement
-    /// was off: a writer that starts is a step, which their mean would
-    /// charge half to the windows before it and half given to those after,
-    /// so the period stands as charged (the pause's own windows, charged
-    /// again at the new level, took the step in). Returns what the windows
-    /// were charged beyond that, to give back (negative: to take again).
-    pub fn close(mut self, after: f64) -> f64 {
-        if (after - self.before).abs() > STEP {
-            return 0.0;
-        }
-        self.sum.recharge(f64::midpoint(self.before, after))
+        self.windows
+            .iter()
+            .map(|q| (q.stalled / q.window).min(1.0))
+            .collect()
     }
 }

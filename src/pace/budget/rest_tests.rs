@@ -1,6 +1,7 @@
-//! The rests, the charging of a removal period against the baselines on
-//! either side of it, and the least cost, in paused time.
+//! The rests, the baseline pooled over pauses, and the least cost, in
+//! paused time.
 
+use super::pause::POOLED;
 use super::tests::{LIMITS, TAIL_WINDOWS, WINDOW, assert_close, ms, one_removal, quiet};
 use super::*;
 use crate::pace::baseline::MIN_WINDOWS;
@@ -62,61 +63,41 @@ fn removals_rest_every_so_often_until_the_baseline_is_measured_again() {
     assert_eq!(budget.gate(Kind::Container, now), Verdict::Start);
 }
 
-/// A budget whose baseline was measured at `before`, three removals that
-/// add nothing over workloads at `workloads` (a rest every 3 s), then the
-/// rest, at `after`: the stall it counts as added.
-fn period_between(before: f64, workloads: f64, after: f64) -> Duration {
+/// A budget at 1% whose removals add nothing: a pause at 1%, one removal
+/// then a pause at `second` whose windows begin `gap` after it: the
+/// baseline that pause measures.
+fn after_two_pauses(gap: Duration, second: f64) -> f64 {
     let mut now = Instant::now();
-    let limits = Limits {
-        rest_every: Duration::from_secs(3),
-        ..LIMITS
-    };
-    let mut budget = Budget::new(limits, before, now);
-    for _ in 0..3 {
-        assert_eq!(budget.gate(Kind::Container, now), Verdict::Start);
-        removal_at(&mut budget, &mut now, WINDOW.mul_f64(workloads));
-    }
-    assert_eq!(budget.gate(Kind::Container, now), Verdict::Rest);
-    let at = WINDOW.mul_f64(after);
+    let mut budget = Budget::new(LIMITS, 0.01, now);
+    removal_at(&mut budget, &mut now, ms(2.5));
+    quiet(
+        &mut budget,
+        &mut now,
+        settle_windows() + MIN_WINDOWS,
+        ms(2.5),
+    );
+    assert_eq!(budget.accounts().remeasured, 1);
+    removal_at(&mut budget, &mut now, WINDOW.mul_f64(second));
+    now += gap;
+    let at = WINDOW.mul_f64(second);
     quiet(&mut budget, &mut now, settle_windows() + MIN_WINDOWS, at);
-    assert_close(budget.baseline(), after);
-    budget.accounts().added_stall
+    assert_eq!(budget.accounts().remeasured, 2);
+    budget.baseline()
 }
 
 #[test]
-fn a_removal_period_is_charged_against_the_baselines_on_either_side() {
-    // Measured at 1% before, the workloads at 1.5% all along: fifteen
-    // windows of removals charged 1.25 ms each above 1%. The rest measures
-    // 1.5%: charged against their mean, 1.25%, they added 0.625 ms a
-    // window, half of what a baseline measured once would have said.
-    let added = period_between(0.01, 0.015, 0.015);
-    assert!(
-        added.abs_diff(ms(15.0 * 0.625)) < Duration::from_micros(1),
-        "{added:?}"
+fn a_pause_measures_with_the_windows_of_the_pauses_before_it() {
+    // Five windows at 1% and five at 1.5%: their level (the highest left
+    // out) is the baseline, not the second pause's five alone.
+    assert_close(after_two_pauses(Duration::ZERO, 0.015), 0.011 / 0.9);
+    // A step of more than two points is the workloads changing: the new
+    // level alone.
+    assert_close(after_two_pauses(Duration::ZERO, 0.04), 0.04);
+    // Windows more than two minutes old no longer count.
+    assert_close(
+        after_two_pauses(POOLED + Duration::from_secs(1), 0.015),
+        0.015,
     );
-    // Measured too high, the same: the removals are charged what the mean
-    // says, not nothing.
-    let added = period_between(0.02, 0.015, 0.015);
-    assert!(
-        added.abs_diff(Duration::ZERO) < Duration::from_micros(1),
-        "{added:?}"
-    );
-    let added = period_between(0.0175, 0.02, 0.02);
-    assert!(
-        added.abs_diff(ms(15.0 * 0.3125)) < Duration::from_micros(1),
-        "{added:?}"
-    );
-}
-
-#[test]
-fn a_step_between_the_baselines_leaves_the_period_as_charged() {
-    // The workloads at 1% while the removals go (adding nothing), then a
-    // writer takes them to 4% in the rest: not a measurement that was off
-    // but a change, which the mean (2.5%) would give the removals 22.5 ms
-    // for. They stand as charged, nothing added; the rest's own windows
-    // are charged again at the writer's 4%.
-    let added = period_between(0.01, 0.01, 0.04);
-    assert!(added < Duration::from_micros(1), "{added:?}");
 }
 
 #[test]

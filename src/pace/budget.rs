@@ -2,12 +2,15 @@
 //! workloads feel, and so when a removal may start and how many may be in
 //! flight.
 //!
-//! A threshold on the pressure itself includes what the workloads stall on
-//! by themselves, which drifts by tenths of a point within minutes. The
-//! systems that protect latency bound the *added* delay over a base they
-//! measure (LEDBAT, BBR, Linux `io.latency`), charge work when it is
-//! issued (`io.cost`), sum stall over short intervals against a small
-//! target (senpai), back off fast and probe slowly. So:
+//! A threshold on the pressure itself (safeprune's first pacing law)
+//! includes whatever the workloads stall on by themselves, which drifts by
+//! tenths of a point within minutes: a threshold close above it crawls, a
+//! wider one lets the removals add several times the stall it was meant
+//! for. The systems that protect latency bound the *added* delay over a
+//! base they measure (LEDBAT, BBR; Linux `io.latency` protects a victim
+//! relative to its own baseline), charge work when it is issued (Linux
+//! `io.cost`), sum stall over short intervals against a small target
+//! (senpai), back off fast and probe slowly. So:
 //!
 //! - The allowance grows by `target × elapsed` and is spent by the stall
 //!   above the baseline in each observed window, `stalled − baseline ×
@@ -17,24 +20,31 @@
 //!   removals for noise: at a target of half a point, most of it). It
 //!   holds at most [`BANK`] of the target: quiet time before or between
 //!   removals cannot be banked for a burst of them.
-//! - The baseline is measured beside the removals, not once before them
-//!   (measured once, it was off by up to ten times a 0.1-point target):
-//!   in every pause, and in a rest when the removals have gone
-//!   [`REST_EVERY`] without one. A pause's windows from `SETTLE` after
-//!   the last removal was taken in are the workloads' own; their level
-//!   is the baseline, pooled with the earlier pauses' of the last two
-//!   minutes unless the workloads changed by a step (`pause.rs`), and the
-//!   stall they and the settling windows were charged beyond it is given
-//!   back. While removals go, the mean of the
-//!   latest [`RECENT`] windows lowers the baseline when it falls under
-//!   it by more than the target (removals only add stall).
+//! - The baseline is measured again whenever removals pause: the windows
+//!   in which no removal was in flight, from `SETTLE` after the last
+//!   one was taken in, are the workloads' own, and once a pause has
+//!   `MIN_WINDOWS` of them their level (of the latest [`RECENT`]: see
+//!   `baseline::level`; `pause.rs`) is the baseline. What those windows
+//!   were charged above it is given back: a workload that got busier while the removals waited
+//!   is not the removals' doing, and the run neither crawls nor stops for
+//!   it. The settling windows are charged again at the new baseline: what
+//!   they stalled above it stands (a removal's late stall shows there),
+//!   what the workloads' new level explains of it does not. And while
+//!   removals go, the mean of the latest [`RECENT`] windows lowers the
+//!   baseline when it falls under it by more than the target (removals
+//!   only add stall): a workload that got quieter does not leave the
+//!   removals its old stall to add on top of the target.
 //! - A deficit holds at most [`DEBT`] of the target, or the dearest
-//!   kind's learned cost when that is more: a window's burst, the
-//!   removals' or the workloads' own (in a window with a removal in flight
-//!   the two cannot be told apart), is paid back within that (without it,
-//!   a few bursts of the workloads' own held a run still for minutes),
-//!   and a removal's known cost is paid back in full, whatever the target
-//!   (with [`DEBT`] alone, a run at 0.1% added six times its target).
+//!   kind's learned cost when that is more: what a window's burst cost,
+//!   the removals' or the workloads' own (in a window with a removal in
+//!   flight the two cannot be told apart), is paid back within that. Without
+//!   it one burst of the workloads' own, 200 ms of a 250 ms window, was 40
+//!   s of allowance at half a point, and a few of them held a run still
+//!   for minutes (measured: 0 objects/s in 220 s). The learned cost: a
+//!   removal's known cost is paid back in full, whatever the target. With
+//!   [`DEBT`] alone, at 0.1% (30 ms of stall) images that cost more went
+//!   one per 30 s, and a run added 1.53 s in about 240 s, six times its
+//!   target.
 //! - A removal starts only while the allowance, less what the removals in
 //!   flight are expected to cost, is not negative, and while the last
 //!   window's share is not above the ceiling (the policy's absolute
@@ -52,9 +62,9 @@
 //!   replaces the charge, and what was charged beyond it is refunded once
 //!   its tail is over (a removal that stalls more than its charge is
 //!   charged the difference as measured).
-//! - Every removal costs at least [`LEAST_COST`], what its windows show
-//!   or not; a kind not yet learned is charged that and goes one at a
-//!   time until one of its removals was observed.
+//! - A kind's first removal is charged nothing (there is nothing to charge
+//!   yet), so a kind not yet learned goes one at a time until one of its
+//!   removals was observed.
 //! - Concurrency starts at one, rises by one after each window with
 //!   removals in flight where the budget held, and halves after one that
 //!   ended in deficit, within `1..=max`. A window with only tails in it
@@ -74,10 +84,10 @@ use tokio::time::Instant;
 use crate::inventory::Kind;
 use flight::Flight;
 pub use flight::Ticket;
+pub use pause::RECENT;
 #[cfg(test)]
 use pause::SETTLE;
-use pause::{POOLED, Pause, Quiet};
-pub use pause::{RECENT, REST_EVERY};
+use pause::{Pause, Quiet};
 
 mod flight;
 mod pause;
@@ -101,15 +111,6 @@ pub const LEARNING: f64 = 0.3;
 /// in bursts 10 ms apart, each learned from its own window).
 pub const TAIL: Duration = Duration::from_secs(1);
 
-/// The least a removal is charged, seconds of stall, whatever its windows
-/// showed: on containerd the workloads' tail grew with the removals' rate
-/// where their PSI showed nothing added (at 0.1%, 2% of the probe's
-/// operations past its idle p99 at 2 to 4 objects a second, 5.27% at
-/// 9.76; BENCHMARKS.md), each removal's stall too short for a window to
-/// resolve beside the workloads' own. At a target of 0.1% it holds the
-/// removals to about three a second; at 1%, thirty.
-pub const LEAST_COST: f64 = 0.000_3;
-
 /// The most a deficit holds, as the time it takes to pay back (see the
 /// module): half a minute, long enough to pay back a burst and short
 /// enough that a run held by one never looks hung.
@@ -127,25 +128,6 @@ pub struct Limits {
     pub ceiling: f64,
     /// The most removals in flight: the policy's concurrency.
     pub max: usize,
-    /// The least a removal is charged, seconds: [`LEAST_COST`].
-    pub least_cost: f64,
-    /// The longest removals go before a rest: [`REST_EVERY`].
-    pub rest_every: Duration,
-}
-
-impl Limits {
-    /// The policy's target, ceiling and concurrency (see the fields), under
-    /// the law's [`LEAST_COST`] and [`REST_EVERY`].
-    #[must_use]
-    pub fn new(target: f64, ceiling: f64, max: usize) -> Self {
-        Self {
-            target,
-            ceiling,
-            max,
-            least_cost: LEAST_COST,
-            rest_every: REST_EVERY,
-        }
-    }
 }
 
 /// Whether a removal may start now.
@@ -163,17 +145,13 @@ pub enum Verdict {
     /// The last window's share was above the ceiling: wait for a window
     /// under it.
     Ceiling,
-    /// The removals have gone for [`REST_EVERY`] since the baseline was
-    /// last measured: none starts until a pause has measured it again
-    /// (observe in the meantime).
-    Rest,
 }
 
 /// How a run was held, for its report.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Accounts {
     /// Time between a verdict that held a removal back (a deficit, the
-    /// ceiling, a rest) and the next that did not.
+    /// ceiling) and the next that did not.
     pub waited: Duration,
     /// The stall above baseline observed, in all (windows under it taking
     /// away): what the removals added, and what the workloads stalled on
@@ -214,14 +192,6 @@ pub struct Budget {
     held_since: Option<Instant>,
     /// Removals paused, since when, and the pause's windows.
     pause: Option<Pause>,
-    /// The windows since the baseline was last measured, from the first
-    /// removal that started after it: when it has lasted [`REST_EVERY`],
-    /// the removals rest.
-    period: Option<Instant>,
-    /// The shares of earlier pauses' windows that measured the baseline,
-    /// with when each pause ended: those within [`POOLED`] count toward
-    /// the next.
-    pooled: VecDeque<(Instant, Vec<f64>)>,
     /// The latest [`RECENT`] windows' shares, removals or not.
     recent: VecDeque<f64>,
     /// The stall above baseline, in all, seconds (see [`Accounts`]).
@@ -251,8 +221,6 @@ impl Budget {
             concurrency: 1,
             held_since: None,
             pause: None,
-            period: None,
-            pooled: VecDeque::new(),
             recent: VecDeque::with_capacity(RECENT),
             added: 0.0,
             accounts: Accounts {
@@ -316,11 +284,6 @@ impl Budget {
         let balance = self.measured - self.reserved();
         let verdict = if self.last_share > self.limits.ceiling {
             Verdict::Ceiling
-        } else if self
-            .period
-            .is_some_and(|since| now.saturating_duration_since(since) >= self.limits.rest_every)
-        {
-            Verdict::Rest
         } else if balance < 0.0 {
             Verdict::PayBack(
                 Duration::try_from_secs_f64(-balance / self.limits.target).unwrap_or(Duration::MAX),
@@ -358,7 +321,7 @@ impl Budget {
     /// them (a deficit, the ceiling) to the next that did not.
     fn held(&mut self, verdict: Verdict, now: Instant) {
         match verdict {
-            Verdict::Ceiling | Verdict::PayBack(_) | Verdict::Rest => {
+            Verdict::Ceiling | Verdict::PayBack(_) => {
                 self.held_since.get_or_insert(now);
             }
             Verdict::Start | Verdict::Full => {
@@ -369,30 +332,16 @@ impl Budget {
         }
     }
 
-    /// A removal of `kind` starts at `now`: it is charged its kind's cost,
-    /// at least [`LEAST_COST`] (only that before one was learned: see
-    /// [`Self::gate`]).
+    /// A removal of `kind` starts at `now`: it is charged its kind's cost
+    /// (nothing before one was learned: see [`Self::gate`]).
     pub fn start(&mut self, kind: Kind, now: Instant) -> Ticket {
         self.credit(now);
-        self.period.get_or_insert(now);
-        // The pause ends: what it measured is pooled for the next ones.
-        if let Some(pause) = self.pause.take() {
-            let shares = pause.measured_shares();
-            if !shares.is_empty() {
-                self.pooled.push_back((now, shares));
-            }
-        }
         let ticket = Ticket(self.next_ticket);
         self.next_ticket += 1;
         self.flights.push(Flight {
             ticket,
             kind,
-            charged: self
-                .costs
-                .get(&kind)
-                .copied()
-                .unwrap_or(0.0)
-                .max(self.limits.least_cost),
+            charged: self.costs.get(&kind).copied().unwrap_or(0.0).max(0.0),
             stall: 0.0,
             finished: false,
             tail_from: None,
@@ -437,13 +386,15 @@ impl Budget {
         let excess = stalled - self.baseline * window;
         self.spend(excess);
         self.accounts.windows += 1;
-        let quiet = Quiet {
-            stalled,
-            window,
-            charged: excess,
-        };
         if self.flights.is_empty() {
-            self.paused(began, quiet);
+            self.paused(
+                began,
+                Quiet {
+                    stalled,
+                    window,
+                    charged: excess,
+                },
+            );
             return;
         }
         #[expect(
@@ -469,8 +420,6 @@ impl Budget {
         self.flights = going;
         for flight in done {
             self.learn(flight.kind, flight.stall);
-            // Its cost is at least LEAST_COST, whatever its windows showed.
-            self.debit((self.limits.least_cost - flight.stall.max(0.0)).max(0.0));
         }
         // The last in flight taken in: a pause may begin.
         self.pause = self.flights.is_empty().then(|| Pause::new(now));
@@ -490,48 +439,28 @@ impl Budget {
     }
 
     /// `excess` seconds of stall above the baseline (negative: under it)
-    /// spent, and counted as added.
+    /// spent, within the cap and the floor: [`DEBT`] of the target, or
+    /// the dearest kind's learned cost when more.
     fn spend(&mut self, excess: f64) {
-        self.added += excess;
-        self.accounts.added_stall = Duration::from_secs_f64(self.added.max(0.0));
-        self.debit(excess);
-    }
-
-    /// `amount` seconds taken from the allowance (negative: given), within
-    /// the cap and the floor: [`DEBT`] of the target, or the dearest
-    /// kind's learned cost when more.
-    fn debit(&mut self, amount: f64) {
         let dearest = self.costs.values().copied().fold(0.0, f64::max);
         let floor = -(self.limits.target * DEBT.as_secs_f64()).max(dearest);
-        self.measured = (self.measured - amount).clamp(floor, self.cap());
+        self.measured = (self.measured - excess).clamp(floor, self.cap());
+        self.added += excess;
+        self.accounts.added_stall = Duration::from_secs_f64(self.added.max(0.0));
     }
 
     /// A window begun at `began` with no removal in flight during it: the
     /// pause's (see [`Pause::take`]); once the pause measures the
-    /// workloads' level, with the earlier pauses' within [`POOLED`], it is
-    /// the baseline, and a new removal period may begin.
+    /// workloads' level, it is the baseline.
     fn paused(&mut self, began: Instant, quiet: Quiet) {
-        while self
-            .pooled
-            .front()
-            .is_some_and(|(ended, _)| began.saturating_duration_since(*ended) > POOLED)
-        {
-            self.pooled.pop_front();
-        }
-        let pooled: Vec<f64> = self
-            .pooled
-            .iter()
-            .flat_map(|(_, s)| s.iter().copied())
-            .collect();
         let pause = self.pause.get_or_insert_with(|| Pause::new(began));
-        let Some(measured) = pause.take(began, quiet, &pooled) else {
+        let Some(measured) = pause.take(began, quiet) else {
             return;
         };
         if measured.first {
             self.accounts.remeasured += 1;
         }
         self.baseline = measured.baseline;
-        self.period = None;
         self.spend(-measured.back);
     }
 
@@ -585,7 +514,5 @@ impl Budget {
     }
 }
 
-#[cfg(test)]
-mod rest_tests;
 #[cfg(test)]
 mod tests;

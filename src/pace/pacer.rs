@@ -47,17 +47,6 @@ pub enum Gate {
     Stop,
 }
 
-/// What a wait the pacer asked for is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Waiting {
-    /// The stall: a deficit, the ceiling; counted against `max_delay`.
-    Stall,
-    /// The budget's next observation, for a kind not yet learned.
-    Observation,
-    /// A rest for the baseline ([`Verdict::Rest`]).
-    Rest,
-}
-
 /// A removal the pacer let start, to give back when it has answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Slot(Option<Ticket>);
@@ -140,11 +129,9 @@ pub struct Pacer {
     budgeted: Option<Budgeted>,
     /// Waits counted against `max_delay`.
     waited: Duration,
-    /// Rests: waits for the baseline to be measured again, reported with
-    /// the waits but not counted against `max_delay`.
-    rested: Duration,
-    /// What the wait under way is for.
-    waiting: Waiting,
+    /// The wait under way is for the budget's next observation, not for
+    /// the stall: it is not counted.
+    uncounted: bool,
     readings: u64,
     max_seen: Option<f64>,
     exhausted: bool,
@@ -215,8 +202,7 @@ impl Pacer {
             climb,
             budgeted: None,
             waited: Duration::ZERO,
-            rested: Duration::ZERO,
-            waiting: Waiting::Stall,
+            uncounted: false,
             readings: 0,
             max_seen: None,
             exhausted: false,
@@ -344,19 +330,12 @@ impl Pacer {
             // wait for the stall: it does not count against max_delay.
             Verdict::Full if budget.in_flight() == 0 => {
                 let next = b.last.map_or(now, |(at, _)| at + OBSERVE);
-                self.waiting = Waiting::Observation;
+                self.uncounted = true;
                 return Gate::Wait(next.saturating_duration_since(now).max(MIN_WAIT));
             }
             Verdict::Start | Verdict::Full => return Gate::Go(most),
             Verdict::PayBack(d) => d.clamp(MIN_WAIT, OBSERVE),
             Verdict::Ceiling => OBSERVE,
-            // Not a wait for the stall either: the budget measures the
-            // workloads beside the removals, which max_delay cannot cut
-            // short without pacing blind.
-            Verdict::Rest => {
-                self.waiting = Waiting::Rest;
-                return Gate::Wait(OBSERVE);
-            }
         };
         if left.is_zero() {
             tracing::warn!(
@@ -382,14 +361,11 @@ impl Pacer {
         Gate::Wait(wait.min(left))
     }
 
-    /// Counts a wait that lasted `d`: against `max_delay` when it was for
-    /// the stall, as a rest when it was one, not at all when it was for an
-    /// observation (see [`Self::gate`]).
+    /// Counts a wait that lasted `d` (not one for an observation: see
+    /// [`Self::gate`]).
     pub fn waited(&mut self, d: Duration) {
-        match std::mem::replace(&mut self.waiting, Waiting::Stall) {
-            Waiting::Stall => self.waited += d,
-            Waiting::Rest => self.rested += d,
-            Waiting::Observation => {}
+        if !std::mem::take(&mut self.uncounted) {
+            self.waited += d;
         }
     }
 
@@ -425,11 +401,11 @@ impl Pacer {
         let Some(pace) = self.pace.as_ref() else {
             return;
         };
-        let limits = Limits::new(
-            pace.added_io_pressure_percent / 100.0,
-            pace.io_pressure_percent / 100.0,
-            most,
-        );
+        let limits = Limits {
+            target: pace.added_io_pressure_percent / 100.0,
+            ceiling: pace.io_pressure_percent / 100.0,
+            max: most,
+        };
         let Some(b) = self.budgeted.as_mut() else {
             return;
         };

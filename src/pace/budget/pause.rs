@@ -1,5 +1,5 @@
-//! The budget's pauses and rests: where the workloads' own stall is
-//! measured beside the removals, pooled over the recent ones.
+//! The budget's pauses: where the workloads' own stall is measured again
+//! beside the removals.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -26,29 +26,6 @@ const SETTLING: usize = 64;
 /// of: as many as the first measuring has (`baseline::SPAN` read every
 /// `baseline::INTERVAL`).
 pub const RECENT: usize = 12;
-
-/// The longest removals go before they rest for the baseline to be
-/// measured again. Measured once before the first removal, the baseline
-/// was off against the idle blocks' stall measured from outside by -1.16
-/// to +0.46 points over sixteen runs of the benchmark (BENCHMARKS.md),
-/// up to ten times a 0.1-point target; a run whose baseline was high never
-/// went into deficit, never paused, and went at 39 objects a second with
-/// 5% of the workloads' operations past their idle p99. A rest costs
-/// [`SETTLE`] and [`MIN_WINDOWS`] windows (about 6 s): every 30 s of
-/// removals, a fifth of the run's time.
-pub const REST_EVERY: Duration = Duration::from_secs(30);
-
-/// How far back the windows of earlier pauses count toward the baseline,
-/// beside the pause's own: a level of five windows of a busy node's stall
-/// is a point or more off (the benchmark's idle blocks), and a run that
-/// takes a fresh draw at each pause finds a high one soon enough and goes
-/// on it; two minutes of rests pool enough windows.
-pub const POOLED: Duration = Duration::from_secs(120);
-
-/// The most a pause's own level may differ from the pooled one before it
-/// is taken alone: the workloads changed (a writer started or stopped),
-/// and the windows before say nothing of them now.
-pub const STEP: f64 = 0.02;
 
 /// A window of a pause: what it stalled and what it was charged for it.
 #[derive(Debug, Clone, Copy)]
@@ -115,10 +92,7 @@ impl Pause {
     /// are charged again at it too: what they stalled above the
     /// workloads' level stands (a removal's late stall shows there), what
     /// the workloads' new level explains of it does not.
-    /// `pooled`: the shares of earlier pauses' windows within [`POOLED`],
-    /// whose level is the baseline with the pause's own unless the two
-    /// differ by more than [`STEP`].
-    pub fn take(&mut self, began: Instant, quiet: Quiet, pooled: &[f64]) -> Option<Measured> {
+    pub fn take(&mut self, began: Instant, quiet: Quiet) -> Option<Measured> {
         if began.saturating_duration_since(self.since) < SETTLE {
             if self.settling.len() < SETTLING {
                 self.settling.push(quiet);
@@ -137,13 +111,7 @@ impl Pause {
             .iter()
             .map(|q| (q.stalled / q.window).min(1.0))
             .collect();
-        let own = level(&shares)?;
-        let baseline = match level(pooled) {
-            Some(before) if (own - before).abs() <= STEP => {
-                level(&[pooled, &shares].concat()).unwrap_or(own)
-            }
-            _ => own,
-        };
+        let baseline = level(&shares)?;
         let first = !std::mem::replace(&mut self.measured, true);
         let back = self
             .windows
@@ -156,17 +124,5 @@ impl Pause {
             back,
             first,
         })
-    }
-
-    /// The shares of its windows from [`SETTLE`] on, when it measured
-    /// the baseline: what later pauses pool.
-    pub fn measured_shares(&self) -> Vec<f64> {
-        if !self.measured {
-            return Vec::new();
-        }
-        self.windows
-            .iter()
-            .map(|q| (q.stalled / q.window).min(1.0))
-            .collect()
     }
 }

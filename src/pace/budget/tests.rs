@@ -3,26 +3,22 @@
 use super::*;
 use crate::pace::baseline::MIN_WINDOWS;
 
-/// 0.5% added, a 10% ceiling, at most 4 in flight; no least cost and no
-/// rests, so that each test of the rest of the law counts its own
-/// windows (the tests of those two turn them on).
-pub(super) const LIMITS: Limits = Limits {
+/// 0.5% added, a 10% ceiling, at most 4 in flight.
+const LIMITS: Limits = Limits {
     target: 0.005,
     ceiling: 0.10,
     max: 4,
-    least_cost: 0.0,
-    rest_every: Duration::MAX,
 };
 
 /// A window of the pacer's timer.
-pub(super) const WINDOW: Duration = Duration::from_millis(250);
+const WINDOW: Duration = Duration::from_millis(250);
 
-pub(super) fn ms(millis: f64) -> Duration {
+fn ms(millis: f64) -> Duration {
     Duration::from_secs_f64(millis / 1000.0)
 }
 
 /// `a` and `b` within a microsecond, seconds.
-pub(super) fn assert_close(a: f64, b: f64) {
+fn assert_close(a: f64, b: f64) {
     assert!((a - b).abs() < 1e-6, "{a} is not {b}");
 }
 
@@ -39,12 +35,12 @@ fn assert_pays_back(verdict: Verdict, expected: Duration) {
 
 /// Windows of [`TAIL`]: a finished removal's stall is still its own for
 /// that many more.
-pub(super) const TAIL_WINDOWS: u32 = 4;
+const TAIL_WINDOWS: u32 = 4;
 
 /// One removal of `kind` in a window of its own that stalls `stalled`, then
 /// its [`TAIL`] at the baseline (nothing above it), after which its kind's
 /// cost is learned: `now` moves to the last window's end.
-pub(super) fn one_removal(budget: &mut Budget, now: &mut Instant, kind: Kind, stalled: Duration) {
+fn one_removal(budget: &mut Budget, now: &mut Instant, kind: Kind, stalled: Duration) {
     let ticket = budget.start(kind, *now);
     budget.finish(ticket);
     *now += WINDOW;
@@ -53,7 +49,7 @@ pub(super) fn one_removal(budget: &mut Budget, now: &mut Instant, kind: Kind, st
 }
 
 /// The [`TAIL`] of removals finished: windows at the baseline.
-pub(super) fn tail(budget: &mut Budget, now: &mut Instant) {
+fn tail(budget: &mut Budget, now: &mut Instant) {
     assert_eq!(TAIL, WINDOW * TAIL_WINDOWS);
     for _ in 0..TAIL_WINDOWS {
         *now += WINDOW;
@@ -304,7 +300,7 @@ fn a_removal_still_in_flight_keeps_what_its_stall_has_not_yet_used() {
 
 /// `n` windows of [`WINDOW`] from `now`, each stalled `stalled`, with
 /// nothing in flight: `now` moves to the last one's end.
-pub(super) fn quiet(budget: &mut Budget, now: &mut Instant, n: usize, stalled: Duration) {
+fn quiet(budget: &mut Budget, now: &mut Instant, n: usize, stalled: Duration) {
     for _ in 0..n {
         *now += WINDOW;
         budget.observe(*now, stalled);

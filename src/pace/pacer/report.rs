@@ -48,7 +48,7 @@ impl Pacer {
             workloads_cgroup: pace.workloads_cgroup.to_string(),
             io_pressure_percent: pace.io_pressure_percent,
             max_delay_seconds: self.max_delay().as_secs(),
-            paced_seconds: round((self.waited + self.rested).as_secs_f64(), 3),
+            paced_seconds: round(self.waited.as_secs_f64(), 3),
             readings: self.readings,
             max_io_pressure_percent: self.max_seen.map(|p| round(p, 1)),
             lowest_concurrency: lowest,

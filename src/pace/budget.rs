@@ -62,9 +62,9 @@
 //!   replaces the charge, and what was charged beyond it is refunded once
 //!   its tail is over (a removal that stalls more than its charge is
 //!   charged the difference as measured).
-//! - Every removal costs at least [`LEAST_COST`], what its windows show
-//!   or not; a kind not yet learned is charged that and goes one at a
-//!   time until one of its removals was observed.
+//! - A kind's first removal is charged nothing (there is nothing to charge
+//!   yet), so a kind not yet learned goes one at a time until one of its
+//!   removals was observed.
 //! - Concurrency starts at one, rises by one after each window with
 //!   removals in flight where the budget held, and halves after one that
 //!   ended in deficit, within `1..=max`. A window with only tails in it
@@ -111,16 +111,6 @@ pub const LEARNING: f64 = 0.3;
 /// in bursts 10 ms apart, each learned from its own window).
 pub const TAIL: Duration = Duration::from_secs(1);
 
-/// The least a removal is charged, seconds of stall, whatever its windows
-/// showed: on containerd the workloads' tail grew with the removals' rate
-/// where their PSI showed nothing added (at 0.1%, 5.27% of the probe's
-/// operations past its idle p99 at 9.76 objects a second with 0.0 s
-/// added; BENCHMARKS.md), each removal's stall too short for a window to
-/// resolve beside the workloads' own, and on Docker a run whose baseline
-/// sat high went at 39 a second with 5.01%. At a target of 0.1% it holds
-/// the removals to about three a second; at 1%, thirty.
-pub const LEAST_COST: f64 = 0.000_3;
-
 /// The most a deficit holds, as the time it takes to pay back (see the
 /// module): half a minute, long enough to pay back a burst and short
 /// enough that a run held by one never looks hung.
@@ -138,22 +128,6 @@ pub struct Limits {
     pub ceiling: f64,
     /// The most removals in flight: the policy's concurrency.
     pub max: usize,
-    /// The least a removal is charged, seconds: [`LEAST_COST`].
-    pub least_cost: f64,
-}
-
-impl Limits {
-    /// The policy's target, ceiling and concurrency (see the fields), with
-    /// the law's [`LEAST_COST`].
-    #[must_use]
-    pub fn new(target: f64, ceiling: f64, max: usize) -> Self {
-        Self {
-            target,
-            ceiling,
-            max,
-            least_cost: LEAST_COST,
-        }
-    }
 }
 
 /// Whether a removal may start now.
@@ -358,9 +332,8 @@ impl Budget {
         }
     }
 
-    /// A removal of `kind` starts at `now`: it is charged its kind's cost,
-    /// at least [`LEAST_COST`] (only that before one was learned: see
-    /// [`Self::gate`]).
+    /// A removal of `kind` starts at `now`: it is charged its kind's cost
+    /// (nothing before one was learned: see [`Self::gate`]).
     pub fn start(&mut self, kind: Kind, now: Instant) -> Ticket {
         self.credit(now);
         let ticket = Ticket(self.next_ticket);
@@ -368,12 +341,7 @@ impl Budget {
         self.flights.push(Flight {
             ticket,
             kind,
-            charged: self
-                .costs
-                .get(&kind)
-                .copied()
-                .unwrap_or(0.0)
-                .max(self.limits.least_cost),
+            charged: self.costs.get(&kind).copied().unwrap_or(0.0).max(0.0),
             stall: 0.0,
             finished: false,
             tail_from: None,
@@ -452,9 +420,6 @@ impl Budget {
         self.flights = going;
         for flight in done {
             self.learn(flight.kind, flight.stall);
-            // It cost at least the least cost, whatever its windows showed.
-            let unseen = (self.limits.least_cost - flight.stall.max(0.0)).max(0.0);
-            self.debit(unseen);
         }
         // The last in flight taken in: a pause may begin.
         self.pause = self.flights.is_empty().then(|| Pause::new(now));
@@ -477,17 +442,11 @@ impl Budget {
     /// spent, within the cap and the floor: [`DEBT`] of the target, or
     /// the dearest kind's learned cost when more.
     fn spend(&mut self, excess: f64) {
-        self.debit(excess);
-        self.added += excess;
-        self.accounts.added_stall = Duration::from_secs_f64(self.added.max(0.0));
-    }
-
-    /// `amount` seconds taken from the allowance (negative: given), within
-    /// the cap and the floor of [`Self::spend`]; not counted as added.
-    fn debit(&mut self, amount: f64) {
         let dearest = self.costs.values().copied().fold(0.0, f64::max);
         let floor = -(self.limits.target * DEBT.as_secs_f64()).max(dearest);
-        self.measured = (self.measured - amount).clamp(floor, self.cap());
+        self.measured = (self.measured - excess).clamp(floor, self.cap());
+        self.added += excess;
+        self.accounts.added_stall = Duration::from_secs_f64(self.added.max(0.0));
     }
 
     /// A window begun at `began` with no removal in flight during it: the

@@ -3,14 +3,11 @@
 use super::*;
 use crate::pace::baseline::MIN_WINDOWS;
 
-/// 0.5% added, a 10% ceiling, at most 4 in flight; no least cost, so that
-/// each test of the rest of the law counts its own windows (its own test
-/// sets one).
+/// 0.5% added, a 10% ceiling, at most 4 in flight.
 const LIMITS: Limits = Limits {
     target: 0.005,
     ceiling: 0.10,
     max: 4,
-    least_cost: 0.0,
 };
 
 /// A window of the pacer's timer.
@@ -550,36 +547,4 @@ fn a_removals_late_stall_is_learned_from_its_tail() {
     tail(&mut quiet_budget, &mut now);
     assert_eq!(quiet_budget.concurrency(), 2, "its tail");
     assert_eq!(quiet_budget.cost(Kind::Container), Some(Duration::ZERO));
-}
-
-#[test]
-fn a_removal_is_charged_at_least_the_least_cost() {
-    let mut now = Instant::now();
-    let limits = Limits {
-        least_cost: 0.001,
-        ..LIMITS
-    };
-    let mut budget = Budget::new(limits, 0.0, now);
-    // A kind not yet learned is charged the least cost when it starts:
-    // 1 ms, 200 ms of a 0.5% target to pay back.
-    assert_eq!(budget.gate(Kind::Container, now), Verdict::Start);
-    let ticket = budget.start(Kind::Container, now);
-    assert_close(budget.allowance(now), -0.001);
-    assert_pays_back(budget.gate(Kind::Volume, now), ms(200.0));
-    budget.finish(ticket);
-    // Its windows show nothing: once its tail is over it has cost the
-    // least cost all the same, and its kind's learned cost is nothing.
-    for _ in 0..=TAIL_WINDOWS {
-        now += WINDOW;
-        budget.observe(now, Duration::ZERO);
-    }
-    assert_eq!(budget.cost(Kind::Container), Some(Duration::ZERO));
-    let credited = f64::from(TAIL_WINDOWS + 1) * WINDOW.as_secs_f64() * LIMITS.target;
-    assert_close(budget.allowance(now), credited - 0.001);
-    // Nor is it added stall: the report says what the windows showed.
-    assert_eq!(budget.accounts().added_stall, Duration::ZERO);
-    // A removal of a learned kind that costs less is charged it too.
-    let ticket = budget.start(Kind::Container, now);
-    assert_close(budget.allowance(now), credited - 0.002);
-    budget.finish(ticket);
 }

@@ -25,8 +25,8 @@
 //!   one was taken in, are the workloads' own, and once a pause has
 //!   `MIN_WINDOWS` of them their level (of the latest [`RECENT`]: see
 //!   `baseline::level`; `pause.rs`) is the baseline. What those windows
-//!   were charged above it is given back: a workload that got busier while the removals waited
-//!   is not the removals' doing, and the run neither crawls nor stops for
+//!   were charged above it is given back: a workload that got busier
+//!   while the removals waited is not the removals' doing, and the run neither crawls nor stops for
 //!   it. The settling windows are charged again at the new baseline: what
 //!   they stalled above it stands (a removal's late stall shows there),
 //!   what the workloads' new level explains of it does not. And while
@@ -84,10 +84,7 @@ use tokio::time::Instant;
 use crate::inventory::Kind;
 use flight::Flight;
 pub use flight::Ticket;
-pub use pause::RECENT;
-#[cfg(test)]
-use pause::SETTLE;
-use pause::{Pause, Quiet};
+use pause::{Pause, Quiet, RECENT};
 
 mod flight;
 mod pause;

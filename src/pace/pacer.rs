@@ -524,7 +524,7 @@ impl Pacer {
     }
 }
 
+mod report;
+
 #[cfg(test)]
 mod tests;
-
-mod report;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::super::baseline::{MIN_WINDOWS, level};
+use crate::pace::baseline::{MIN_WINDOWS, level};
 
 /// How long after the last removal in flight was taken in a pause's
 /// windows begin to count as the workloads' own: what a removal leaves
@@ -83,15 +83,10 @@ impl Pause {
         }
     }
 
-    /// A window begun at `began` with no removal in flight during it: from
-    /// [`SETTLE`] after the pause began, it is the workloads' own, and
-    /// once the pause has [`MIN_WINDOWS`] of them their level is the
-    /// baseline. What the pause's windows were charged above it is to be
-    /// given back (and what they were given back under it, taken again):
-    /// in a pause, the stall is the workloads' own. The settling windows
-    /// are charged again at it too: what they stalled above the
-    /// workloads' level stands (a removal's late stall shows there), what
-    /// the workloads' new level explains of it does not.
+    /// A window begun at `began` with no removal in flight during it;
+    /// once the pause has [`MIN_WINDOWS`] from [`SETTLE`] on, their level
+    /// is the baseline, and its windows, the settling ones too, are
+    /// charged again at it (the budget's module says why).
     pub fn take(&mut self, began: Instant, quiet: Quiet) -> Option<Measured> {
         if began.saturating_duration_since(self.since) < SETTLE {
             if self.settling.len() < SETTLING {

@@ -1,5 +1,6 @@
 //! The budget's law in paused time: each test passes the instants.
 
+use super::pause::SETTLE;
 use super::*;
 use crate::pace::baseline::MIN_WINDOWS;
 

@@ -1,8 +1,8 @@
 //! What a paced run says of itself: [`Pacer::report`].
 
-use super::super::budget::Budget;
-use super::super::report::{BudgetReport, PaceReport};
 use super::Pacer;
+use crate::pace::budget::Budget;
+use crate::pace::report::{BudgetReport, PaceReport};
 
 impl Pacer {
     /// How the run was paced; `None` when it was not to be (`safety.pace:

@@ -18,8 +18,11 @@
 //!   stall, so that the workloads' own ups and downs around their baseline
 //!   cost nothing on the whole (counting only the ups would charge the
 //!   removals for noise: at a target of half a point, most of it). It
-//!   holds at most [`BANK`] of the target: quiet time before or between
-//!   removals cannot be banked for a burst of them.
+//!   holds at most [`BANK`] of the target, as much as a deficit may
+//!   ([`DEBT`]): a window's noise is then paid back as far as it is
+//!   charged, and a run goes at the pace its removals' cost sets, where a
+//!   cap of 2 s against a floor of 30 s turned that zero-mean noise into
+//!   waits (on a busy node at 0.1%, a third of the rate the cost set).
 //! - The baseline is measured again whenever removals pause: the windows
 //!   in which no removal was in flight, from `SETTLE` after the last
 //!   one was taken in, are the workloads' own, and once a pause has
@@ -62,9 +65,9 @@
 //!   replaces the charge, and what was charged beyond it is refunded once
 //!   its tail is over (a removal that stalls more than its charge is
 //!   charged the difference as measured).
-//! - A kind's first removal is charged nothing (there is nothing to charge
-//!   yet), so a kind not yet learned goes one at a time until one of its
-//!   removals was observed.
+//! - Every removal costs at least [`LEAST_COST`], what its windows show
+//!   or not; a kind not yet learned is charged that and goes one at a
+//!   time until one of its removals was observed.
 //! - Concurrency starts at one, rises by one after each window with
 //!   removals in flight where the budget held, and halves after one that
 //!   ended in deficit, within `1..=max`. A window with only tails in it
@@ -90,11 +93,11 @@ mod flight;
 mod pause;
 
 /// How much of the target the allowance may hold, as the time it takes to
-/// grow it: "the removals may add at most the target over any few
-/// seconds". More would let a long quiet spell (the baseline's measuring,
-/// a slow re-check) pay for a burst of removals all at once, the very
-/// stall the budget is there to spread.
-pub const BANK: Duration = Duration::from_secs(2);
+/// grow it: as much as a deficit may hold ([`DEBT`]), so that the
+/// windows' noise about the baseline, as often under it as over, gives
+/// back what it took. A long quiet spell pays for at most half a minute's
+/// target at once (30 ms at 0.1%), spread by the concurrency's climb.
+pub const BANK: Duration = Duration::from_secs(30);
 
 /// How far a removal's measured stall moves its kind's cost: a few
 /// removals' weight, so that the cost follows a kind whose objects get
@@ -107,6 +110,16 @@ pub const LEARNING: f64 = 0.3;
 /// second (BENCHMARKS.md: at 0.1%, 151 images in 91 s of paced time went
 /// in bursts 10 ms apart, each learned from its own window).
 pub const TAIL: Duration = Duration::from_secs(1);
+
+/// The least a removal is charged, seconds of stall, whatever its windows
+/// showed: on containerd the workloads' tail grew with the removals' rate
+/// where their PSI showed nothing added (at 0.1%, 5.27% of the probe's
+/// operations past its idle p99 at 9.76 objects a second with 0.0 s
+/// added; BENCHMARKS.md), each removal's stall too short for a window to
+/// resolve beside the workloads' own, and on Docker a run whose baseline
+/// sat high went at 39 a second with 5.01%. At a target of 0.1% it holds
+/// the removals to about three a second; at 1%, thirty.
+pub const LEAST_COST: f64 = 0.000_3;
 
 /// The most a deficit holds, as the time it takes to pay back (see the
 /// module): half a minute, long enough to pay back a burst and short
@@ -125,6 +138,22 @@ pub struct Limits {
     pub ceiling: f64,
     /// The most removals in flight: the policy's concurrency.
     pub max: usize,
+    /// The least a removal is charged, seconds: [`LEAST_COST`].
+    pub least_cost: f64,
+}
+
+impl Limits {
+    /// The policy's target, ceiling and concurrency (see the fields), with
+    /// the law's [`LEAST_COST`].
+    #[must_use]
+    pub fn new(target: f64, ceiling: f64, max: usize) -> Self {
+        Self {
+            target,
+            ceiling,
+            max,
+            least_cost: LEAST_COST,
+        }
+    }
 }
 
 /// Whether a removal may start now.
@@ -329,8 +358,9 @@ impl Budget {
         }
     }
 
-    /// A removal of `kind` starts at `now`: it is charged its kind's cost
-    /// (nothing before one was learned: see [`Self::gate`]).
+    /// A removal of `kind` starts at `now`: it is charged its kind's cost,
+    /// at least [`LEAST_COST`] (only that before one was learned: see
+    /// [`Self::gate`]).
     pub fn start(&mut self, kind: Kind, now: Instant) -> Ticket {
         self.credit(now);
         let ticket = Ticket(self.next_ticket);
@@ -338,7 +368,12 @@ impl Budget {
         self.flights.push(Flight {
             ticket,
             kind,
-            charged: self.costs.get(&kind).copied().unwrap_or(0.0).max(0.0),
+            charged: self
+                .costs
+                .get(&kind)
+                .copied()
+                .unwrap_or(0.0)
+                .max(self.limits.least_cost),
             stall: 0.0,
             finished: false,
             tail_from: None,
@@ -417,6 +452,9 @@ impl Budget {
         self.flights = going;
         for flight in done {
             self.learn(flight.kind, flight.stall);
+            // It cost at least the least cost, whatever its windows showed.
+            let unseen = (self.limits.least_cost - flight.stall.max(0.0)).max(0.0);
+            self.debit(unseen);
         }
         // The last in flight taken in: a pause may begin.
         self.pause = self.flights.is_empty().then(|| Pause::new(now));
@@ -439,11 +477,17 @@ impl Budget {
     /// spent, within the cap and the floor: [`DEBT`] of the target, or
     /// the dearest kind's learned cost when more.
     fn spend(&mut self, excess: f64) {
-        let dearest = self.costs.values().copied().fold(0.0, f64::max);
-        let floor = -(self.limits.target * DEBT.as_secs_f64()).max(dearest);
-        self.measured = (self.measured - excess).clamp(floor, self.cap());
+        self.debit(excess);
         self.added += excess;
         self.accounts.added_stall = Duration::from_secs_f64(self.added.max(0.0));
+    }
+
+    /// `amount` seconds taken from the allowance (negative: given), within
+    /// the cap and the floor of [`Self::spend`]; not counted as added.
+    fn debit(&mut self, amount: f64) {
+        let dearest = self.costs.values().copied().fold(0.0, f64::max);
+        let floor = -(self.limits.target * DEBT.as_secs_f64()).max(dearest);
+        self.measured = (self.measured - amount).clamp(floor, self.cap());
     }
 
     /// A window begun at `began` with no removal in flight during it: the

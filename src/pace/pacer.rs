@@ -401,11 +401,11 @@ impl Pacer {
         let Some(pace) = self.pace.as_ref() else {
             return;
         };
-        let limits = Limits {
-            target: pace.added_io_pressure_percent / 100.0,
-            ceiling: pace.io_pressure_percent / 100.0,
-            max: most,
-        };
+        let limits = Limits::new(
+            pace.added_io_pressure_percent / 100.0,
+            pace.io_pressure_percent / 100.0,
+            most,
+        );
         let Some(b) = self.budgeted.as_mut() else {
             return;
         };

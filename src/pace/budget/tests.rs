@@ -4,11 +4,14 @@ use super::pause::SETTLE;
 use super::*;
 use crate::pace::baseline::MIN_WINDOWS;
 
-/// 0.5% added, a 10% ceiling, at most 4 in flight.
+/// 0.5% added, a 10% ceiling, at most 4 in flight; no least cost, so that
+/// each test of the rest of the law counts its own windows (its own test
+/// sets one).
 const LIMITS: Limits = Limits {
     target: 0.005,
     ceiling: 0.10,
     max: 4,
+    least_cost: 0.0,
 };
 
 /// A window of the pacer's timer.
@@ -65,16 +68,16 @@ fn the_allowance_grows_with_time_and_no_more_than_the_cap() {
     let budget = Budget::new(LIMITS, 0.0, t0);
     assert_close(budget.allowance(t0), 0.0);
     assert_close(budget.allowance(t0 + Duration::from_secs(1)), 0.005);
-    // An hour of quiet holds what two seconds give: 10 ms of stall.
+    // An hour of quiet holds what thirty seconds give: 150 ms of stall.
     let cap = LIMITS.target * BANK.as_secs_f64();
     assert_close(budget.allowance(t0 + Duration::from_secs(3600)), cap);
-    assert_close(cap, 0.010);
+    assert_close(cap, 0.150);
     // Observed, the cap holds too, and a window's stall above it is a
     // deficit however long the quiet before.
     let mut budget = Budget::new(LIMITS, 0.0, t0);
     let t1 = t0 + Duration::from_secs(3600);
-    budget.observe(t1, ms(30.0));
-    assert_close(budget.allowance(t1), -0.020);
+    budget.observe(t1, ms(200.0));
+    assert_close(budget.allowance(t1), -0.050);
 }
 
 #[test]
@@ -335,17 +338,19 @@ fn a_pause_measures_the_baseline_again_and_gives_back_what_it_charged() {
     assert_close(budget.baseline(), 0.04);
     assert_eq!(budget.accounts().remeasured, 1);
     let credit = LIMITS.target * WINDOW.as_secs_f64();
+    // Every window since the run began credited, none spent: the
+    // removal's, its tail's and the pause's.
     #[expect(clippy::cast_precision_loss, reason = "a few windows")]
-    let expected = (1 + settle + MIN_WINDOWS) as f64 * credit;
-    assert_close(budget.allowance(now), expected.min(0.010));
+    let expected = (1 + TAIL_WINDOWS as usize + settle + MIN_WINDOWS) as f64 * credit;
+    assert_close(budget.allowance(now), expected);
     // From now on only what is above 4% is spent: a window at 4% spends
     // nothing, one at 6% 5 ms (and, the highest of the pause's, it does
     // not raise the baseline).
     quiet(&mut budget, &mut now, 1, ms(10.0));
-    assert_close(budget.allowance(now), 0.010);
+    assert_close(budget.allowance(now), expected + credit);
     quiet(&mut budget, &mut now, 1, ms(15.0));
     assert_close(budget.baseline(), 0.04);
-    assert_close(budget.allowance(now), 0.005);
+    assert_close(budget.allowance(now), expected + 2.0 * credit - 0.005);
     assert_eq!(budget.accounts().remeasured, 1, "the same pause");
     // A removal ends the pause; the next measures again.
     now += Duration::from_secs(10);
@@ -372,12 +377,15 @@ fn a_quieter_workload_lowers_the_baseline_while_removals_go() {
     // RECENT windows at 1%: that is the workloads' stall now, and a
     // removal's stall above it is spent, not hidden under the old 4%.
     assert_close(budget.baseline(), 0.01);
-    // The windows under the old baseline gave back up to the cap, and
-    // the window's credit is over it: 5 ms above 1% spent from the cap.
-    assert_close(budget.allowance(now), 0.010);
+    // The windows under the old baseline gave back what they did not
+    // stall under it (7.5 ms each) with their credit; the next window's
+    // 5 ms above 1% is spent.
+    let before = budget.allowance(now);
+    assert!(before > 0.09, "{before}");
     now += WINDOW;
     budget.observe(now, ms(7.5));
-    assert_close(budget.allowance(now), 0.005);
+    let credit = LIMITS.target * WINDOW.as_secs_f64();
+    assert_close(budget.allowance(now), before + credit - 0.005);
     budget.finish(ticket);
     assert_eq!(budget.accounts().remeasured, 0, "not a pause");
 }
@@ -398,7 +406,8 @@ fn the_workloads_ups_and_downs_around_their_baseline_cost_nothing() {
             budget.allowance(now)
         );
     }
-    assert_close(budget.allowance(now), 0.010);
+    // Only the windows' credit is left: 10 s of the target.
+    assert_close(budget.allowance(now), LIMITS.target * 10.0);
     assert_eq!(budget.accounts().added_stall, Duration::ZERO);
     assert_eq!(budget.concurrency(), 4, "the budget held");
     budget.finish(ticket);
@@ -548,4 +557,36 @@ fn a_removals_late_stall_is_learned_from_its_tail() {
     tail(&mut quiet_budget, &mut now);
     assert_eq!(quiet_budget.concurrency(), 2, "its tail");
     assert_eq!(quiet_budget.cost(Kind::Container), Some(Duration::ZERO));
+}
+
+#[test]
+fn a_removal_is_charged_at_least_the_least_cost() {
+    let mut now = Instant::now();
+    let limits = Limits {
+        least_cost: 0.001,
+        ..LIMITS
+    };
+    let mut budget = Budget::new(limits, 0.0, now);
+    // A kind not yet learned is charged the least cost when it starts:
+    // 1 ms, 200 ms of a 0.5% target to pay back.
+    assert_eq!(budget.gate(Kind::Container, now), Verdict::Start);
+    let ticket = budget.start(Kind::Container, now);
+    assert_close(budget.allowance(now), -0.001);
+    assert_pays_back(budget.gate(Kind::Volume, now), ms(200.0));
+    budget.finish(ticket);
+    // Its windows show nothing: once its tail is over it has cost the
+    // least cost all the same, and its kind's learned cost is nothing.
+    for _ in 0..=TAIL_WINDOWS {
+        now += WINDOW;
+        budget.observe(now, Duration::ZERO);
+    }
+    assert_eq!(budget.cost(Kind::Container), Some(Duration::ZERO));
+    let credited = f64::from(TAIL_WINDOWS + 1) * WINDOW.as_secs_f64() * LIMITS.target;
+    assert_close(budget.allowance(now), credited - 0.001);
+    // Nor is it added stall: the report says what the windows showed.
+    assert_eq!(budget.accounts().added_stall, Duration::ZERO);
+    // A removal of a learned kind that costs less is charged it too.
+    let ticket = budget.start(Kind::Container, now);
+    assert_close(budget.allowance(now), credited - 0.002);
+    budget.finish(ticket);
 }

@@ -4,6 +4,7 @@
 //! every quirk at that boundary; nothing here knows bollard or containerd.
 //! The planner reads it and never touches a runtime.
 
+pub mod pods;
 pub mod refs;
 pub mod uses;
 

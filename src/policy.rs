@@ -8,7 +8,8 @@
 //! - `schema.rs`: [`Policy`] and its sections, their serde attributes and
 //!   defaults;
 //! - `values.rs`: what one value may be ([`Age`], [`Schedule`], [`Pattern`],
-//!   [`LabelRule`], …) and the helpers that check a scalar where it is read;
+//!   [`LabelRule`], …), and in `values/deserialize.rs` the helpers that check
+//!   a scalar where it is read;
 //! - `source.rs`: where the policy comes from ([`PolicySource`]) and how it
 //!   is parsed and loaded ([`PolicyError`]);
 //! - `read.rs`, `trust.rs`, `scan.rs`: reading the file, whether root may

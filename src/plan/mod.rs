@@ -8,8 +8,6 @@
 
 mod rules;
 
-pub use rules::pod_is_live;
-
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};

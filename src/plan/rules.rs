@@ -10,12 +10,13 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 
 use super::{Decision, Plan, Rule, Within, human_age};
+use crate::inventory::pods::ReadySandboxes;
 use crate::inventory::uses::{
     ContainerUse, IdOrder, ImageUses, VolumeAndNetworkUses, build_cache_depths, image_depths,
 };
 use crate::inventory::{
-    BuildCacheEntry, Container, FsUsage, Image, Inventory, Kind, Network, PodSandbox, Use,
-    UseSource, Volume, reference_forms, refs, short_id,
+    BuildCacheEntry, Container, FsUsage, Image, Inventory, Kind, Network, Use, UseSource, Volume,
+    reference_forms, refs, short_id,
 };
 use crate::policy::{Age, ImageMode, Policy};
 
@@ -257,7 +258,7 @@ fn container(
     }
     if let Some((p, sandbox)) = pod
         .filter(|_| policy.protect.live_pod_sandboxes)
-        .and_then(|p| live_sandbox(p, ready).map(|s| (p, s)))
+        .and_then(|p| ready.live(p).map(|s| (p, s)))
     {
         let via = if p.sandbox_id.as_deref() == Some(sandbox.id.as_str()) {
             "sandbox id"
@@ -295,62 +296,6 @@ fn container(
     }
     d(Rule::Eligible, format!("{event} {}", ago(Some(at), now)))
 }
-
-/// READY sandboxes by id and by pod uid; the first by id wins a tie.
-struct ReadySandboxes<'a> {
-    by_id: Map<&'a str, &'a PodSandbox>,
-    by_uid: Map<&'a str, &'a PodSandbox>,
-}
-
-impl<'a> ReadySandboxes<'a> {
-    /// The READY ones of `sandboxes`, sorted so that the sandbox named in a
-    /// detail does not depend on the order the runtime listed them in.
-    fn of(sandboxes: &'a [PodSandbox]) -> Self {
-        let mut ready: Vec<&PodSandbox> = sandboxes.iter().filter(|s| s.ready).collect();
-        ready.sort_by(|a, b| a.id.cmp(&b.id));
-        let mut index = Self {
-            by_id: Map::default(),
-            by_uid: Map::default(),
-        };
-        for s in ready {
-            index.by_id.entry(s.id.as_str()).or_insert(s);
-            if let Some(uid) = s.pod_uid.as_deref() {
-                index.by_uid.entry(uid).or_insert(s);
-            }
-        }
-        index
-    }
-}
-
-/// Whether the pod `pod` names is live among `sandboxes`, as
-/// `live_pod_sandbox` judges it: for an adapter that must know before its
-/// re-check answers.
-#[must_use]
-pub fn pod_is_live(pod: &crate::inventory::PodIdentity, sandboxes: &[PodSandbox]) -> bool {
-    live_sandbox(pod, &ReadySandboxes::of(sandboxes)).is_some()
-}
-
-/// The READY sandbox of a container's pod: its own sandbox, or any sandbox of
-/// the same pod uid (a recreated sandbox still means a live pod).
-fn live_sandbox<'a>(
-    pod: &crate::inventory::PodIdentity,
-    ready: &ReadySandboxes<'a>,
-) -> Option<&'a PodSandbox> {
-    let by_id = pod
-        .sandbox_id
-        .as_deref()
-        .filter(|id| !id.is_empty())
-        .and_then(|id| ready.by_id.get(id));
-    let by_pod_uid = || {
-        pod.pod_uid
-            .as_deref()
-            .filter(|uid| !uid.is_empty())
-            .and_then(|uid| ready.by_uid.get(uid))
-    };
-    by_id.or_else(by_pod_uid).copied()
-}
-
-type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The containers that use volumes and networks, and which of them hold
 /// what they use: when planning, those the plan keeps; when re-checking,

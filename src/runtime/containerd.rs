@@ -42,7 +42,8 @@ pub(crate) use self::holds::image_holds;
 use self::images::{Pins, images_of};
 pub(crate) use self::transport::snapshotter_root;
 use self::watch::{Known, Watch};
-use super::{Engine, Removal, RuntimeError};
+use super::engine::{Engine, Removal, Target};
+use super::error::RuntimeError;
 use crate::inventory::Kind;
 use crate::inventory::{Container, Inventory};
 
@@ -117,7 +118,7 @@ impl ContainerdRuntime {
     /// cannot be measured from here.
     async fn image_fs(&self) -> Option<crate::inventory::FsUsage> {
         match cri::image_fs_mountpoint(&self.channel).await {
-            Ok(Some(mountpoint)) => super::fs_usage(std::path::Path::new(&mountpoint)),
+            Ok(Some(mountpoint)) => super::fs::fs_usage(std::path::Path::new(&mountpoint)),
             Ok(None) => None,
             Err(e) => {
                 tracing::warn!(error = %e, "CRI does not say where images are stored");
@@ -454,10 +455,10 @@ impl Engine for ContainerdRuntime {
         true
     }
 
-    async fn remove(&self, target: &super::Target) -> Removal {
+    async fn remove(&self, target: &Target) -> Removal {
         match target {
-            super::Target::Container(container) => self.remove_container(container).await,
-            super::Target::Image(image) => self.remove_image(&image.id).await,
+            Target::Container(container) => self.remove_container(container).await,
+            Target::Image(image) => self.remove_image(&image.id).await,
             other => Removal::Failed(format!("{} is not applicable on containerd", other.kind())),
         }
     }

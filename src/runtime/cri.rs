@@ -11,8 +11,7 @@
 //! system, before and after). Every quirk measured on CRI-O 1.36.3 is in
 //! docs/engines.md, "CRI".
 
-pub(crate) mod api;
-pub(crate) mod convert;
+mod convert;
 
 use std::sync::Mutex;
 
@@ -22,8 +21,10 @@ use futures_util::{StreamExt, TryStreamExt, stream};
 use k8s_cri::v1::{ContainerEventType, ContainerState as CriState};
 
 use self::convert::ImageIndex;
+use super::engine::{Engine, Removal, Target};
+use super::error::{RuntimeError, socket_path};
+use super::grpc::cri as api;
 use super::grpc::{CONNECT_TIMEOUT, channel, channel_without_deadline};
-use super::{Engine, Removal, RuntimeError, Target};
 use crate::inventory::{Inventory, Kind, RuntimeKind, Use, UseSource};
 
 const RUNTIME: &str = "cri";
@@ -71,7 +72,7 @@ impl CriRuntime {
                 source,
             }
         };
-        let socket = super::socket_path(RUNTIME, endpoint)?;
+        let socket = socket_path(RUNTIME, endpoint)?;
         let no_answer = || format!("no answer within {CONNECT_TIMEOUT:?}").into();
         let channel = tokio::time::timeout(CONNECT_TIMEOUT, channel(&socket).connect())
             .await
@@ -144,7 +145,7 @@ impl CriRuntime {
     /// or it cannot be measured from here.
     async fn image_fs(&self) -> Option<crate::inventory::FsUsage> {
         match api::image_fs_mountpoint(&self.channel).await {
-            Ok(Some(mountpoint)) => super::fs_usage(std::path::Path::new(&mountpoint)),
+            Ok(Some(mountpoint)) => super::fs::fs_usage(std::path::Path::new(&mountpoint)),
             Ok(None) => {
                 tracing::warn!(
                     "CRI names no image file system: its usage is unknown, and nothing is pruned by disk pressure"

@@ -10,24 +10,26 @@
 //! object.
 
 mod buildkit;
+mod connect;
 mod convert;
 mod disk_usage;
 mod recheck;
 mod remove;
+mod store;
 mod uses;
 mod watch;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
+use bollard::Docker;
 use bollard::errors::Error as BollardError;
 use bollard::models::{ContainerInspectResponse, ContainerSummary, EventMessage, ImageSummary};
 use bollard::query_parameters::{
     EventsOptionsBuilder, InspectContainerOptionsBuilder, ListContainersOptionsBuilder,
     ListImagesOptionsBuilder, ListNetworksOptionsBuilder,
 };
-use bollard::{API_DEFAULT_VERSION, Docker};
 use futures_util::future::try_join_all;
 use futures_util::{StreamExt, TryStreamExt, stream};
 
@@ -36,22 +38,18 @@ use self::convert::{
     network_from_docker, parse_docker_time, volume_from_docker,
 };
 use self::watch::{Update, Watch};
-use super::{Engine, Removal, RuntimeError};
+use super::engine::{Engine, Removal, Target};
+use super::error::RuntimeError;
 use crate::inventory::Kind;
 use crate::inventory::{
-    BuildCacheEntry, Container, ContainerState, FsUsage, Image, Inventory, Network, Volume,
+    BuildCacheEntry, Container, ContainerState, Image, Inventory, Network, Volume,
     sandboxes_from_containers,
 };
 
 const RUNTIME: &str = "docker";
-const UNREACHABLE_HINT: &str = "is dockerd running, and is the socket path right?";
 /// Per-request timeout, in seconds. `/system/df` on a node with large
 /// volumes is the slowest call we make.
 const REQUEST_TIMEOUT_SECS: u64 = 120;
-/// How long the engine has to answer its first calls (version, ping).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a connection to the engine may stay open unused.
-const IDLE_CONNECTION: Duration = Duration::from_secs(5);
 /// How many inspects run at once: enough to hide latency, few enough not to
 /// load a busy dockerd.
 const INSPECT_CONCURRENCY: usize = 8;
@@ -82,67 +80,6 @@ pub struct DockerRuntime {
 }
 
 impl DockerRuntime {
-    /// Connects to the engine at `endpoint` (`unix:///var/run/docker.sock`
-    /// or a bare socket path), agrees on an API version and pings it.
-    ///
-    /// # Errors
-    /// [`RuntimeError::Unreachable`] when the endpoint is not a unix socket,
-    /// does not exist, or does not answer.
-    pub async fn connect(endpoint: &str) -> Result<Self, RuntimeError> {
-        let unreachable =
-            |source: Box<dyn std::error::Error + Send + Sync>| RuntimeError::Unreachable {
-                runtime: RUNTIME,
-                endpoint: endpoint.to_owned(),
-                hint: UNREACHABLE_HINT,
-                source,
-            };
-        let socket = super::socket_path(RUNTIME, endpoint)?;
-        let docker = pooled_unix(&socket).map_err(|e| unreachable(e.into()))?;
-        // Any unix socket accepts a connection: a socket whose server never
-        // answers must not hold the run for the whole request timeout.
-        let answered = tokio::time::timeout(CONNECT_TIMEOUT, async {
-            // Talk the engine's own version: bollard's default (1.5x) is
-            // newer than what Debian's 20.10 speaks (1.41).
-            let docker = docker.negotiate_version().await?;
-            docker.ping().await?;
-            Ok::<_, BollardError>(docker)
-        })
-        .await
-        .map_err(|_| unreachable(format!("no answer within {CONNECT_TIMEOUT:?}").into()))?;
-        let docker = answered.map_err(|e| unreachable(e.into()))?;
-        let version = docker.client_version();
-        // Unknown (no answer) counts as the graph driver store, where a
-        // parent is held: the safe side.
-        let containerd_store = tokio::time::timeout(CONNECT_TIMEOUT, docker.info())
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .is_some_and(|info| convert::uses_containerd_store(&info));
-        tracing::debug!(endpoint, api_version = %version, containerd_store, "connected to docker");
-        Ok(Self {
-            docker,
-            socket,
-            containerd_store,
-            watch: Box::default(),
-            removed: std::sync::Mutex::default(),
-            read_build_cache: true,
-            measure_image_fs: false,
-        })
-    }
-
-    /// The engine's version and the API this connection speaks, as
-    /// `check` says them: `docker 28.5.2 (API 1.51)`.
-    pub async fn describe(&self) -> String {
-        let api = self.docker.client_version();
-        match tokio::time::timeout(CONNECT_TIMEOUT, self.docker.version()).await {
-            Ok(Ok(bollard::models::SystemVersion {
-                version: Some(version),
-                ..
-            })) => format!("{RUNTIME} {version} (API {api})"),
-            _ => format!("{RUNTIME} (API {api})"),
-        }
-    }
-
     /// The same connection, with inventories that measure the file system
     /// holding the engine's images (`DockerRootDir`; on the containerd
     /// image store, containerd's snapshotter root).
@@ -150,87 +87,6 @@ impl DockerRuntime {
     pub fn measuring_image_fs(mut self) -> Self {
         self.measure_image_fs = true;
         self
-    }
-
-    /// The file system where the engine keeps its images; `None` when it
-    /// cannot be measured from here.
-    ///
-    /// On the graph driver store that is `DockerRootDir`. On the containerd
-    /// image store the images lie in containerd's snapshotter and content
-    /// store, under containerd's root, which `/info` does not name; it
-    /// names containerd's address (`Containerd.Address`) and the
-    /// snapshotter (`Driver`, `overlayfs`), and containerd names that
-    /// snapshotter's root (measured on Docker 29.7.2,
-    /// `tests/integration/docker28.rs`). When that root cannot be found or
-    /// measured, `DockerRootDir` stands in, with a warning and a note in
-    /// the rules' details: never unnoticed.
-    /// What each image holds on disk, resource by resource, for `plan
-    /// --compare`, so that a layer two images share counts once: on the
-    /// containerd image store its blobs and snapshots as its containerd
-    /// lists them; on the graph driver store its layers with the sizes its
-    /// history gives them. When containerd cannot be read, a warning says
-    /// so, and each image counts whole.
-    pub async fn image_holds(
-        &self,
-        images: &[crate::inventory::Image],
-    ) -> crate::inventory::ImageHolds {
-        if !self.containerd_store {
-            return graph_holds(&self.docker, images).await;
-        }
-        let read = match self.docker.info().await {
-            Ok(info) => containerd_store_holds(&info, images).await,
-            Err(e) => Err(format!("docker's /info: {}", crate::output::Chain(&e))),
-        };
-        read.unwrap_or_else(|why| {
-            tracing::warn!(
-                reason = %why,
-                "docker's containerd image store could not be itemized: each image counts whole in the bytes the command frees"
-            );
-            crate::inventory::ImageHolds::default()
-        })
-    }
-
-    async fn image_fs(&self) -> Result<Option<FsUsage>, RuntimeError> {
-        let info = self
-            .docker
-            .info()
-            .await
-            .map_err(Self::call_error("read engine info"))?;
-        let docker_root = info.docker_root_dir.clone().filter(|r| !r.is_empty());
-        let docker_root_usage = || {
-            docker_root
-                .as_deref()
-                .and_then(|root| super::fs_usage(Path::new(root)))
-        };
-        if !convert::uses_containerd_store(&info) {
-            return Ok(docker_root_usage());
-        }
-        let why = match containerd_store_root(&info).await {
-            Ok(root) => match super::fs_usage(Path::new(&root)) {
-                Some(usage) => {
-                    tracing::debug!(
-                        root,
-                        "docker's containerd image store: measuring its snapshotter's root"
-                    );
-                    return Ok(Some(usage));
-                }
-                None => format!("its snapshotter's root {root} cannot be measured from here"),
-            },
-            Err(why) => why,
-        };
-        tracing::warn!(
-            reason = %why,
-            docker_root = docker_root.as_deref().unwrap_or("(not named)"),
-            "cannot measure the file system of docker's containerd image store: \
-             DockerRootDir stands in for it"
-        );
-        Ok(docker_root_usage().map(|usage| FsUsage {
-            stand_in: Some(
-                "measured at DockerRootDir: containerd's image store could not be measured"
-                    .to_owned(),
-            ),
-            ..usage
-        }))
     }
 
     /// The same connection, with inventories that leave the build cache
@@ -593,139 +449,11 @@ impl DockerRuntime {
     }
 }
 
-/// How many images [`graph_holds`] reads at once.
-const HOLDS_READS: usize = 8;
-
-/// What each image of `images` holds on the graph driver store (overlay2):
-/// its layers, each by its chain id (the diff ids up to it, as Docker's
-/// layer store keys them), with the size `docker history` gives it. An
-/// image whose history does not line up with its layers (one non-zero size
-/// per layer, summing to its size: an empty layer breaks that) is left out,
-/// and counts whole; so is one that cannot be read.
-async fn graph_holds(
-    docker: &Docker,
-    images: &[crate::inventory::Image],
-) -> crate::inventory::ImageHolds {
-    let read = |image: &crate::inventory::Image| {
-        let id = image.id.clone();
-        async move {
-            let (inspect, history) =
-                tokio::try_join!(docker.inspect_image(&id), docker.image_history(&id)).ok()?;
-            let layers = inspect.root_fs?.layers?;
-            // Newest first: the oldest layer's size comes last.
-            let sizes: Vec<u64> = history
-                .iter()
-                .rev()
-                .filter(|h| h.size > 0)
-                .filter_map(|h| u64::try_from(h.size).ok())
-                .collect();
-            let size = inspect.size.and_then(|s| u64::try_from(s).ok())?;
-            if sizes.len() != layers.len() || sizes.iter().sum::<u64>() != size {
-                tracing::debug!(image = %id, "its history does not line up with its layers: counted whole");
-                return None;
-            }
-            let chains = convert::chain_ids(&layers);
-            Some((id, chains.into_iter().zip(sizes).collect::<Vec<_>>()))
-        }
-    };
-    crate::inventory::ImageHolds(
-        stream::iter(images)
-            .map(read)
-            .buffer_unordered(HOLDS_READS)
-            .filter_map(|held| async move { held })
-            .collect()
-            .await,
-    )
-}
-
-/// Docker's containerd, as `/info` names it: its socket (`Containerd.Address`),
-/// the namespace dockerd keeps its objects in
-/// (`Containerd.Namespaces.Containers`, `moby` by default) and the
-/// snapshotter of the containerd image store (`Driver`). Why not, when
-/// `/info` does not say.
-fn containerd_of(
-    info: &bollard::models::SystemInfo,
-) -> Result<(std::path::PathBuf, &str, &str), String> {
-    let containerd = info.containerd.as_ref();
-    let address = containerd
-        .and_then(|c| c.address.as_deref())
-        .filter(|a| !a.is_empty())
-        .ok_or("/info names no containerd address (Containerd.Address)")?;
-    let namespace = containerd
-        .and_then(|c| c.namespaces.as_ref())
-        .and_then(|n| n.containers.as_deref())
-        .filter(|n| !n.is_empty())
-        .unwrap_or("moby");
-    let snapshotter = info
-        .driver
-        .as_deref()
-        .filter(|d| !d.is_empty())
-        .ok_or("/info names no snapshotter (Driver)")?;
-    let socket = super::socket_path("containerd", address).map_err(|e| e.to_string())?;
-    Ok((socket, namespace, snapshotter))
-}
-
-/// What each image of `images` holds on Docker's containerd image store,
-/// from its containerd ([`containerd_of`]). Why not, when it cannot be read.
-async fn containerd_store_holds(
-    info: &bollard::models::SystemInfo,
-    images: &[crate::inventory::Image],
-) -> Result<crate::inventory::ImageHolds, String> {
-    let (socket, namespace, snapshotter) = containerd_of(info)?;
-    let targets: Vec<&str> = images.iter().map(|i| i.id.as_str()).collect();
-    super::containerd::image_holds(&socket, namespace, snapshotter, &targets).await
-}
-
-/// The root of the snapshotter Docker's containerd image store keeps its
-/// images in: containerd ([`containerd_of`]) names that snapshotter's
-/// root. Why not, when it cannot be found.
-async fn containerd_store_root(info: &bollard::models::SystemInfo) -> Result<String, String> {
-    let (socket, _, snapshotter) = containerd_of(info)?;
-    super::containerd::snapshotter_root(&socket, snapshotter).await
-}
-
 /// Whether `/system/df` in API `version` ignores `type=build-cache` and
 /// sizes every image, container and volume: before 1.42.
 fn df_sizes_everything(version: &str) -> bool {
     crate::inventory::ApiVersion::parse(version)
         .is_some_and(|v| v < crate::inventory::ApiVersion::new(1, 42))
-}
-
-/// A client of the engine's unix socket that keeps its connections open
-/// between requests.
-///
-/// bollard's own unix client pools no connection (`pool_max_idle_per_host(0)`):
-/// every request connected anew, and dockerd paid a connection's set-up
-/// (accept, a goroutine, its buffers, the garbage they leave) for each of a
-/// run's thousands of removals (BENCHMARKS.md, "Kept connections"). dockerd
-/// closes no idle connection itself; an idle one is closed here after
-/// [`IDLE_CONNECTION`], so that a daemon's connections do not outlive a
-/// cycle, and one the engine closed (a restart) leaves the pool when it
-/// closes. A request is sent again on a new connection only when the
-/// pooled one closed before the request was written (hyper's rule), so no
-/// removal is ever sent twice.
-fn pooled_unix(socket: &Path) -> Result<Docker, BollardError> {
-    let path = socket.to_string_lossy().into_owned();
-    if !socket.exists() {
-        return Err(BollardError::SocketNotFoundError(path));
-    }
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .pool_idle_timeout(IDLE_CONNECTION)
-        .pool_timer(hyper_util::rt::TokioTimer::new())
-        .build(hyperlocal::UnixConnector);
-    let transport = move |request: bollard::BollardRequest| {
-        let client = client.clone();
-        async move { client.request(request).await.map_err(BollardError::from) }
-    };
-    // hyperlocal's connector reads the socket's path from the host, in
-    // hex, as its own URIs write it.
-    let uri = hyper::Uri::from(hyperlocal::Uri::new(socket, "/"));
-    Docker::connect_with_custom_transport(
-        transport,
-        Some(format!("unix://{}", uri.host().unwrap_or_default())),
-        REQUEST_TIMEOUT_SECS,
-        API_DEFAULT_VERSION,
-    )
 }
 
 impl Engine for DockerRuntime {
@@ -829,7 +557,7 @@ impl Engine for DockerRuntime {
             .map_err(Self::call_error("follow events"))
     }
 
-    async fn remove(&self, target: &super::Target) -> Removal {
+    async fn remove(&self, target: &Target) -> Removal {
         self.remove_one(target).await
     }
 }

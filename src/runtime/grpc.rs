@@ -1,6 +1,9 @@
 //! gRPC over a unix socket, as containerd and every CRI runtime serve it:
-//! the channels, their deadlines and the largest answer accepted. Shared by
-//! the containerd adapter and the CRI adapter.
+//! the channels, their deadlines and the largest answer accepted, and the
+//! CRI client (`cri`). Shared by the containerd adapter and the CRI
+//! adapter, which sit on it side by side.
+
+pub(crate) mod cri;
 
 use std::time::Duration;
 
@@ -85,4 +88,15 @@ impl UnixEndpoint {
         self.endpoint()
             .connect_with_connector_lazy(self.connector())
     }
+}
+
+/// A protobuf timestamp, as containerd's and `BuildKit`'s gRPC answers carry
+/// them. Unset (the Unix epoch) and Go's zero time (`0001-01-01`, what Go
+/// services send for "never") are `None`.
+pub(crate) fn protobuf_time(
+    t: Option<&prost_types::Timestamp>,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    let t = t?;
+    let nanos = u32::try_from(t.nanos).ok()?;
+    chrono::DateTime::from_timestamp(t.seconds, nanos).filter(|t| t.timestamp() > 0)
 }

@@ -9,7 +9,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use super::{Engine, Removal, RuntimeError, Target};
+use super::engine::{Engine, Removal, Target};
+use super::error::RuntimeError;
 use crate::inventory::{Inventory, Kind};
 
 type Hook = Box<dyn Fn(&mut Inventory) + Send + Sync>;

@@ -74,9 +74,9 @@ pub(super) fn split_qualified(id: &str) -> Option<(&str, &str)> {
         .filter(|(ns, rest)| !ns.is_empty() && !rest.is_empty())
 }
 
-pub(super) use crate::runtime::protobuf_time as timestamp;
+pub(super) use crate::runtime::grpc::protobuf_time as timestamp;
 
-pub(super) use crate::runtime::cri::convert::from_unix_nanos;
+pub(super) use crate::runtime::grpc::cri::from_unix_nanos;
 
 pub(super) fn label<'a>(labels: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
     labels
@@ -102,7 +102,7 @@ fn task_state(task: Option<&Process>) -> ContainerState {
     }
 }
 
-use crate::runtime::cri::convert::state as cri_state;
+use crate::runtime::grpc::cri::state as cri_state;
 
 /// The part of CRI's extension record we read.
 #[derive(Debug, Default, Deserialize)]
@@ -444,7 +444,7 @@ pub(super) fn sandboxes_of(
             .filter(|s| !s.id.is_empty())
             .map(|s| PodSandbox {
                 id: qualified(namespace, &s.id),
-                ..crate::runtime::cri::convert::sandbox(s)
+                ..crate::runtime::grpc::cri::sandbox_of(s)
             })
             .collect(),
         None => sandboxes_from_containers(containers),

@@ -14,11 +14,11 @@ use k8s_cri::v1::{Container, ContainerState as CriState, ContainerStatus, Status
 
 use super::STATUS_CONCURRENCY;
 use super::convert::{CriView, sandbox_image_of};
-pub(super) use crate::runtime::cri::api::{
+pub(super) use crate::runtime::grpc::cri::{
     client, image_fs_mountpoint, image_pinned, pinned_images, remove_container, sandbox, sandboxes,
     status_of,
 };
-use crate::runtime::cri::api::{containers, request};
+use crate::runtime::grpc::cri::{containers, request};
 
 /// Every sandbox and container CRI knows, exit times of exited containers,
 /// and the sandbox image.

@@ -16,7 +16,7 @@ use super::convert::{
 use super::images::images_of;
 use super::{CRI_NAMESPACE, ContainerdRuntime, RUNTIME, cri, native, pins};
 use crate::inventory::{Container, Image, Inventory, Kind, PodSandbox};
-use crate::runtime::RuntimeError;
+use crate::runtime::error::RuntimeError;
 
 impl ContainerdRuntime {
     /// A batch of `kind`, re-checked: see `Engine::recheck`.

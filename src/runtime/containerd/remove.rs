@@ -10,7 +10,7 @@ use super::convert::cri_made;
 use super::watch::Known;
 use super::{CRI_NAMESPACE, ContainerdRuntime, cri, native};
 use crate::inventory::Container;
-use crate::runtime::Removal;
+use crate::runtime::engine::{Removal, failed};
 
 impl ContainerdRuntime {
     /// Removes one container as its re-check found it, never a sandbox,
@@ -159,7 +159,7 @@ impl ContainerdRuntime {
             Some(checked) => checked,
             None => match self.all_containers().await {
                 Ok(everyone) => check(&Known::listed(&everyone)),
-                Err(e) => return crate::runtime::failed(&e),
+                Err(e) => return failed(&e),
             },
         };
         if let Some(user) = users.first() {

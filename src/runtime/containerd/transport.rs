@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use super::{ContainerdRuntime, RUNTIME, native};
 use crate::output::Chain;
-use crate::runtime::RuntimeError;
+use crate::runtime::error::{RuntimeError, socket_path};
 
 const UNREACHABLE_HINT: &str = "is containerd running, and is the socket path right?";
 const NOT_CONTAINERD_HINT: &str = "this socket answers gRPC but not containerd's API: for CRI-O or another CRI runtime, use runtime.kind: cri with runtime.cri.endpoint";
@@ -33,7 +33,7 @@ impl ContainerdRuntime {
                 hint: UNREACHABLE_HINT,
                 source,
             };
-        let socket = crate::runtime::socket_path(RUNTIME, endpoint)?;
+        let socket = socket_path(RUNTIME, endpoint)?;
         let channel = tokio::time::timeout(CONNECT_TIMEOUT, channel(&socket).connect())
             .await
             .map_err(|_| unreachable(format!("no answer within {CONNECT_TIMEOUT:?}").into()))?

@@ -1,4 +1,4 @@
-//! Image uses as they happen, from containerd's events service (issue 12):
+//! Image uses as they happen, from containerd's events service:
 //! what the daemon records between its cycles, since containerd keeps no
 //! history of events to read later.
 //!

@@ -8,33 +8,16 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, Utc};
-use k8s_cri::v1::{
-    Container as CriContainer, ContainerState as CriState, ContainerStatus, Image as CriImage,
-    PodSandbox as CriPod, PodSandboxState,
-};
+use chrono::Utc;
+use k8s_cri::v1::{Container as CriContainer, ContainerStatus, Image as CriImage};
 
-use crate::inventory::{Container, ContainerState, Image, PodIdentity, PodSandbox, Use};
+use crate::inventory::{Container, ContainerState, Image, PodIdentity, Use};
+pub(super) use crate::runtime::grpc::cri::{from_unix_nanos, sandbox_of as sandbox, state};
 
 /// kubelet's pod labels on every container it makes.
 const LABEL_POD_UID: &str = "io.kubernetes.pod.uid";
 const LABEL_POD_NAME: &str = "io.kubernetes.pod.name";
 const LABEL_POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
-
-/// CRI's nanoseconds since the epoch; 0 means "never".
-pub(crate) fn from_unix_nanos(nanos: i64) -> Option<DateTime<Utc>> {
-    (nanos > 0).then(|| DateTime::from_timestamp_nanos(nanos))
-}
-
-/// A CRI container state as the inventory's.
-pub(crate) fn state(state: i32) -> ContainerState {
-    match CriState::try_from(state) {
-        Ok(CriState::ContainerCreated) => ContainerState::Created,
-        Ok(CriState::ContainerRunning) => ContainerState::Running,
-        Ok(CriState::ContainerExited) => ContainerState::Exited,
-        Ok(CriState::ContainerUnknown) | Err(_) => ContainerState::Unknown,
-    }
-}
 
 /// An id without its `sha256:` prefix: CRI-O gives image ids bare in
 /// `ListImages` and may prefix them elsewhere.
@@ -191,21 +174,6 @@ pub(super) fn container(
     }
 }
 
-/// One pod sandbox, READY as CRI says, by CRI's id.
-pub(crate) fn sandbox(s: &CriPod) -> PodSandbox {
-    let meta = s.metadata.as_ref();
-    let field = |f: fn(&k8s_cri::v1::PodSandboxMetadata) -> &String| {
-        meta.map(f).filter(|v| !v.is_empty()).cloned()
-    };
-    PodSandbox {
-        id: s.id.clone(),
-        pod_uid: field(|m| &m.uid),
-        pod_name: field(|m| &m.name),
-        pod_namespace: field(|m| &m.namespace),
-        ready: s.state == PodSandboxState::SandboxReady as i32,
-    }
-}
-
 /// The uses of images the containers of a snapshot show: each creation,
 /// and each exit, by image id. What the usage history keeps once the
 /// containers are gone.
@@ -226,7 +194,8 @@ pub(super) fn uses_of(containers: &[Container]) -> Vec<(String, Use)> {
 
 #[cfg(test)]
 mod tests {
-    use k8s_cri::v1::{ContainerMetadata, ImageSpec, Mount};
+    use chrono::DateTime;
+    use k8s_cri::v1::{ContainerMetadata, ContainerState as CriState, ImageSpec, Mount};
 
     use super::*;
     use crate::inventory::UseSource;

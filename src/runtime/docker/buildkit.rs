@@ -21,7 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::convert::byte_size;
 use crate::inventory::BuildCacheEntry;
-use crate::runtime::protobuf_time as timestamp;
+use crate::runtime::grpc::protobuf_time as timestamp;
 
 const DISK_USAGE: &str = "/moby.buildkit.v1.Control/DiskUsage";
 /// The upgrade request; dockerd answers `101 Switching Protocols` and

@@ -430,7 +430,7 @@ mod tests {
         // Nothing at all: no records.
         assert!(build_cache_from_df(b"{}").unwrap().is_empty());
         // A record's parents, under each key an engine has used: 1.41's
-        // `Parent`, `Parents`, and Docker 29's `" Parents"` (issue 22).
+        // `Parent`, `Parents`, and Docker 29's `" Parents"`.
         let parents = br#"{"BuildCache":[
             {"ID":"a","Parent":"p0"},
             {"ID":"b","Parents":["p1","p2"]},

@@ -9,9 +9,9 @@ use futures_util::future::try_join_all;
 
 use super::convert::{LABEL_DOCKER_TYPE, TYPE_SANDBOX, volume_from_docker};
 use super::{DockerRuntime, RUNTIME, status_code};
+use crate::inventory::pods::pod_is_live;
 use crate::inventory::{Image, Inventory, Kind, Volume, sandboxes_from_containers};
-use crate::plan::pod_is_live;
-use crate::runtime::RuntimeError;
+use crate::runtime::error::RuntimeError;
 
 impl DockerRuntime {
     /// A batch of `kind`, re-checked: see `Engine::recheck`.

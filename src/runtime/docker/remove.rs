@@ -13,7 +13,7 @@ use bollard::query_parameters::{
 use super::convert::{self, real_refs};
 use super::{DockerRuntime, status_code};
 use crate::inventory::Image;
-use crate::runtime::{Removal, Target};
+use crate::runtime::engine::{Removal, Target, failed};
 
 impl DockerRuntime {
     /// Removes one object of `kind`: see `Engine::remove`.
@@ -92,7 +92,7 @@ impl DockerRuntime {
                         return Removal::InUse(format!("image is used by container {}", user.id));
                     }
                 }
-                Err(e) => return crate::runtime::failed(&e),
+                Err(e) => return failed(&e),
             }
             // The watch may have missed a container's create event (see
             // `Watch::forget`), and a lost name does not come back: the
@@ -108,7 +108,7 @@ impl DockerRuntime {
                         ));
                     }
                 }
-                Err(e) => return crate::runtime::failed(&e),
+                Err(e) => return failed(&e),
             }
             for reference in &refs {
                 // A tag may have moved to another image since the re-check
@@ -225,7 +225,7 @@ fn removal_from_error(e: BollardError) -> Removal {
             message,
         } => Removal::InUse(message),
         // With every cause: "docker read events failed" alone says nothing.
-        other => crate::runtime::failed(&other),
+        other => failed(&other),
     }
 }
 

@@ -1,4 +1,4 @@
-//! Image uses from dockerd's container events (issue 12): read from its
+//! Image uses from dockerd's container events: read from its
 //! short event history by `plan` and `run`, and followed live by the
 //! daemon between its cycles.
 //!

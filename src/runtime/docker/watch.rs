@@ -532,7 +532,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Issue 22: the containers and children a re-check of an image
+        /// The containers and children a re-check of an image
         /// gathers from the watch are never fewer than the users the plan
         /// saw, and on them the rules keep the image as the plan did.
         #[test]

@@ -1,5 +1,7 @@
 //! The CRI v1 calls safeprune makes, on any channel that serves CRI:
-//! containerd's socket (its CRI plugin) or a CRI runtime's own (CRI-O).
+//! containerd's socket (its CRI plugin) or a CRI runtime's own (CRI-O),
+//! and what their answers' times, states and sandboxes mean to the
+//! inventory. Shared by the CRI adapter and the containerd adapter.
 //! Each call has the transport's deadline; each answer about one object is
 //! checked to be about exactly that object (CRI resolves ids by unique
 //! prefix, its `truncindex`).
@@ -16,7 +18,11 @@ use k8s_cri::v1::{
     VersionResponse,
 };
 
-use crate::runtime::grpc::{MAX_MESSAGE_BYTES, REQUEST_TIMEOUT};
+use chrono::{DateTime, Utc};
+use k8s_cri::v1::{ContainerState as CriState, PodSandboxState};
+
+use super::{MAX_MESSAGE_BYTES, REQUEST_TIMEOUT};
+use crate::inventory::{self, ContainerState};
 
 /// A CRI runtime client on `channel`.
 pub(crate) fn client(channel: Channel) -> RuntimeServiceClient<Channel> {
@@ -233,5 +239,35 @@ fn spec(name: &str) -> ImageSpec {
     ImageSpec {
         image: name.to_owned(),
         ..ImageSpec::default()
+    }
+}
+
+/// CRI's nanoseconds since the epoch; 0 means "never".
+pub(crate) fn from_unix_nanos(nanos: i64) -> Option<DateTime<Utc>> {
+    (nanos > 0).then(|| DateTime::from_timestamp_nanos(nanos))
+}
+
+/// A CRI container state as the inventory's.
+pub(crate) fn state(state: i32) -> ContainerState {
+    match CriState::try_from(state) {
+        Ok(CriState::ContainerCreated) => ContainerState::Created,
+        Ok(CriState::ContainerRunning) => ContainerState::Running,
+        Ok(CriState::ContainerExited) => ContainerState::Exited,
+        Ok(CriState::ContainerUnknown) | Err(_) => ContainerState::Unknown,
+    }
+}
+
+/// One pod sandbox, READY as CRI says, by CRI's id.
+pub(crate) fn sandbox_of(s: &PodSandbox) -> inventory::PodSandbox {
+    let meta = s.metadata.as_ref();
+    let field = |f: fn(&k8s_cri::v1::PodSandboxMetadata) -> &String| {
+        meta.map(f).filter(|v| !v.is_empty()).cloned()
+    };
+    inventory::PodSandbox {
+        id: s.id.clone(),
+        pod_uid: field(|m| &m.uid),
+        pod_name: field(|m| &m.name),
+        pod_namespace: field(|m| &m.namespace),
+        ready: s.state == PodSandboxState::SandboxReady as i32,
     }
 }

@@ -492,7 +492,7 @@ pub const FRESH_FOR: Duration = Duration::from_millis(20);
 /// worse than a later exit, but the exit must come within 5 s of the
 /// signal whatever the engine does: a pod's grace period and systemd's
 /// stop timeout end in a SIGKILL, and the report, the audit log and the
-/// metrics are written after the removals (issue 22).
+/// metrics are written after the removals.
 pub const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// Re-checks `batch` (objects of `kind`) on fresh facts: each decision

@@ -1,4 +1,4 @@
-//! The images' usage history (issue 12): the last use safeprune has seen of
+//! The images' usage history: the last use safeprune has seen of
 //! each image, kept in `state_dir` between runs, because the engines keep
 //! none (Docker records no last use at all; its event history is short;
 //! kubelet forgets on every restart).

@@ -1,4 +1,4 @@
-//! Reviewed plans (issue 13): `safeprune plan --save FILE` writes the plan
+//! Reviewed plans: `safeprune plan --save FILE` writes the plan
 //! with what identifies it (node, runtime, endpoint, policy digest, time);
 //! `safeprune run --plan FILE` deletes only objects that FILE decided to
 //! delete and that the current rules, on fresh facts, still find eligible.

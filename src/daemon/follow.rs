@@ -1,5 +1,5 @@
 //! Between its cycles, the daemon follows the engine's events and records
-//! each image use in the usage history (issue 12): Docker keeps a short
+//! each image use in the usage history: Docker keeps a short
 //! event history and containerd none, so a use between two cycles a week
 //! apart would otherwise be lost, and a container created and deleted
 //! meanwhile leaves no other trace.
@@ -29,7 +29,7 @@ const FLUSH_AFTER: Duration = Duration::from_secs(2);
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// How long a stopping daemon waits for the last uses to be written: a
 /// write takes milliseconds, and the daemon must exit within 5 s of the
-/// signal, its cycle's grace included (issue 22).
+/// signal, its cycle's grace included.
 const STOP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What is followed, and where it is recorded.

@@ -533,7 +533,7 @@ async fn under_images_disk_nothing_more_goes_once_low_percent_is_reached() {
 
 #[tokio::test]
 async fn a_chain_of_images_and_of_build_cache_goes_children_first_and_whole() {
-    // Issue 22: in id order the parents came first, and the engine refused
+    // In id order the parents came first, and the engine refused
     // them while their children were left (409); one wave at a time, the
     // re-check of a parent comes after its children went.
     let mut inv = node();
@@ -696,7 +696,7 @@ async fn settling_that_never_ends_gets_the_grace_after_a_stop() {
 
 #[tokio::test]
 async fn a_removal_acts_on_the_object_its_recheck_found() {
-    // Issue 22: what `remove` needs comes from the re-check, never from
+    // What `remove` needs comes from the re-check, never from
     // state an adapter kept. A name given before the re-check is one it
     // read, so the image goes with it; a name given between the re-check
     // and the removal is someone's new use, so the image stays.

@@ -1,4 +1,4 @@
-//! Who uses what: the one definition of "in use" (issue 22).
+//! Who uses what: the one definition of "in use".
 //!
 //! The planner, every adapter's re-check and every what-if model ask the
 //! questions below and nothing else, so that no part of the code knows a
@@ -112,7 +112,7 @@ fn index32(n: usize) -> u32 {
 
 /// Each container's place in id order, ties by index: users sorted by it
 /// come in container id order without reading an id again. On a large
-/// node every such read is a miss in the caches (issue 24), so the
+/// node every such read is a miss in the caches, so the
 /// planner finds it once ([`IdOrder::of`]) for all its indexes.
 pub struct IdOrder {
     /// Each container's place; `None` when that is its index, as when an

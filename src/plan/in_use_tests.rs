@@ -1,4 +1,4 @@
-//! Issue 22: every kind of use the one definition knows (image volumes,
+//! Every kind of use the one definition knows (image volumes,
 //! child images, sandboxes) holds its image in the plan and in the
 //! re-check, and images and build cache records go children first.
 

@@ -1,4 +1,4 @@
-//! Property tests of the policy reader (issue 11): no input makes it panic,
+//! Property tests of the policy reader: no input makes it panic,
 //! and what it accepts stays within the documented bounds.
 //!
 //! Inputs come from three sources: arbitrary text; sequences of the tokens

@@ -181,7 +181,7 @@ pub struct Protect {
     pub live_pod_sandboxes: bool,
     /// Always `true`: pod sandboxes are kubelet's on every runtime. `false`
     /// is refused when the policy is read (it deleted sandboxes on Docker
-    /// and was refused by the containerd adapter; issue 22). The key stays
+    /// and was refused by the containerd adapter). The key stays
     /// so that policies which spell out the default keep working.
     #[serde(deserialize_with = "always_true")]
     pub pod_sandboxes: bool,

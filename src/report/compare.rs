@@ -1,4 +1,4 @@
-//! `plan --compare COMMAND` (issue 13): safeprune's plan beside what the
+//! `plan --compare COMMAND`: safeprune's plan beside what the
 //! cron job it replaces would remove now, object by object, for the
 //! operator who has to get the cron line replaced. JSON and a table.
 

@@ -1,4 +1,4 @@
-//! Tables fitted to a terminal's width (issue 37): on a terminal, the
+//! Tables fitted to a terminal's width: on a terminal, the
 //! free-text columns (NAME, WHY) give up their width first, widest first,
 //! and a cut cell ends in `…`; an id keeps 12 characters, as docker shows
 //! them; a line of prose too long wraps at a space. Output that is piped or

@@ -1,4 +1,4 @@
-//! The Prometheus rules (`deploy/prometheus/rules.yaml`, issue 25) against
+//! The Prometheus rules (`deploy/prometheus/rules.yaml`) against
 //! the series safeprune really writes. Real runs on a private dockerd write
 //! their textfile: one under disk pressure that leaves the image file
 //! system above `high_percent`, one refused by `--max-deletions`, one whose

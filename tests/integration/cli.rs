@@ -69,7 +69,7 @@ fn bad_policy_exits_2_naming_file_line_and_column() {
         let err = String::from_utf8(out.stderr).unwrap();
         assert!(err.contains(path), "{err}");
         assert!(err.contains("unknown field `kep`"), "{err}");
-        // Issue 37: the close key, before the place.
+        // The close key, before the place.
         assert!(
             err.contains("(did you mean `keep`?) at line 3 column 3"),
             "{err}"

@@ -1,4 +1,4 @@
-//! `plan --compare docker-prune-volumes` (issue 13) held to the real
+//! `plan --compare docker-prune-volumes` held to the real
 //! command: two private dockerds laid out alike, the prediction on one,
 //! the real `docker system prune -a -f --volumes` on the other, and the
 //! same objects (by name) removed. Also what safeprune keeps that the
@@ -49,7 +49,7 @@ async fn lay_out(e: &PrivateDockerd) {
     e.create_container("new", "stopped:1", &[], EXIT_0).await;
     // A BuildKit build: an image, and build cache records.
     e.build_with_buildkit("built:1");
-    // Issue 22: an image in use under several names, which the command
+    // An image in use under several names, which the command
     // strips down to one reference; and `docker commit` of a container of
     // base:1 into committed:1, which runs: the command takes only base:1's
     // name.
@@ -236,7 +236,7 @@ async fn predicted_as_removed(
     eprintln!("removed by docker system prune {flags:?}: {removed:?}");
     assert!(!removed.is_empty());
     assert_eq!(predicted, removed, "the model and the command differ");
-    // The names it took off images it kept (issue 22), by name.
+    // The names it took off images it kept, by name.
     let mut untagged: Vec<String> = before_pruned
         .iter()
         .filter(|(k, _)| k.0 == "image")
@@ -314,7 +314,7 @@ async fn the_prediction_matches_docker_system_prune_object_for_object() {
     );
 }
 
-/// Issue 22: a build of nine chained steps leaves nine build cache
+/// A build of nine chained steps leaves nine build cache
 /// records, each built on the one before. `docker builder prune -a -f`
 /// removes them all; so does `safeprune run` now, leaves first (in id
 /// order it left 5 or 6, refused while their children were left).
@@ -355,7 +355,7 @@ async fn a_chain_of_build_cache_records_goes_whole_as_with_docker_builder_prune(
     );
 }
 
-/// Issue 22, on the real engine: a parent of an image in use is kept as in
+/// On the real engine: a parent of an image in use is kept as in
 /// use, its child named, and keeps its name; an unused parent and child
 /// both go in one run, the child first (in id order the parent was
 /// refused, 409, in one run out of two).
@@ -557,7 +557,7 @@ fn assert_crictl_and_the_sandbox_image(
         .find(|d| d["name"] == SANDBOX_IMAGE);
     match version {
         // 1.6.20's CRI reports nothing pinned, so the sandbox image goes
-        // too (issue 22), though safeprune keeps it in use.
+        // too, though safeprune keeps it in use.
         ContainerdVersion::V1_6 => {
             assert_eq!(removes.len(), 2, "{crictl}");
             let pause = pause.expect("the sandbox image, removed by crictl, kept by safeprune");
@@ -641,7 +641,7 @@ async fn cri_image_names(engine: &util::containerd::PrivateContainerd) -> BTreeS
         .collect()
 }
 
-/// Issue 22: `--compare crictl-prune` held to what `crictl rmi --prune`
+/// `--compare crictl-prune` held to what `crictl rmi --prune`
 /// removes, its logic as cri-tools 1.36 has it played over CRI by the
 /// harness (`Kubelet::rmi_prune`, honouring CRI's `pinned`): no crictl
 /// binary is served here, so two readings of crictl's logic (safeprune's

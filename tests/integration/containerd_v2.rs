@@ -589,7 +589,7 @@ async fn introspection_exports_no_cri_image_config_on_containerd_2() {
     assert_eq!(info.extra, None);
 }
 
-/// Issue 22: safeprune keeps an image a live pod mounts as a volume. Its
+/// safeprune keeps an image a live pod mounts as a volume. Its
 /// container has exited (crashed) when safeprune runs; the image would be
 /// eligible by age; after the run, kubelet's restart of the container
 /// (attempt 1, the same mount) succeeds. Before, `run` deleted the image
@@ -641,7 +641,7 @@ async fn an_image_a_live_pod_mounts_is_kept_and_the_pods_container_restarts_afte
     );
 }
 
-/// Issue 22: the node's sandbox image is kept whatever it is named, by the
+/// The node's sandbox image is kept whatever it is named, by the
 /// runtime's own facts: with no keep pattern and no pod left, containerd
 /// 2.3.4's CRI reports it pinned, and 1.6.20 names it in its status.
 #[tokio::test]
@@ -671,7 +671,7 @@ async fn the_sandbox_image_is_kept_by_the_runtimes_pin_whatever_its_name() {
     }
 }
 
-/// Issue 22, with the harness playing kubelet over CRI (`util::kubelet`,
+/// Image volumes, with the harness playing kubelet over CRI (`util::kubelet`,
 /// as crictl did before): a pod whose container mounts `DATA` as an image
 /// volume, made by `RunPodSandbox`, `CreateContainer` and `StartContainer`
 /// as kubelet makes it (each image named by the id its pull resolved, with

@@ -1,4 +1,4 @@
-//! Images pruned by disk pressure (issue 12) on a real private dockerd
+//! Images pruned by disk pressure on a real private dockerd
 //! whose data root is a small loop-mounted ext4: filled past
 //! `high_percent` with images of known sizes used in a known order, `run`
 //! brings the file system to `low_percent` or under by removing the least

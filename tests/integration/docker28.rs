@@ -1,9 +1,9 @@
-//! Docker Engine 28 and later on both its image stores, measured (issue
-//! 22, on 29.7.2; since issue 36 on Debian unstable's 28.5.2, every commit):
+//! Docker Engine 28 and later on both its image stores, measured (by hand
+//! on an upstream 29.7.2; in CI on Debian unstable's 28.5.2, every commit):
 //! what `docker system prune -a -f` takes from an image in use and from a
 //! parent (a), parents, ids and `DriverStatus` (b), image sizes (c), build
 //! cache parents (d), and `plan --compare docker-prune` held to the real
-//! command on twin engines, with the divergences known today. Issue 23:
+//! command on twin engines, with the divergences known today; and
 //! safeprune's image sizes and what `run` frees (e), `explain` and the
 //! image file system (f), a just-loaded image (g), a multi-platform image
 //! (h). Each test prints what it measured, and holds it.
@@ -72,7 +72,7 @@ struct Layout {
     committed: String,
 }
 
-/// Issue 22's layout: one image in use by running container `web` under
+/// The layout: one image in use by running container `web` under
 /// four names (`used:1`, `used:2`, `zed/used:1`, `other:1`); `base:1`,
 /// whose exited container `source` is committed into `committed:1`, which
 /// container `child` runs. Containers name their image as `by` says.
@@ -260,7 +260,7 @@ fn expected_prune(store: Store, by: By) -> Pruned {
     }
 }
 
-/// (a) `docker system prune -a -f` on issue 22's layout, on each store,
+/// (a) `docker system prune -a -f` on the layout, on each store,
 /// with the containers naming their image by name, by id, and by a name
 /// since taken off it.
 #[tokio::test(flavor = "multi_thread")]
@@ -1226,7 +1226,7 @@ async fn five_images(e: &PrivateDockerd28) -> Vec<String> {
     ids
 }
 
-/// (e) Issue 23: safeprune's image sizes on each store are the image
+/// (e) safeprune's image sizes on each store are the image
 /// list's (`/images/json`, as `/system/df`), never inspect's, which on the
 /// containerd store is the compressed content alone: in the adapter's
 /// inventory, in its re-check after an image event (each image read
@@ -1398,7 +1398,7 @@ fn explain_row<'a>(text: &'a str, what: &str) -> Option<&'a str> {
         .map(str::trim)
 }
 
-/// (f) Issue 23, with `images.disk`: `explain` of an image says a size and
+/// (f) With `images.disk`: `explain` of an image says a size and
 /// what removing it frees that agree (the list's size, no layer shared),
 /// not inspect's; the report's `image_fs.path` is where the store keeps
 /// its images: the data root on overlay2, the snapshotter's root under
@@ -1519,7 +1519,7 @@ fn disk_rule_names(plan: &serde_json::Value, id: &str, words: &str, store: &str)
     }
 }
 
-/// Issue 23: `docker load` of an image built in 2024 (air-gapped nodes
+/// `docker load` of an image built in 2024 (air-gapped nodes
 /// preload theirs so). On the overlay2 store Docker leaves its
 /// `LastTagTime` zero, so by its dates alone it was two years old and
 /// `eligible` under `min_age: 1h`; it is dated by safeprune's first

@@ -1,4 +1,4 @@
-//! Hostile policies and bad command lines (issue 11): each one is exit 2
+//! Hostile policies and bad command lines: each one is exit 2
 //! with a message naming the file and, where the fault has one, its line
 //! and column; no panic; and no engine contacted.
 //!
@@ -276,7 +276,7 @@ fn a_configmap_mounted_read_only_is_trusted_and_writable_is_not() {
     );
 }
 
-/// Issue 22: `--compare` with a command of another runtime than the policy
+/// `--compare` with a command of another runtime than the policy
 /// names is a usage error before anything is contacted, and writes no
 /// `--save` file.
 #[test]

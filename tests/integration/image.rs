@@ -62,7 +62,7 @@ fn assert_root_holds_the_binary_its_libraries_and_root_alone(image: &BuiltImage)
     // the host's file at its real path.
     let mut files = BTreeMap::from([
         // The binary under test, stripped as the Debian package's is: the
-        // unstripped one made the release image half as big again (issue 22).
+        // unstripped one made the release image half as big again.
         (
             "usr/sbin/safeprune".to_owned(),
             file_digest(&image.stripped_binary()),

@@ -1,4 +1,4 @@
-//! `images.disk.from_kubelet` (issue 24) on a real private dockerd whose
+//! `images.disk.from_kubelet` on a real private dockerd whose
 //! data root is a small loop-mounted ext4: the plan prunes under the
 //! watermarks derived from a kubelet configuration (5 points under
 //! kubelet's thresholds), re-reads the file for each command, and keeps

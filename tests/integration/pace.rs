@@ -495,7 +495,7 @@ async fn check_says_whose_stall_the_budget_reads_and_what_it_is_now() {
     );
 }
 
-/// A policy with the stall budget on (issue 38), the workloads' cgroup at
+/// A policy with the stall budget on, the workloads' cgroup at
 /// `cgroup`, under `on_max_delay`.
 fn budget_policy(cgroup: &str, on_max_delay: &str) -> String {
     format!(
@@ -790,7 +790,7 @@ fn waited_in_table(table: &str) -> f64 {
         .unwrap_or_else(|| panic!("no `waited N.Ns` in {line:?}"))
 }
 
-/// Issue 38's real-pressure test: the workloads are a cgroup of the
+/// The real-pressure test: the workloads are a cgroup of the
 /// test's own with a writer in it, syncing small writes on the file
 /// system of the engine's data (an ext4 of its own, loop-mounted: the
 /// other tests' and builds' writes on the root disk are not in its

@@ -1,4 +1,4 @@
-//! What `plan` lists, on a private dockerd (issue 37): `--only` and
+//! What `plan` lists, on a private dockerd: `--only` and
 //! `--kind` list only the objects they name, in the table and the JSON,
 //! while the summary and `--save` stay the whole plan's; and the table fits
 //! the terminal it is printed on (under a real pseudo-terminal, script(1)),

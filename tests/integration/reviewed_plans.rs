@@ -1,4 +1,4 @@
-//! Reviewed plans (issue 13) on real private engines: `plan --save FILE`
+//! Reviewed plans on real private engines: `plan --save FILE`
 //! writes a plan that identifies itself and diffs; `run --plan FILE`
 //! deletes only what FILE deleted and the rules still find eligible,
 //! reports what changed since (kept now, gone), keeps what FILE did not

@@ -1,5 +1,5 @@
-//! `safeprune run` on a terminal behaves as `docker system prune` does
-//! (issue 37): it asks `Delete N objects (SIZE)? [y/N]` first, removes only
+//! `safeprune run` on a terminal behaves as `docker system prune` does:
+//! it asks `Delete N objects (SIZE)? [y/N]` first, removes only
 //! on yes, shows its progress on stderr while it removes, and ends its
 //! table with `Total reclaimed space: SIZE`. `--yes` (`-y`, `-f`) and a
 //! stdin that is no terminal never ask. The terminal is script(1)'s

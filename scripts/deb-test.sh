@@ -305,7 +305,7 @@ inner_remove() { # enabled by hand, then removed: nothing stays enabled
   inner_dpkg remove -r safeprune
   inner_no_enablement remove
   # Masked until a purge or a new install, as Debian's helpers leave them
-  # (docs/design.md, "The Debian package").
+  # (docs/contracts.md, "The Debian package").
   for unit in safeprune.timer safeprune-daemon.service; do
     [ "$(readlink "/etc/systemd/system/$unit")" = /dev/null ] || inner_fail "remove: $unit is not masked"
   done

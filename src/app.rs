@@ -1,7 +1,7 @@
 //! The commands: load the policy, reach the runtime, plan, execute, report.
 //!
 //! Each failure is an [`AppError`] whose variant fixes the exit code of
-//! docs/design.md; `main` only maps and prints it.
+//! docs/contracts.md; `main` only maps and prints it.
 
 mod check;
 
@@ -378,7 +378,7 @@ async fn run_once(policy: &Policy, args: &RunArgs, quiet: bool) -> Result<(), Ap
             eprintln_lossy(&format!("safeprune: {e}"));
             Ok(())
         }
-        // Exit 0 (docs/design.md), and the metrics already say it failed.
+        // Exit 0 (docs/contracts.md), and the metrics already say it failed.
         Err(e @ AppError::Stopped { .. }) => {
             tracing::warn!(error = %e, "run cut short");
             Ok(())

@@ -1,4 +1,4 @@
-//! The command line, as clap definitions only: docs/design.md fixes its shape.
+//! The command line, as clap definitions only: docs/contracts.md fixes its shape.
 
 use std::path::PathBuf;
 

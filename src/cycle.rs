@@ -295,7 +295,7 @@ async fn locked_cycle(
     options: &CycleOptions,
     shutdown: &Shutdown,
 ) -> Result<(Report, Option<AppError>), AppError> {
-    // A run holds the lock (docs/design.md, "The lock"). A dry one takes it
+    // A run holds the lock (docs/contracts.md, "The lock"). A dry one takes it
     // when it can, so that its report files never interleave with a real
     // run's, and goes on without it when the file cannot be opened (not
     // root): it removes nothing.
@@ -453,7 +453,7 @@ fn lock_and_reread(
     Ok((lock, policy.kubelet_reread()?))
 }
 
-/// Takes the exclusive, non-blocking flock of docs/design.md, held while the
+/// Takes the exclusive, non-blocking flock of docs/contracts.md, held while the
 /// returned file lives.
 fn lock(path: &Path) -> Result<File, AppError> {
     let file = std::fs::OpenOptions::new()

@@ -1,5 +1,5 @@
 //! Why a command did not finish cleanly, and the exit code each reason
-//! maps to (docs/design.md, "Exit codes"): users' scripts branch on them.
+//! maps to (docs/contracts.md, "Exit codes"): users' scripts branch on them.
 //!
 //! An error's message says what failed, never its cause again: the cause is
 //! its `source`, and [`crate::output::Chain`] prints the whole chain once.
@@ -10,7 +10,7 @@ use crate::policy::PolicyError;
 use crate::report::Report;
 use crate::runtime::RuntimeError;
 
-/// The exit codes of docs/design.md, by name (`exit::OK` and so on): the
+/// The exit codes of docs/contracts.md, by name (`exit::OK` and so on): the
 /// table itself is [`crate::exit_codes`], which build.rs also reads.
 pub use crate::exit_codes as exit;
 
@@ -71,7 +71,7 @@ pub enum AppError {
 }
 
 impl AppError {
-    /// The exit code of docs/design.md for this error.
+    /// The exit code of docs/contracts.md for this error.
     #[must_use]
     pub fn exit_code(&self) -> u8 {
         match self {
@@ -85,7 +85,7 @@ impl AppError {
             Self::Locked(_) => exit::LOCKED,
             Self::OverLimit { .. } => exit::OVER_LIMIT,
             Self::NotFound { .. } => exit::NOT_FOUND,
-            // docs/design.md: 0 also when a stop signal cut a run short,
+            // docs/contracts.md: 0 also when a stop signal cut a run short,
             // and when the question before removing was not answered yes.
             Self::Stopped { .. } | Self::NotConfirmed(_) => exit::OK,
         }
@@ -93,7 +93,7 @@ impl AppError {
 
     /// The error as one short line a person can act on: what failed, its
     /// last cause in a few words, and what to do where safeprune knows
-    /// (docs/design.md, "stdout and stderr"). [`crate::output::Chain`]
+    /// (docs/contracts.md, "stdout and stderr"). [`crate::output::Chain`]
     /// says every cause, for `-v` and the JSON error's `error`.
     #[must_use]
     pub fn brief(&self) -> String {

@@ -1,4 +1,4 @@
-//! The exit codes of docs/design.md ("Exit codes"), as the one table that
+//! The exit codes of docs/contracts.md ("Exit codes"), as the one table that
 //! the error mapping (`error::exit`) and the man page's EXIT STATUS
 //! (written by build.rs) are both made from. Users' scripts branch on these.
 //!

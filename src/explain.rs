@@ -146,7 +146,7 @@ fn facts(d: &Decision, inventory: &Inventory) -> Vec<(&'static str, String)> {
 }
 
 /// `explain --output json`: one document, the query and every decision it
-/// matched (docs/design.md, "explain --output json").
+/// matched (docs/contracts.md, "explain --output json").
 #[derive(Serialize)]
 struct Document<'a> {
     version: u32,

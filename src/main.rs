@@ -41,7 +41,7 @@ fn main() -> ExitCode {
     }
 }
 
-/// Says on stderr why safeprune stops (docs/design.md, "stdout and
+/// Says on stderr why safeprune stops (docs/contracts.md, "stdout and
 /// stderr"): one line, `safeprune: error: ` and `message`, what failed and
 /// what to do; the whole `chain` of causes instead with `-v`. With
 /// `--log-format json`, one JSON object shaped as a log line, whatever

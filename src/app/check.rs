@@ -1,5 +1,5 @@
 //! `check` beyond the policy: whether safeprune can work on this node with
-//! it (docs/design.md, "check"). One line each on stderr, `ok` or what
+//! it (docs/contracts.md, "check"). One line each on stderr, `ok` or what
 //! failed and what to do: the engine it would use, the directories it
 //! writes in, and (in `app.rs`) the pressure `safety.pace` reads.
 

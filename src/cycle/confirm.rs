@@ -1,5 +1,5 @@
 //! The question `run` asks on a terminal before it removes anything, as
-//! `docker system prune` does (docs/design.md, "stdout and stderr"): the
+//! `docker system prune` does (docs/contracts.md, "stdout and stderr"): the
 //! plan's summary and `Delete 3 objects (187.0MB)? [y/N] ` on stderr, one
 //! line read from stdin. Only `y` or `yes` removes.
 

@@ -1,7 +1,7 @@
 //! What a run shows while it removes: on a terminal, one line on stderr
 //! redrawn after each removal; elsewhere (cron mail, the journal, a pipe),
 //! a log line at most every [`LOG_EVERY`], the first only after that long,
-//! so a short run logs none (docs/design.md, "stdout and stderr").
+//! so a short run logs none (docs/contracts.md, "stdout and stderr").
 //!
 //! The clock is an argument: the throttle and the rate are tested without
 //! waiting.

@@ -90,7 +90,7 @@ enum FrameKind {
 }
 
 /// Checks `text` (see the module). `nullable` lists the dotted paths whose
-/// value may be null because docs/design.md says what null means there.
+/// value may be null because docs/contracts.md says what null means there.
 ///
 /// # Errors
 /// The first fault found, with its line and column.

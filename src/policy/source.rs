@@ -14,7 +14,7 @@ use super::schema::{DiskWatermarks, Policy};
 /// The documented default policy, byte for byte.
 pub const DEFAULT_POLICY_YAML: &str = include_str!("../../config/policy.yaml");
 
-/// The keys whose value may be written as null, because docs/design.md says
+/// The keys whose value may be written as null, because docs/contracts.md says
 /// what null means there. Anywhere else, an empty or null value is refused.
 pub(super) const NULLABLE: &[&str] = &["images.disk", "safety.pace"];
 

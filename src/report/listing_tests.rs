@@ -1,4 +1,4 @@
-//! What `plan` lists (issue 37): `--only` and `--kind` filter the listing
+//! What `plan` lists: `--only` and `--kind` filter the listing
 //! and never the summary, and the tables fit a terminal's width while piped
 //! output keeps its full width.
 
@@ -130,16 +130,16 @@ fn no_filter_adds_no_field() {
     assert!(v.get("filter").is_none());
 }
 
-/// docs/design.md's "JSON report" field table names every top-level field
+/// docs/reports.md's "JSON report" field table names every top-level field
 /// a filtered plan's document has, `filter` included.
 #[test]
 fn the_documented_fields_name_every_field_of_a_filtered_plan() {
-    let design = include_str!("../../docs/design.md");
+    let design = include_str!("../../docs/reports.md");
     let section = design
         .split("\n## JSON report\n")
         .nth(1)
         .and_then(|s| s.split("\nA decision:\n").next())
-        .expect("docs/design.md has a JSON report section");
+        .expect("docs/reports.md has a JSON report section");
     let documented: Vec<&str> = section
         .lines()
         .filter_map(|line| line.strip_prefix("| `"))
@@ -153,7 +153,7 @@ fn the_documented_fields_name_every_field_of_a_filtered_plan() {
     for key in v.as_object().unwrap().keys() {
         assert!(
             documented.contains(&key.as_str()),
-            "{key} is not in docs/design.md's JSON report fields: {documented:?}"
+            "{key} is not in docs/reports.md's JSON report fields: {documented:?}"
         );
     }
     assert_eq!(

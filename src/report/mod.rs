@@ -1,7 +1,7 @@
 //! What a plan or a run comes to, for people (table) and scripts (JSON).
 //!
 //! One [`Report`] model feeds every reporter: the table, the JSON document of
-//! docs/design.md, the `report.json_path` file and the audit log.
+//! docs/reports.md, the `report.json_path` file and the audit log.
 
 pub mod compare;
 mod files;
@@ -123,7 +123,7 @@ pub struct Summary {
     pub delete: KindCounts,
     pub keep: KindCounts,
     /// Objects kept, by kind and rule: how many `protected_label`,
-    /// `live_pod_sandbox` and so on. An addition to docs/design.md's summary.
+    /// `live_pod_sandbox` and so on. An addition to docs/reports.md's summary.
     pub kept_by_rule: BTreeMap<Kind, BTreeMap<Rule, usize>>,
     pub reclaimable_bytes: u64,
     pub reclaimed_bytes: u64,
@@ -135,7 +135,7 @@ pub struct Summary {
     pub changed_by_rule: BTreeMap<Rule, usize>,
     pub failed: usize,
     /// Kinds this runtime does not have, e.g. `volume` on containerd. An
-    /// addition to docs/design.md's summary.
+    /// addition to docs/reports.md's summary.
     pub not_applicable: Vec<Kind>,
 }
 
@@ -145,7 +145,7 @@ pub struct Report {
     pub version: u32,
     pub runtime: String,
     /// Why this runtime (the policy named it, or what `auto` found). An
-    /// addition to docs/design.md's JSON.
+    /// addition to docs/reports.md's JSON.
     pub runtime_reason: String,
     pub node: String,
     #[serde(serialize_with = "rfc3339")]
@@ -163,7 +163,7 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image_fs: Option<ImageFs>,
     /// On Docker, the bytes `docker system prune -a -f` would free from the
-    /// same node (`src/plan/prune_model.rs`), beside `reclaimable_bytes`.
+    /// same node (`src/plan/prune_model/`), beside `reclaimable_bytes`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub docker_prune_bytes: Option<u64>,
     /// How a run's removals were paced, with `safety.pace` set; absent for
@@ -379,7 +379,7 @@ impl Report {
         self
     }
 
-    /// The JSON document of docs/design.md, pretty-printed, with a final newline.
+    /// The JSON document of docs/reports.md, pretty-printed, with a final newline.
     ///
     /// # Panics
     /// Never: every field serializes.

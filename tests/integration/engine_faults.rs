@@ -1,11 +1,11 @@
-//! Engine faults (issue 11): a socket that accepts and never answers, or
+//! Engine faults: a socket that accepts and never answers, or
 //! answers garbage, is exit 1 naming the endpoint, in bounded time and
 //! without a panic; a real engine killed in the middle of a run leaves a
 //! valid JSON report and audit log, exit 1 or 3, and the next run finishes
 //! the work; a report on a full file system is exit 1 naming the path and
 //! leaves no partial file. A SIGTERM while safeprune waits on an engine
 //! that never answers ends `run` and `daemon` within 5 s, every file
-//! written (issue 22). The Docker tests run on Docker 20.10 and on
+//! written. The Docker tests run on Docker 20.10 and on
 //! Docker 29 with each image store (`docker_tests!`): frozen, dockerd 29
 //! hangs alone (its containerd runs on); killed, it takes its containerd.
 
@@ -309,7 +309,7 @@ async fn containerd_killed_mid_run_leaves_valid_reports_and_the_next_run_complet
 
 /// How soon after SIGTERM safeprune must have exited, whatever its engine
 /// does: a pod's grace period (60 s in our `DaemonSet`) and systemd's stop
-/// timeout must never run out first (issue 22).
+/// timeout must never run out first.
 const STOP_BOUND: Duration = Duration::from_secs(5);
 
 /// Sends SIGTERM to `child` and waits for its exit: its status and the
@@ -373,7 +373,7 @@ fn sigterm_while_the_engine_never_answers_exits_0_at_once_with_the_metrics() {
         let (status, took) = terminate(&mut run, "run on a silent socket");
         let err = std::fs::read_to_string(cli.path("stderr.log")).unwrap();
         assert!(took < STOP_BOUND, "{took:?}: {err}");
-        // A stop signal that cut a run short is exit 0 (docs/design.md).
+        // A stop signal that cut a run short is exit 0 (docs/contracts.md).
         assert_eq!(status.code(), Some(0), "{err}");
         assert!(
             err.contains("stopped by a signal before the inventory was taken"),

@@ -1,5 +1,5 @@
-//! The exit codes are a contract (docs/design.md, "Exit codes"): the tables
-//! of docs/design.md, docs/reference.md and README.md list exactly the codes
+//! The exit codes are a contract (docs/contracts.md, "Exit codes"): the tables
+//! of docs/contracts.md, docs/reference.md and README.md list exactly the codes
 //! of `exit_codes::ALL`, which the binary and the man page are made from.
 
 use std::fs;
@@ -34,11 +34,11 @@ fn the_documented_exit_codes_are_the_table_of_exit_codes() {
         .iter()
         .map(|c| (c.code.to_string(), format!("`{}`", c.name)))
         .collect();
-    let design: Vec<(String, String)> = table("docs/design.md", "Exit codes")
+    let design: Vec<(String, String)> = table("docs/contracts.md", "Exit codes")
         .into_iter()
         .map(|row| (row[0].clone(), row[1].clone()))
         .collect();
-    assert_eq!(design, expected, "docs/design.md");
+    assert_eq!(design, expected, "docs/contracts.md");
     let codes: Vec<String> = expected.into_iter().map(|(code, _)| code).collect();
     for doc in ["README.md", "docs/reference.md"] {
         let listed: Vec<String> = table(doc, "Exit codes")

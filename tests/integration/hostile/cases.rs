@@ -1,6 +1,6 @@
-//! The corpus of hostile policies (issue 11), shared by
+//! The corpus of hostile policies, shared by
 //! `tests/integration/hostile_policies.rs`, which checks what each one gets, and
-//! `benches/hostile_policies.rs`, which times each one.
+//! `benches/speed/hostile_policies.rs`, which times each one.
 //!
 //! Small cases are files next to this one, byte for byte as written; large
 //! ones are made at run time in a scratch directory.

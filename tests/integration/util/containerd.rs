@@ -126,7 +126,7 @@ pub enum ContainerdVersion {
 /// ```
 #[allow(
     unused_macros,
-    reason = "benches/containerd.rs includes this harness and runs one release"
+    reason = "benches/speed/containerd.rs includes this harness and runs one release"
 )]
 macro_rules! containerd_tests {
     () => {};
@@ -152,7 +152,7 @@ macro_rules! containerd_tests {
 }
 #[allow(
     unused_imports,
-    reason = "benches/containerd.rs includes this harness and runs one release"
+    reason = "benches/speed/containerd.rs includes this harness and runs one release"
 )]
 pub(crate) use containerd_tests;
 

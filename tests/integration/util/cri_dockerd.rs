@@ -269,7 +269,7 @@ async fn import_pause_image(engine: &PrivateDockerd) {
 /// skip.
 #[allow(
     unused_macros,
-    reason = "benches/containerd.rs includes this harness and runs no cri-dockerd test"
+    reason = "benches/speed/containerd.rs includes this harness and runs no cri-dockerd test"
 )]
 macro_rules! cri_dockerd_tests {
     () => {};
@@ -298,6 +298,6 @@ macro_rules! cri_dockerd_tests {
 }
 #[allow(
     unused_imports,
-    reason = "benches/containerd.rs includes this harness and runs no cri-dockerd test"
+    reason = "benches/speed/containerd.rs includes this harness and runs no cri-dockerd test"
 )]
 pub(crate) use cri_dockerd_tests;

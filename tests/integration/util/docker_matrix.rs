@@ -166,7 +166,7 @@ impl Deref for VersionedDockerd {
 /// ```
 #[allow(
     unused_macros,
-    reason = "benches/containerd.rs includes this harness and runs no Docker"
+    reason = "benches/speed/containerd.rs includes this harness and runs no Docker"
 )]
 macro_rules! docker_tests {
     () => {};
@@ -198,6 +198,6 @@ macro_rules! docker_tests {
 }
 #[allow(
     unused_imports,
-    reason = "benches/containerd.rs includes this harness and runs no Docker"
+    reason = "benches/speed/containerd.rs includes this harness and runs no Docker"
 )]
 pub(crate) use docker_tests;

@@ -45,7 +45,7 @@
 
 #![allow(
     dead_code,
-    reason = "benches/containerd.rs includes this harness too and uses a subset of it; `expect` would fail in the integration binary, which uses it all"
+    reason = "benches/speed/containerd.rs includes this harness too and uses a subset of it; `expect` would fail in the integration binary, which uses it all"
 )]
 
 pub mod containerd;

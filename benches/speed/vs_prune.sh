@@ -3,8 +3,8 @@
 # private dockerd and identical fresh fixtures, alternately (A B A B ...):
 # wall time and the engine's CPU time (dockerd, containerd and shims), each
 # side talking to the engine's socket directly; then one more run of each
-# side through benches/count_proxy.py, which counts the API calls it makes
-# (the proxy, a Python process, adds its own time to every call: timing
+# side through benches/speed/count_proxy.py, which counts the API calls it
+# makes (the proxy, a Python process, adds its own time to every call: timing
 # through it would charge that to the side that makes more calls; set
 # TIME_THROUGH_PROXY=1 to time through it all the same). Prints each run,
 # then medians and the safeprune/docker ratios. BENCHMARKS.md holds the
@@ -15,10 +15,10 @@
 # varied sizes, V unused named volumes, three unused networks, and what both
 # sides keep: a running container with its image and a named volume.
 #
-# Run: benches/vs_prune.sh [FIXTURE ...]   (default: 200/50/50 2000/300/300)
+# Run: benches/speed/vs_prune.sh [FIXTURE ...]   (default: 200/50/50 2000/300/300)
 #      PAIRS=N for N alternating pairs per fixture (default 3)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 fixtures=("$@")
 [ ${#fixtures[@]} -gt 0 ] || fixtures=(200/50/50 2000/300/300)
 pairs=${PAIRS:-3}
@@ -28,8 +28,8 @@ done
 cargo build --release --locked --quiet
 bin="$PWD/target/release/safeprune"
 
-# shellcheck source=benches/private_dockerd.sh
-. benches/private_dockerd.sh
+# shellcheck source=benches/lib/private_dockerd.sh
+. benches/lib/private_dockerd.sh
 dir=$(mktemp -d /tmp/spvs-XXXXXX)
 proxy_sock="$dir/p.sock"
 calls="$dir/calls.log"
@@ -44,7 +44,7 @@ trap cleanup EXIT
 trap 'exit 143' INT TERM
 
 start_private_dockerd "$dir"
-python3 benches/count_proxy.py "$proxy_sock" "$engine_sock" "$calls" &
+python3 benches/speed/count_proxy.py "$proxy_sock" "$engine_sock" "$calls" &
 proxy=$!
 for _ in $(seq 1 50); do [ -S "$proxy_sock" ] && break; sleep 0.1; done
 
@@ -63,12 +63,12 @@ image bench/keep:1 1
 docker volume create keep-vol >/dev/null
 docker run -d --name keeper -v keep-vol:/data bench/keep:1 sleep 1000000 >/dev/null
 
-# Built through the API (benches/fixture.py), several calls at once: the
+# Built through the API (benches/lib/fixture.py), several calls at once: the
 # CLI's start-up made a 2,000-container fixture take many minutes. A tenth
 # of the containers run to their exit first, so that both sides meet
 # exited containers with exit times as well as never-started ones.
 fixture() { # C I V
-  python3 benches/fixture.py "$engine_sock" "$dir/rootfs" "$1" "$2" "$3" --started $(($1 / 10))
+  python3 benches/lib/fixture.py "$engine_sock" "$dir/rootfs" "$1" "$2" "$3" --started $(($1 / 10))
 }
 
 left() {
@@ -117,7 +117,7 @@ plan_vs_lists() { # C I V
   fixture "$1" "$2" "$3"
   sed "s#unix://$proxy_sock#unix://$engine_sock#" "$dir/policy.yaml" >"$dir/direct.yaml"
   sed 's#^build_cache: .*#build_cache: { enabled: false }#' "$dir/direct.yaml" >"$dir/direct-nobc.yaml"
-  lists=$(python3 benches/lists.py "$engine_sock" 3)
+  lists=$(python3 benches/speed/lists.py "$engine_sock" 3)
   with_df=$(for _ in 1 2 3; do /usr/bin/time -f '%e' "$bin" --config "$dir/direct.yaml" -q plan 2>&1 >/dev/null | tail -n 1; done | median)
   without_df=$(for _ in 1 2 3; do /usr/bin/time -f '%e' "$bin" --config "$dir/direct-nobc.yaml" -q plan 2>&1 >/dev/null | tail -n 1; done | median)
   printf '  plan %.2f s (build cache unread: %.2f s); the four list calls %.3f s; ratios %.2fx, %.2fx\n' \

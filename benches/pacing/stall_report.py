@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The figures of benches/stall_probe.sh: the share of a run's probe
+"""The figures of benches/pacing/stall_probe.sh: the share of a run's probe
 operations slower than the idle arm's p99, with a confidence interval.
 
     stall_report.py PROBE_LOG BLOCKS [--audit ARM=FILE ...] [--report FILE ...]
@@ -8,13 +8,13 @@ operations slower than the idle arm's p99, with a confidence interval.
     stall_report.py --self-check
     stall_report.py --summary REPORT   (one run's JSON report on a line)
 
-PROBE_LOG holds benches/io_probe.py's operations ("<unix start> <ms>").
+PROBE_LOG holds benches/pacing/io_probe.py's operations ("<unix start> <ms>").
 BLOCKS holds one block a line:
     "<comparison> <side> <begin> <end> <drop> <phase> <run>"
 comparison: the arm the block belongs to (paced, unpaced, docker); side:
 `idle` or `arm`; begin and end: Unix seconds; drop: the seconds at the
 block's start whose operations are dropped (after a switch); phase: `pre`,
-or `drift` once benches/stall_probe.sh's steady writer runs (DRIFT=1);
+or `drift` once benches/pacing/stall_probe.sh's steady writer runs (DRIFT=1);
 run: the fixture's run number for an arm block, `-` for idle.
 
 For each comparison and phase (and each comparison over both phases), from
@@ -47,7 +47,7 @@ Then, per --report FILE (a run's JSON report): its deletions and the
 `pace` object's fields.
 
 --pool takes the OUT directories of several repeats of one case
-(benches/stall_probe.sh's: probe.log, blocks, paced-*.audit) and gives,
+(benches/pacing/stall_probe.sh's: probe.log, blocks, paced-*.audit) and gives,
 for the paced arm and each phase: one line per repeat (the share slower
 than its own idle's p99, the stall added from outside, objects/s), then
 the repeats pooled: the share over all their arm operations, the added

@@ -33,7 +33,7 @@ import subprocess
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
 
-from fixture import image_tar  # benches/fixture.py: ROOTFS as a tar, plus `extra`
+from fixture import image_tar  # benches/lib/fixture.py: ROOTFS as a tar, plus `extra`
 
 WORKERS = 4
 PROTECTED = "io.kubernetes.container.name=istio-init"

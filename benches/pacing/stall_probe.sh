@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# What the workloads feel of a paced run, by the stall budget (issue 38):
-# the latency probe (benches/io_probe.py: 4 KiB O_DIRECT read + write +
-# fsync, 100 a second, on the file system of the engine's data) runs in a
+# What the workloads feel of a paced run, by the stall budget: the latency
+# probe (benches/pacing/io_probe.py: 4 KiB O_DIRECT read + write + fsync,
+# 100 a second, on the file system of the engine's data) runs in a
 # cgroup v2 of its own that plays the workloads (safety.pace.
 # workloads_cgroup); the private engine and safeprune run outside it.
 # Each arm is interleaved with idle in ABBA order, so that what drifts on
@@ -44,19 +44,20 @@
 # and against ADDED. An idle block's first DROP_SECS after an arm block
 # count for the arm: a removal's late stall falls there.
 #
-# The figures (benches/stall_report.py): per arm, idle's p99 over all its
-# idle operations, the share of the arm's operations slower than it with
-# a 95% interval (block bootstrap), p50/p99/max of both, objects per
-# second in the arm's blocks (from safeprune's audit log) and each run's
+# The figures (benches/pacing/stall_report.py): per arm, idle's p99 over
+# all its idle operations, the share of the arm's operations slower than
+# it with a 95% interval (block bootstrap), p50/p99/max of both, objects
+# per second in the arm's blocks (from safeprune's audit log) and each run's
 # JSON report's `pace`. Logs, blocks, reports and figures stay in OUT
 # (default /var/tmp/stall-<time>-<engine>).
 #
-# Fixture "C/I/V": on Docker benches/fixture.py's (C containers run to
+# Fixture "C/I/V": on Docker benches/lib/fixture.py's (C containers run to
 # their exit after writing WRITE_KIB (2048) KiB, I images of IMAGE_KIB
-# (12288) KiB, V volumes); on containerd benches/ctr_fixture.py's C/I (V
-# is not used), with CONTAINERD=1.6 or 2 as benches/private_containerd.sh.
+# (12288) KiB, V volumes); on containerd benches/lib/ctr_fixture.py's C/I
+# (V is not used), with CONTAINERD=1.6 or 2 as
+# benches/lib/private_containerd.sh.
 #
-# Run: benches/stall_probe.sh [FIXTURE]   (default 600/150/200)
+# Run: benches/pacing/stall_probe.sh [FIXTURE]   (default 600/150/200)
 #      ENGINE=docker|containerd  ARMS="paced unpaced docker" (default paced)
 #      MAX_ARM_SECS=S: stop (SIGTERM) a paced run still going once the arm
 #      holds MIN_OPS and S seconds have passed (default 0: never)
@@ -64,7 +65,7 @@
 #      MIN_OPS (default 0: no limit), for a pacer that finishes in seconds
 set -euo pipefail
 { # read whole before it runs, so that editing the file cannot change a run
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 fixture=${1:-600/150/200}
 engine=${ENGINE:-docker}
 arms=${ARMS:-paced}
@@ -104,18 +105,70 @@ fi
 for tool in python3 unshare; do
   command -v "$tool" >/dev/null || { echo "stall_probe: needs $tool" >&2; exit 1; }
 done
-# shellcheck source=benches/probe_windows.sh
-. benches/probe_windows.sh
+# The probe in the workloads' cgroup, and what reads their stall.
+# "${in_cgroup[@]}" CGROUP CMD... runs CMD in CGROUP (a cgroup v2
+# directory), moved there before it starts; with &, $! is CMD's pid.
+# shellcheck disable=SC2016 # $$, $0 and $@ are the inner shell's
+in_cgroup=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"')
+# start_probe DIR CGROUP: the probe on a file in DIR/probe (DIR on the file
+# system of the engine's data), in CGROUP, logging to DIR/probe.log; sets
+# probe (its pid).
+start_probe() {
+  mkdir -p "$1/probe"
+  "${in_cgroup[@]}" "$2" python3 benches/pacing/io_probe.py "$1/probe" "$1/probe.log" &
+  probe=$!
+  sleep 2
+}
+stop_probe() {
+  if [ -n "${probe:-}" ]; then
+    kill "$probe" 2>/dev/null || true
+    wait "$probe" 2>/dev/null || true
+  fi
+  probe=""
+}
+# PSI `some` total (microseconds stalled) now, of a cgroup's io.pressure
+# or cpu.pressure.
+psi_total() { awk '/^some/ { sub("total=", "", $5); print $5 }' "$1"; }
+# The cgroup v2 mount: /sys/fs/cgroup on a pure v2 node,
+# /sys/fs/cgroup/unified on a hybrid one; fails when there is none.
+cgroup_v2_root() {
+  local root
+  for root in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+    [ -e "$root/cgroup.controllers" ] && { echo "$root"; return 0; }
+  done
+  return 1
+}
+# pace_policies DIR PACE LINE...: DIR/unpaced.yaml and DIR/paced.yaml, the
+# LINEs (runtime and kinds), no deletion limit (paced: with `pace: PACE`),
+# the lock, state, JSON report (DIR/<side>.json) and audit log
+# (DIR/<side>.audit) in DIR.
+pace_policies() {
+  local dir=$1 pace=$2 side
+  shift 2
+  for side in unpaced paced; do
+    {
+      printf '%s\n' "$@"
+      if [ $side = paced ]; then
+        echo "safety: { max_deletions: 1000000, pace: $pace }"
+      else
+        echo "safety: { max_deletions: 1000000 }"
+      fi
+      echo "lock_file: $dir/lock"
+      echo "state_dir: $dir/state"
+      echo "report: { json_path: $dir/$side.json, audit_log: $dir/$side.audit }"
+    } >"$dir/$side.yaml"
+  done
+}
 cg_root=$(cgroup_v2_root) || { echo "stall_probe: no cgroup v2 mount" >&2; exit 1; }
 IFS=/ read -r containers images volumes <<<"$fixture"
 volumes=${volumes:-0}
 cargo build --release --locked --quiet
 bin="${CARGO_TARGET_DIR:-$PWD/target}/release/safeprune"
 
-# shellcheck source=benches/private_dockerd.sh
-. benches/private_dockerd.sh
-# shellcheck source=benches/private_containerd.sh
-. benches/private_containerd.sh
+# shellcheck source=benches/lib/private_dockerd.sh
+. benches/lib/private_dockerd.sh
+# shellcheck source=benches/lib/private_containerd.sh
+. benches/lib/private_containerd.sh
 dir=$(mktemp -d /var/tmp/spstall-XXXXXX)
 mkdir -p "$out"
 ln -s "$out/probe.log" "$dir/probe.log"
@@ -146,7 +199,7 @@ if [ "$engine" = docker ]; then
   # with the anonymous volumes of a third of the containers, 3 networks and the base image
   objects=$((containers + (containers + 2) / 3 + images + volumes + 4))
   make_fixture() {
-    python3 benches/fixture.py "$engine_sock" "$dir/rootfs" "$containers" "$images" "$volumes" \
+    python3 benches/lib/fixture.py "$engine_sock" "$dir/rootfs" "$containers" "$images" "$volumes" \
       --started "$containers" --write-kib "$write_kib" --image-kib "$image_kib" --prefix "$1"
   }
   empty_engine() { docker system prune -a -f --volumes >/dev/null; }
@@ -157,7 +210,7 @@ else
   kinds=('containers: { min_age: "0" }' 'images: { min_age: "0" }')
   objects=$((containers + images))
   make_fixture() {
-    python3 benches/ctr_fixture.py "$ctr_bin" "$engine_sock" "$namespace" "$dir/rootfs" \
+    python3 benches/lib/ctr_fixture.py "$ctr_bin" "$engine_sock" "$namespace" "$dir/rootfs" \
       "$containers" "$images" --write-kib "$write_kib" --image-kib "$image_kib" --prefix "$1"
   }
   # Everything in the bench's namespace: the kept container, the base image.
@@ -175,7 +228,7 @@ pace_policies "$dir" "{io_pressure_percent: $ceiling, max_delay: $max_delay, add
 start_probe "$dir" "$cg"
 if [ "$busy" = 1 ]; then
   mkdir -p "$dir/busy"
-  "${in_cgroup[@]}" "$cg" python3 benches/io_probe.py "$dir/busy" "$out/busy.log" \
+  "${in_cgroup[@]}" "$cg" python3 benches/pacing/io_probe.py "$dir/busy" "$out/busy.log" \
     --rate "$busy_rate" --write-kib "$busy_kib" &
   writer=$!
   sleep 2
@@ -269,7 +322,7 @@ maybe_start_writer() {
   enough "$kept_pre" $((min_ops / 2)) || return 0
   if [ -n "$run_pid" ]; then [ "$(deleted_now)" -ge $((objects / 2)) ] || return 0; fi
   mkdir -p "$dir/writer"
-  "${in_cgroup[@]}" "$cg" python3 benches/io_probe.py "$dir/writer" "$out/writer.log" \
+  "${in_cgroup[@]}" "$cg" python3 benches/pacing/io_probe.py "$dir/writer" "$out/writer.log" \
     --rate "$writer_rate" --write-kib "$writer_kib" &
   writer=$!
   sleep 2
@@ -287,7 +340,7 @@ finish_paced_run() { # [stopped]
   # A stop that fell in one of the run's waits counts in its paced_seconds,
   # and objects_per_second is over its whole span: both hold the stops.
   echo "  paced run $run_n ended (exit $rc), stopped ${stopped} s in all;" \
-    "$(python3 benches/stall_report.py --summary "$out/paced-$run_n.json")"
+    "$(python3 benches/pacing/stall_report.py --summary "$out/paced-$run_n.json")"
   [ $rc = 0 ] || [ -n "${1:-}" ] || { echo "stall_probe: the paced run failed, exit $rc" >&2; exit 1; }
 }
 
@@ -401,6 +454,6 @@ for f in "$out"/paced-*.audit; do [ -e "$f" ] && audits+=(--audit "paced=$f"); d
 for f in "$out"/unpaced-*.audit; do [ -e "$f" ] && audits+=(--audit "unpaced=$f"); done
 reports=()
 for f in "$out"/paced-*.json; do [ -e "$f" ] && reports+=(--report "$f"); done
-python3 benches/stall_report.py "$out/probe.log" "$out/blocks" --target "$added" "${audits[@]}" "${reports[@]}" | tee "$out/figures.txt"
+python3 benches/pacing/stall_report.py "$out/probe.log" "$out/blocks" --target "$added" "${audits[@]}" "${reports[@]}" | tee "$out/figures.txt"
 exit
 }

@@ -18,7 +18,7 @@
 //! runs another build of safeprune (to compare commits) on the same
 //! fixtures. BENCHMARKS.md holds the figures.
 
-#[path = "../tests/integration/util/mod.rs"]
+#[path = "../../tests/integration/util/mod.rs"]
 #[allow(dead_code, clippy::all, clippy::pedantic)]
 mod util;
 

@@ -17,7 +17,7 @@
 #                     CAP_SYS_RESOURCE) and CNI read from DIR only.
 #   stop_private_containerd
 #                     kills it (call from the caller's EXIT trap)
-# remove_dir (benches/private_dockerd.sh) removes DIR once it has let go.
+# remove_dir (benches/lib/private_dockerd.sh) removes DIR once it has let go.
 
 start_private_containerd() {
   local dir=$1 version=$2 bindir=""

@@ -4,19 +4,19 @@
 # so no cycle runs; the engine is not contacted while idle).
 #
 # With `following` (as root), the policy sets `images.keep_recent`, so the
-# daemon follows the events of a private dockerd between cycles (issue 12):
+# daemon follows the events of a private dockerd between cycles:
 # what holding that stream costs.
 #
-# Run: benches/daemon_idle.sh [seconds [following]]   (default 60)
+# Run: benches/daemon/daemon_idle.sh [seconds [following]]   (default 60)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 seconds="${1:-60}"
 mode="${2:-}"
 cargo build --release --quiet
 dir=$(mktemp -d)
 pid=""
-# shellcheck source=benches/private_dockerd.sh
-. benches/private_dockerd.sh
+# shellcheck source=benches/lib/private_dockerd.sh
+. benches/lib/private_dockerd.sh
 trap 'kill "$pid" 2>/dev/null || true; stop_private_dockerd; rm -rf "$dir"' EXIT
 endpoint="unix://$dir/none.sock"
 images=""

@@ -3,21 +3,21 @@
 # dockerd, each run on a fresh identical fixture: wall, user and system
 # time of safeprune itself (/usr/bin/time) and the CPU ticks of every
 # process in the engine's namespace. For a change whose effect is smaller
-# than the spread between runs of `benches/vs_prune.sh`: both sides meet the
-# same engine state, the same number of times.
+# than the spread between runs of `benches/speed/vs_prune.sh`: both sides
+# meet the same engine state, the same number of times.
 #
-# Run: A=path/to/old/safeprune B=target/release/safeprune benches/ab_binaries.sh [C/I/V]
+# Run: A=path/to/old/safeprune B=target/release/safeprune benches/speed/ab_binaries.sh [C/I/V]
 #      (default fixture 2000/300/300; PAIRS=N, default 3; CMD=plan to time
 #      `plan` instead of `run`)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 : "${A:?A=path of the first safeprune binary}" "${B:?B=path of the second safeprune binary}"
 IFS=/ read -r c i v <<<"${1:-2000/300/300}"
 for tool in /usr/bin/time python3 unshare docker dockerd; do
   command -v "$tool" >/dev/null || { echo "ab_binaries: needs $tool" >&2; exit 1; }
 done
-# shellcheck source=benches/private_dockerd.sh
-. benches/private_dockerd.sh
+# shellcheck source=benches/lib/private_dockerd.sh
+. benches/lib/private_dockerd.sh
 dir=$(mktemp -d /tmp/spab-XXXXXX)
 trap 'stop_private_dockerd; remove_dir "$dir"' EXIT
 trap 'exit 143' INT TERM
@@ -35,7 +35,7 @@ for _ in $(seq 1 "${PAIRS:-3}"); do
   for side in A B; do
     bin=$A
     [ "$side" = B ] && bin=$B
-    python3 benches/fixture.py "$engine_sock" "$dir/rootfs" "$c" "$i" "$v" --started $((c / 10))
+    python3 benches/lib/fixture.py "$engine_sock" "$dir/rootfs" "$c" "$i" "$v" --started $((c / 10))
     sync
     sleep 2
     t0=$(engine_ticks)

@@ -8,12 +8,13 @@ after the other on the Docker Engine at SOCKET, RUNS times (default 3), and
 prints the median of their summed time in seconds.
 """
 
+import os
 import statistics
 import sys
 import time
 
-sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from fixture import call  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from fixture import call  # noqa: E402  (benches/lib/fixture.py)
 
 PATHS = ["/containers/json?all=1", "/images/json", "/volumes", "/networks"]
 

@@ -1,6 +1,6 @@
 //! Planner benchmark: how long `plan` takes on nodes of growing size, and
 //! whether its cost per object stays flat (the ratio columns, against the
-//! smallest size, should stay near 1.0; issue 24 asks for at most 1.3 from
+//! smallest size, should stay near 1.0; the target is at most 1.3 from
 //! 1,000 to 100,000 containers, and the 100,000-container node, with 20,000
 //! images and 20,000 volumes, planned in under 200 ms).
 //!
@@ -44,7 +44,7 @@ use safeprune::policy::Policy;
 /// A node of `containers` containers in pods of four (a sandbox, an exited
 /// istio-init, an app and a sidecar), with a fifth as many images and a
 /// fifth as many volumes as containers, and a network per hundred
-/// containers: issue 10's shape, 100,000 containers with 20,000 images and
+/// containers: the targets' shape, 100,000 containers with 20,000 images and
 /// 20,000 volumes at the large end.
 fn node(containers: usize) -> Inventory {
     let pods = containers / 4;
@@ -268,7 +268,7 @@ fn now() -> chrono::DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 5, 0, 0).unwrap()
 }
 
-/// Issue 24's targets: the large node planned within this...
+/// The targets: the large node planned within this...
 const TARGET: Duration = Duration::from_millis(200);
 /// ...and the cost per object at most this many times the 1k node's.
 const TARGET_RATIO: f64 = 1.3;

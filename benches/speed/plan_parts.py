@@ -4,8 +4,8 @@
     plan_parts.py SOCKET
 
 On the Docker Engine at SOCKET (a fixture already made, e.g. by
-benches/fixture.py), times one after the other, each once: the four list
-calls that benches/lists.py sums (what `plan` is measured against), the
+benches/lib/fixture.py), times one after the other, each once: the four list
+calls that benches/speed/lists.py sums (what `plan` is measured against), the
 full `/system/df`, then the per-object calls the inventory adds beside the
 lists: an inspect with `?size=1` of every exited or dead container (its
 exit time and the size of its writable layer), the same without the size,
@@ -14,11 +14,12 @@ figure in milliseconds.
 """
 
 import json
+import os
 import sys
 import time
 
-sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from fixture import call  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from fixture import call  # noqa: E402  (benches/lib/fixture.py)
 
 
 def timed(f):

@@ -1,11 +1,11 @@
-//! Hostile policies (issue 11): how long `safeprune check` takes and how
+//! Hostile policies: how long `safeprune check` takes and how
 //! much memory it uses on each case of the corpus, and on the largest
 //! policies that are accepted. Every case must stay within 1 s and 100 MB.
 //!
 //! Run: `cargo bench --bench hostile_policies` (needs `/usr/bin/time`).
 //! Prints figures; asserts nothing, because these machines are noisy.
 
-#[path = "../tests/integration/hostile/cases.rs"]
+#[path = "../../tests/integration/hostile/cases.rs"]
 mod cases;
 
 use std::fmt::Write;

@@ -6,17 +6,17 @@
 # set). The figures size the DaemonSet's memory request and limit
 # (deploy/kubernetes/base/daemonset.yaml).
 #
-# Run: benches/cycle_memory.sh [N ...]   (default: 0 1000 5000)
+# Run: benches/memory/cycle_memory.sh [N ...]   (default: 0 1000 5000)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(0 1000 5000)
 command -v /usr/bin/time >/dev/null || { echo "cycle_memory: needs /usr/bin/time (Debian package time)" >&2; exit 1; }
 cargo build --release --locked --quiet
 bin="$PWD/target/release/safeprune"
 
-# shellcheck source=benches/private_dockerd.sh
-. benches/private_dockerd.sh
+# shellcheck source=benches/lib/private_dockerd.sh
+. benches/lib/private_dockerd.sh
 dir=$(mktemp -d /tmp/spmem-XXXXXX)
 cleanup() {
   stop_private_dockerd

@@ -66,8 +66,10 @@
 //!   its tail is over (a removal that stalls more than its charge is
 //!   charged the difference as measured).
 //! - Every removal costs at least [`LEAST_COST`], what its windows show
-//!   or not; a kind not yet learned is charged that and goes one at a
-//!   time until one of its removals was observed.
+//!   or not, while the workloads stall by themselves (their baseline is
+//!   above zero: a short removal's stall is lost in theirs); a kind not
+//!   yet learned is charged that and goes one at a time until one of its
+//!   removals was observed.
 //! - Concurrency starts at one, rises by one after each window with
 //!   removals in flight where the budget held, and halves after one that
 //!   ended in deficit, within `1..=max`. A window with only tails in it
@@ -263,6 +265,18 @@ impl Budget {
         self.baseline
     }
 
+    /// The least a removal costs now: [`Limits::least_cost`] while the
+    /// workloads stall by themselves, when a window cannot tell a short
+    /// removal's stall from theirs; nothing where they stall nothing, and
+    /// any stall a removal makes shows in its windows.
+    fn least_cost(&self) -> f64 {
+        if self.baseline > 0.0 {
+            self.limits.least_cost
+        } else {
+            0.0
+        }
+    }
+
     /// The most removals in flight now.
     #[must_use]
     pub fn concurrency(&self) -> usize {
@@ -373,7 +387,7 @@ impl Budget {
                 .get(&kind)
                 .copied()
                 .unwrap_or(0.0)
-                .max(self.limits.least_cost),
+                .max(self.least_cost()),
             stall: 0.0,
             finished: false,
             tail_from: None,
@@ -453,7 +467,7 @@ impl Budget {
         for flight in done {
             self.learn(flight.kind, flight.stall);
             // It cost at least the least cost, whatever its windows showed.
-            let unseen = (self.limits.least_cost - flight.stall.max(0.0)).max(0.0);
+            let unseen = (self.least_cost() - flight.stall.max(0.0)).max(0.0);
             self.debit(unseen);
         }
         // The last in flight taken in: a pause may begin.

@@ -560,13 +560,14 @@ fn a_removals_late_stall_is_learned_from_its_tail() {
 }
 
 #[test]
-fn a_removal_is_charged_at_least_the_least_cost() {
+fn a_removal_is_charged_at_least_the_least_cost_while_the_workloads_stall() {
     let mut now = Instant::now();
     let limits = Limits {
         least_cost: 0.001,
         ..LIMITS
     };
-    let mut budget = Budget::new(limits, 0.0, now);
+    // The workloads stall 1% by themselves: 2.5 ms a window.
+    let mut budget = Budget::new(limits, 0.01, now);
     // A kind not yet learned is charged the least cost when it starts:
     // 1 ms, 200 ms of a 0.5% target to pay back.
     assert_eq!(budget.gate(Kind::Container, now), Verdict::Start);
@@ -574,11 +575,12 @@ fn a_removal_is_charged_at_least_the_least_cost() {
     assert_close(budget.allowance(now), -0.001);
     assert_pays_back(budget.gate(Kind::Volume, now), ms(200.0));
     budget.finish(ticket);
-    // Its windows show nothing: once its tail is over it has cost the
-    // least cost all the same, and its kind's learned cost is nothing.
+    // Its windows show nothing above the workloads' own: once its tail is
+    // over it has cost the least cost all the same, and its kind's
+    // learned cost is nothing.
     for _ in 0..=TAIL_WINDOWS {
         now += WINDOW;
-        budget.observe(now, Duration::ZERO);
+        budget.observe(now, ms(2.5));
     }
     assert_eq!(budget.cost(Kind::Container), Some(Duration::ZERO));
     let credited = f64::from(TAIL_WINDOWS + 1) * WINDOW.as_secs_f64() * LIMITS.target;
@@ -589,4 +591,17 @@ fn a_removal_is_charged_at_least_the_least_cost() {
     let ticket = budget.start(Kind::Container, now);
     assert_close(budget.allowance(now), credited - 0.002);
     budget.finish(ticket);
+
+    // Where the workloads stall nothing, any stall a removal makes shows
+    // in its windows: no least cost.
+    let mut now = Instant::now();
+    let mut idle = Budget::new(limits, 0.0, now);
+    let ticket = idle.start(Kind::Container, now);
+    assert_close(idle.allowance(now), 0.0);
+    idle.finish(ticket);
+    for _ in 0..=TAIL_WINDOWS {
+        now += WINDOW;
+        idle.observe(now, Duration::ZERO);
+    }
+    assert_close(idle.allowance(now), credited);
 }

@@ -500,7 +500,7 @@ async fn record_image_uses(
     // engine may take its time, and the daemon's follower writes meanwhile.
     let (history, _) = History::load(state_dir);
     let read_from = Utc::now();
-    let uses = runtime.image_uses(history.events_until).await;
+    let uses = runtime.image_uses(inventory, history.events_until).await;
     let now = seen_at;
     let (history, found, written) = history::update(state_dir, |recorded| {
         for (reference, used) in uses {

@@ -240,6 +240,7 @@ mod tests {
             runtime: "docker".into(),
             containers: vec![Container {
                 image_mounts: Vec::new(),
+                layer: None,
                 id: "abcdef0123456789".into(),
                 names: vec!["web".into()],
                 state: ContainerState::Running,

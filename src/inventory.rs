@@ -303,6 +303,19 @@ pub struct Container {
     /// the runtime does not say (Docker computes it only for stopped
     /// containers, which are the ones that can go).
     pub size: Option<u64>,
+    /// Its writable layer as the runtime names it, where sizing it is left
+    /// to `Engine::measure_containers` (containerd): what measuring it
+    /// needs travels with the container. Not part of any output.
+    #[serde(skip)]
+    pub layer: Option<Box<LayerRef>>,
+}
+
+/// A writable layer as containerd names it: its snapshotter and the
+/// snapshot's key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayerRef {
+    pub snapshotter: String,
+    pub key: String,
 }
 
 impl Container {

@@ -70,6 +70,7 @@ fn node(containers: usize) -> Inventory {
             labels.insert("io.kubernetes.pod.uid".into(), uid.clone());
             inv.containers.push(Container {
                 image_mounts: Vec::new(),
+                layer: None,
                 id: if k == 0 {
                     sandbox_id.clone()
                 } else {

@@ -13,6 +13,7 @@ fn node() -> Inventory {
     let old = now - chrono::Duration::days(10);
     let container = |id: &str, image: &str| crate::inventory::Container {
         image_mounts: Vec::new(),
+        layer: None,
         id: id.to_owned(),
         names: vec![id.to_owned()],
         state: ContainerState::Exited,

@@ -20,6 +20,7 @@ pub(super) fn hours_ago(h: i64) -> DateTime<Utc> {
 pub(super) fn exited(id: &str, hours: i64) -> Container {
     Container {
         image_mounts: Vec::new(),
+        layer: None,
         id: id.to_owned(),
         names: vec![id.to_owned()],
         state: ContainerState::Exited,

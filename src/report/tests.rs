@@ -16,6 +16,7 @@ pub(super) fn sample_report(outcomes: Vec<Outcome>) -> Report {
     let container =
         |id: &str, name: &str, labels: &[(&str, &str)], sandbox: Option<&str>| Container {
             image_mounts: Vec::new(),
+            layer: None,
             id: format!("{id:0<64}"),
             names: vec![name.to_owned()],
             state: ContainerState::Exited,

@@ -252,12 +252,13 @@ impl Engine for Runtime {
 
     async fn image_uses(
         &self,
+        inventory: &Inventory,
         since: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Vec<(String, crate::inventory::Use)> {
         match self {
-            Self::Docker(d) => d.image_uses(since).await,
-            Self::Containerd(c) => c.image_uses(since).await,
-            Self::Cri(c) => c.image_uses(since).await,
+            Self::Docker(d) => d.image_uses(inventory, since).await,
+            Self::Containerd(c) => c.image_uses(inventory, since).await,
+            Self::Cri(c) => c.image_uses(inventory, since).await,
         }
     }
 

@@ -24,9 +24,6 @@ mod transport;
 mod uses;
 mod watch;
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use containerd_client::tonic::Status;
 use containerd_client::tonic::transport::Channel;
 use futures_util::future::try_join_all;
@@ -35,9 +32,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use self::convert::{
-    CriView, NamespaceData, containers_of, qualified, sandboxes_of, split_qualified,
-};
+use self::convert::{CriView, containers_of, sandboxes_of, split_qualified};
 pub(crate) use self::holds::image_holds;
 use self::images::{Pins, images_of};
 pub(crate) use self::transport::snapshotter_root;
@@ -71,8 +66,6 @@ pub struct ContainerdRuntime {
     stream_channel: Channel,
     /// The namespaces to prune, in the order configured, without Docker's.
     namespaces: Vec<String>,
-    /// The sandbox image CRI last named, for when it does not answer.
-    sandbox_image: Mutex<Option<String>>,
     /// The containers and image names since the last inventory, from
     /// containerd's events; `None` when the subscription failed or broke
     /// (re-checks then list everything).
@@ -85,9 +78,6 @@ pub struct ContainerdRuntime {
     /// Whether the inventory measures the image file system (CRI's
     /// `ImageFsInfo` names it; `images.disk`).
     measure_image_fs: bool,
-    /// The last inventory's containers' writable snapshots, by qualified
-    /// id: `(snapshotter, key)`.
-    snapshots: Mutex<HashMap<String, (String, String)>>,
 }
 
 impl ContainerdRuntime {
@@ -149,12 +139,7 @@ impl ContainerdRuntime {
     /// it does not answer (no CRI plugin, or it is failing).
     async fn cri_view(&self) -> Option<CriView> {
         match cri::read(&self.channel).await {
-            Ok(view) => {
-                if let Ok(mut cached) = self.sandbox_image.lock() {
-                    cached.clone_from(&view.sandbox_image);
-                }
-                Some(view)
-            }
+            Ok(view) => Some(view),
             Err(e) => {
                 tracing::warn!(
                     error = %e,
@@ -164,31 +149,6 @@ impl ContainerdRuntime {
                 );
                 None
             }
-        }
-    }
-
-    fn cached_sandbox_image(&self) -> Option<String> {
-        self.sandbox_image.lock().ok().and_then(|c| c.clone())
-    }
-
-    /// The writable snapshot of each container of `data`, by qualified id:
-    /// what [`Engine::measure_containers`] measures.
-    fn remember_snapshots(&self, data: &[NamespaceData]) {
-        let snapshots = data
-            .iter()
-            .flat_map(|namespace| {
-                namespace
-                    .containers
-                    .iter()
-                    .filter(|c| !c.snapshot_key.is_empty() && !c.snapshotter.is_empty())
-                    .map(|c| {
-                        let id = qualified(&namespace.namespace, &c.id);
-                        (id, (c.snapshotter.clone(), c.snapshot_key.clone()))
-                    })
-            })
-            .collect();
-        if let Ok(mut kept) = self.snapshots.lock() {
-            *kept = snapshots;
         }
     }
 
@@ -338,7 +298,6 @@ impl Engine for ContainerdRuntime {
         if let Some(watch) = watch.as_mut() {
             watch.fill(&data, cri.as_ref());
         }
-        self.remember_snapshots(&data);
         *self.watch.lock().await = watch;
         let mut inventory = Inventory {
             runtime: RUNTIME.to_owned(),
@@ -348,11 +307,9 @@ impl Engine for ContainerdRuntime {
             let is_cri = namespace.namespace == CRI_NAMESPACE;
             let view = cri.as_ref().filter(|_| is_cri);
             let containers = containers_of(namespace, view);
-            let sandbox_image = match view {
-                Some(v) => v.sandbox_image.clone(),
-                None if is_cri => self.cached_sandbox_image(),
-                None => None,
-            };
+            // Where CRI does not answer, `pins` takes the sandboxes' own
+            // images instead.
+            let sandbox_image = view.and_then(|v| v.sandbox_image.clone());
             let pinned = pins(
                 &namespace.namespace,
                 sandbox_image.as_ref(),
@@ -402,22 +359,22 @@ impl Engine for ContainerdRuntime {
     /// measured leaves the size unknown.
     async fn measure_containers(&self, inventory: &mut Inventory, ids: &[&str]) {
         let ids: std::collections::HashSet<&str> = ids.iter().copied().collect();
-        let wanted: Vec<(usize, String, String, String)> = {
-            let Ok(snapshots) = self.snapshots.lock() else {
-                return;
-            };
-            inventory
-                .containers
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| !c.state.is_live() && ids.contains(c.id.as_str()))
-                .filter_map(|(at, c)| {
-                    let (namespace, _) = split_qualified(&c.id)?;
-                    let (snapshotter, key) = snapshots.get(&c.id)?;
-                    Some((at, namespace.to_owned(), snapshotter.clone(), key.clone()))
-                })
-                .collect()
-        };
+        let wanted: Vec<(usize, String, String, String)> = inventory
+            .containers
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.state.is_live() && ids.contains(c.id.as_str()))
+            .filter_map(|(at, c)| {
+                let (namespace, _) = split_qualified(&c.id)?;
+                let layer = c.layer.as_ref()?;
+                Some((
+                    at,
+                    namespace.to_owned(),
+                    layer.snapshotter.clone(),
+                    layer.key.clone(),
+                ))
+            })
+            .collect();
         let sizes: Vec<(usize, Option<u64>)> = stream::iter(wanted)
             .map(|(at, namespace, snapshotter, key)| async move {
                 match native::snapshot_usage(&self.channel, &namespace, &snapshotter, &key).await {

@@ -13,8 +13,6 @@
 
 mod convert;
 
-use std::sync::Mutex;
-
 use containerd_client::tonic::transport::Channel;
 use containerd_client::tonic::{Code, Status};
 use futures_util::{StreamExt, TryStreamExt, stream};
@@ -46,14 +44,6 @@ pub struct CriRuntime {
     runtime_name: String,
     /// Whether the inventory measures the image file system.
     measure_image_fs: bool,
-    /// The image uses the last inventory's containers showed, for the
-    /// usage history (`image_uses`).
-    last_uses: Mutex<Vec<(String, Use)>>,
-    /// The last inventory's exited containers, by id: final (CRI never
-    /// starts a container again; kubelet makes a new one), so a re-check
-    /// takes them as they were, and the removal's own `ContainerStatus`
-    /// says whether one is still there.
-    exited: Mutex<std::collections::HashMap<String, crate::inventory::Container>>,
 }
 
 impl CriRuntime {
@@ -99,8 +89,6 @@ impl CriRuntime {
             name,
             runtime_name: version.runtime_name,
             measure_image_fs: false,
-            last_uses: Mutex::new(Vec::new()),
-            exited: Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -198,25 +186,6 @@ impl CriRuntime {
             (Some(listed), Some(status)) => Some(convert::container(&listed, Some(&status), index)),
             _ => None,
         })
-    }
-
-    /// One container as a re-check finds it: as the last inventory found
-    /// it when it had exited then (final), else read again.
-    async fn rechecked_container(
-        &self,
-        id: &str,
-        index: &ImageIndex,
-    ) -> Result<Option<crate::inventory::Container>, Status> {
-        let exited = self
-            .exited
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(id)
-            .cloned();
-        match exited {
-            Some(container) => Ok(Some(container)),
-            None => self.one_container(id, index).await,
-        }
     }
 
     /// Every container with its status, and every pod sandbox: what
@@ -358,18 +327,6 @@ impl Engine for CriRuntime {
             .map(convert::image)
             .collect();
         images.sort_by(|a, b| a.id.cmp(&b.id));
-        *self
-            .last_uses
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = convert::uses_of(&containers);
-        *self
-            .exited
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = containers
-            .iter()
-            .filter(|c| c.state == crate::inventory::ContainerState::Exited)
-            .map(|c| (c.id.clone(), c.clone()))
-            .collect();
         let image_fs = if self.measure_image_fs {
             self.image_fs().await
         } else {
@@ -402,7 +359,7 @@ impl Engine for CriRuntime {
                 let (containers, sandboxes) = tokio::try_join!(
                     async {
                         futures_util::future::try_join_all(
-                            ids.iter().map(|id| self.rechecked_container(id, &index)),
+                            ids.iter().map(|id| self.one_container(id, &index)),
                         )
                         .await
                         .map_err(Self::call_error("container status"))
@@ -449,14 +406,14 @@ impl Engine for CriRuntime {
         }
     }
 
+    /// CRI keeps no history of uses: they are what the inventory's
+    /// containers show, each creation and each exit.
     async fn image_uses(
         &self,
+        inventory: &Inventory,
         _since: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Vec<(String, Use)> {
-        self.last_uses
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        convert::uses_of(&inventory.containers)
     }
 
     /// Follows `GetContainerEvents`: each container's creation, start and

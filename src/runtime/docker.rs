@@ -63,10 +63,7 @@ pub struct DockerRuntime {
     /// Every container since the snapshot, kept fresh from the event
     /// history: what re-checks read instead of listing (see `watch`).
     /// Boxed: it would make every `Runtime` as large as itself.
-    watch: Box<tokio::sync::Mutex<Watch>>,
-    /// Containers this connection removed since the watch's last sync,
-    /// which drops them (`Watch::forget`) without waiting for their events.
-    removed: std::sync::Mutex<Vec<String>>,
+    watch: Box<watch::Shared>,
     /// Whether the inventory reads the build cache: on API 1.41 that is a
     /// full `/system/df`, which sizes every container, image and volume.
     read_build_cache: bool,
@@ -211,7 +208,7 @@ impl DockerRuntime {
     /// container they name inspected again; or, with no watch yet or a
     /// history that may have lost events, every container listed again.
     async fn synced_watch(&self) -> Result<tokio::sync::MutexGuard<'_, Watch>, RuntimeError> {
-        let mut watch = self.watch.lock().await;
+        let mut watch = self.watch.watch.lock().await;
         let until = SystemTime::now();
         let update = match watch.since() {
             None => Update::Relist,
@@ -254,15 +251,7 @@ impl DockerRuntime {
         // After the read: what it found of a container removed meanwhile
         // (an inspect answered just before the removal) does not bring it
         // back.
-        let removed = std::mem::take(
-            &mut *self
-                .removed
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
-        for id in &removed {
-            watch.forget(id);
-        }
+        self.watch.forget_removed(&mut watch);
         Ok(watch)
     }
 
@@ -271,7 +260,7 @@ impl DockerRuntime {
     /// of what re-checks do when the watch missed an event.
     #[doc(hidden)]
     pub async fn skip_events_until_now(&self) {
-        self.watch.lock().await.skip_until(SystemTime::now());
+        self.watch.watch.lock().await.skip_until(SystemTime::now());
     }
 
     /// The events dockerd still holds from `since` to `until`.
@@ -486,7 +475,7 @@ impl Engine for DockerRuntime {
             None
         };
         let sandboxes = sandboxes_from_containers(&containers);
-        *self.watch.lock().await = Watch::new(containers.clone(), taken, true)
+        *self.watch.watch.lock().await = Watch::new(containers.clone(), taken, true)
             .with_volumes(volumes.clone())
             .with_images(images.clone());
         tracing::debug!(
@@ -528,6 +517,7 @@ impl Engine for DockerRuntime {
     /// was made from, as the creator named it.
     async fn image_uses(
         &self,
+        _inventory: &Inventory,
         since: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Vec<(String, crate::inventory::Use)> {
         let since = since.map_or(SystemTime::UNIX_EPOCH, SystemTime::from);

@@ -214,11 +214,12 @@ pub trait Engine: Sync {
     }
 
     /// The uses of images the engine still remembers from `since` on (all
-    /// it holds when `None`): each as the image reference or id a
-    /// container was made from, with when and how. Empty where the engine
-    /// keeps no such history.
+    /// it holds when `None`), or that `inventory`, just taken, shows where
+    /// the engine keeps no history of its own: each as the image reference
+    /// or id a container was made from, with when and how.
     async fn image_uses(
         &self,
+        _inventory: &Inventory,
         _since: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Vec<(String, crate::inventory::Use)> {
         Vec::new()

@@ -48,6 +48,7 @@ fn container(id: &str, name: &str, state: ContainerState, pod: Option<PodIdentit
     let container_name = name.split('_').nth(1).unwrap_or(name);
     Container {
         image_mounts: Vec::new(),
+        layer: None,
         id: format!("{id:0<64}"),
         names: vec![name.to_owned()],
         state,

@@ -18,6 +18,7 @@ fn container(
 ) -> Container {
     Container {
         image_mounts: Vec::new(),
+        layer: None,
         id: id.into(),
         names: vec![id.into()],
         state,

@@ -18,7 +18,7 @@ use prost_types::Any;
 use serde::Deserialize;
 
 use crate::inventory::{
-    Container, ContainerState, PodIdentity, PodSandbox, sandboxes_from_containers,
+    Container, ContainerState, LayerRef, PodIdentity, PodSandbox, sandboxes_from_containers,
 };
 
 /// The CRI plugin's labels on the containers it makes (`pkg/cri/util`).
@@ -405,6 +405,12 @@ fn container(
     };
     let cri_sandbox_id = from_cri.map(|(listed, _)| listed.pod_sandbox_id.as_str());
     Container {
+        layer: (!native.snapshotter.is_empty() && !native.snapshot_key.is_empty()).then(|| {
+            Box::new(LayerRef {
+                snapshotter: native.snapshotter.clone(),
+                key: native.snapshot_key.clone(),
+            })
+        }),
         image_mounts: if cri_kind {
             image_mounts(namespace, native, |name| targets.get(name).copied())
         } else {

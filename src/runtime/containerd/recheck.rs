@@ -53,19 +53,14 @@ impl ContainerdRuntime {
         Ok(fresh)
     }
 
-    /// The sandbox image CRI names now, or the last one it named when it
-    /// does not answer.
+    /// The sandbox image CRI names now; none when it does not answer
+    /// (`pins` then takes the sandboxes' own images).
     async fn sandbox_image(&self) -> (Option<String>, bool) {
         match cri::sandbox_image(&self.channel).await {
-            Ok(image) => {
-                if let Ok(mut cached) = self.sandbox_image.lock() {
-                    cached.clone_from(&image);
-                }
-                (image, true)
-            }
+            Ok(image) => (image, true),
             Err(e) => {
-                tracing::warn!(error = %e, "CRI does not answer: no fresh sandbox image");
-                (self.cached_sandbox_image(), false)
+                tracing::warn!(error = %e, "CRI does not answer: no sandbox image");
+                (None, false)
             }
         }
     }

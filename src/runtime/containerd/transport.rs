@@ -2,9 +2,6 @@
 //! deadlines and message size, the version check that tells containerd from
 //! any other socket, and the namespaces it would accept.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use super::{ContainerdRuntime, RUNTIME, native};
 use crate::output::Chain;
 use crate::runtime::error::{RuntimeError, socket_path};
@@ -73,12 +70,10 @@ impl ContainerdRuntime {
             channel,
             stream_channel,
             namespaces,
-            sandbox_image: Mutex::new(None),
             watch: Box::new(tokio::sync::Mutex::new(None)),
             synced: tokio::sync::Notify::new(),
             follow_events: true,
             measure_image_fs: false,
-            snapshots: Mutex::new(HashMap::new()),
         })
     }
 }

@@ -162,6 +162,7 @@ pub(super) fn container(
         finished,
         volumes: Vec::new(),
         image_mounts,
+        layer: None,
         networks: Vec::new(),
         pod: in_pod.then(|| PodIdentity {
             sandbox_id: Some(listed.pod_sandbox_id.clone()).filter(|id| !id.is_empty()),
@@ -325,6 +326,7 @@ mod tests {
         let c = Container {
             image_id: "img".to_owned(),
             image_mounts: vec!["vol".to_owned()],
+            layer: None,
             created: DateTime::from_timestamp(100, 0).unwrap(),
             finished: DateTime::from_timestamp(200, 0),
             ..Container::default()

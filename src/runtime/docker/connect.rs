@@ -59,7 +59,6 @@ impl DockerRuntime {
             socket,
             containerd_store,
             watch: Box::default(),
-            removed: std::sync::Mutex::default(),
             read_build_cache: true,
             measure_image_fs: false,
         })

@@ -193,6 +193,7 @@ pub(super) fn container_from_summary(summary: ContainerSummary) -> Option<Contai
     let networks = network_keys(summary.network_settings.and_then(|s| s.networks));
     Some(Container {
         image_mounts: Vec::new(),
+        layer: None,
         names: container_names(summary.names),
         state: container_state(summary.state.as_ref()),
         pod: pod_identity(&labels),
@@ -239,6 +240,7 @@ pub(super) fn container_from_inspect(inspect: ContainerInspectResponse) -> Optio
     let names = container_names(inspect.name.map(|n| vec![n]));
     Some(Container {
         image_mounts: Vec::new(),
+        layer: None,
         names,
         state,
         pod: pod_identity(&labels),

@@ -29,10 +29,7 @@ impl DockerRuntime {
                 if removed.is_ok() || removed.as_ref().is_err_and(|e| status_code(e) == Some(404)) {
                     // Not the watch's lock: a removal must not wait out a
                     // re-check's read. The next sync applies it.
-                    self.removed
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .push(id.to_owned());
+                    self.watch.removed(id);
                 }
                 removed
             }

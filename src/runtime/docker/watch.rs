@@ -42,6 +42,39 @@ pub(super) const OVERFLOW_AT: usize = EVENT_HISTORY - 32;
 /// 100 ms made each read carry dozens of old events.
 pub(super) const OVERLAP: Duration = Duration::from_millis(10);
 
+/// The watch, and the containers removed since it last synced: a
+/// removal queues its container here rather than wait for the watch's
+/// lock, which a re-check's read holds, and the next sync drops them
+/// ([`Shared::forget_removed`]) without waiting for their events.
+#[derive(Default)]
+pub(super) struct Shared {
+    pub(super) watch: tokio::sync::Mutex<Watch>,
+    removed: std::sync::Mutex<Vec<String>>,
+}
+
+impl Shared {
+    /// Container `id` was removed by this connection.
+    pub(super) fn removed(&self, id: &str) {
+        self.removed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(id.to_owned());
+    }
+
+    /// Drops from `watch` the containers removed since its last sync.
+    pub(super) fn forget_removed(&self, watch: &mut Watch) {
+        let removed = std::mem::take(
+            &mut *self
+                .removed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for id in &removed {
+            watch.forget(id);
+        }
+    }
+}
+
 /// The containers of the engine as last read; none before the first
 /// listing.
 #[derive(Default)]

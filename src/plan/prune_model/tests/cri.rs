@@ -86,6 +86,7 @@ fn on_a_cri_node_crictl_prune_sees_every_image_and_container() {
             state: crate::inventory::ContainerState::Exited,
             image_id: "aaaa".into(),
             image_mounts: vec!["vvvv".into()],
+            layer: None,
             ..crate::inventory::Container::default()
         }],
         images: vec![

@@ -1,4 +1,4 @@
-//! Fuzzes the policy reader (issue 11): no input may panic, hang or use
+//! Fuzzes the policy reader: no input may panic, hang or use
 //! unbounded memory. Run by hand (docs in RELIABILITY.md):
 //!
 //!     cargo +nightly fuzz run policy -- -max_total_time=600 -rss_limit_mb=200

@@ -15,9 +15,7 @@
 
 mod convert;
 mod cri;
-mod holds;
 mod images;
-mod native;
 mod recheck;
 mod remove;
 mod transport;
@@ -33,12 +31,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use self::convert::{CriView, containers_of, sandboxes_of, split_qualified};
-pub(crate) use self::holds::image_holds;
 use self::images::{Pins, images_of};
-pub(crate) use self::transport::snapshotter_root;
 use self::watch::{Known, Watch};
 use super::engine::{Engine, Removal, Target};
 use super::error::RuntimeError;
+use super::grpc::containerd as native;
 use crate::inventory::Kind;
 use crate::inventory::{Container, Inventory};
 

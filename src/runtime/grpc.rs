@@ -1,8 +1,9 @@
 //! gRPC over a unix socket, as containerd and every CRI runtime serve it:
-//! the channels, their deadlines and the largest answer accepted, and the
-//! CRI client (`cri`). Shared by the containerd adapter and the CRI
+//! the channels, their deadlines and the largest answer accepted, the CRI
+//! client (`cri`) and containerd's own API (`containerd`). Shared by the containerd adapter and the CRI
 //! adapter, which sit on it side by side.
 
+pub(crate) mod containerd;
 pub(crate) mod cri;
 
 use std::time::Duration;

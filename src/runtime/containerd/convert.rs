@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use chrono::Utc;
-use containerd_client::services::v1::{Container as NativeContainer, Image as ImageRecord, Info};
+use containerd_client::services::v1::{Container as NativeContainer, Image as ImageRecord};
 use containerd_client::types::v1::{Process, Status as TaskStatus};
 use k8s_cri::v1::{
     Container as CriContainer, ContainerStatus, PodSandbox as CriPod, PodSandboxState,
@@ -52,16 +52,7 @@ pub(super) struct CriView {
     pub pinned: Vec<String>,
 }
 
-/// containerd's own answers for one namespace.
-#[derive(Debug, Default)]
-pub(super) struct NamespaceData {
-    pub namespace: String,
-    pub containers: Vec<NativeContainer>,
-    pub tasks: Vec<Process>,
-    pub images: Vec<ImageRecord>,
-    /// Every content blob, by digest.
-    pub content: HashMap<String, Info>,
-}
+pub(super) use crate::runtime::grpc::containerd::NamespaceData;
 
 /// `<namespace>/<id>`.
 pub(super) fn qualified(namespace: &str, id: &str) -> String {

@@ -15,14 +15,11 @@ use containerd_client::services::v1::{Image as ImageRecord, Info};
 use super::convert::{NamespaceData, label, qualified, timestamp};
 use crate::inventory::Image;
 use crate::inventory::{reference_forms, refs};
+use crate::runtime::grpc::containerd::reachable;
 
 /// containerd 1.6.22+ and 1.7.3+ pin the sandbox image with this label.
 const LABEL_PINNED: &str = "io.cri-containerd.pinned";
 const PINNED: &str = "pinned";
-/// Labels by which containerd's garbage collector follows an image's
-/// content: index to manifests, manifest to config and layers.
-const LABEL_GC_CONTENT: &str = "containerd.io/gc.ref.content.";
-
 /// What pins the images of one namespace, besides containerd's label.
 #[derive(Debug, Default)]
 pub(super) struct Pins {
@@ -142,34 +139,6 @@ fn image(
 pub(super) fn content_size(target: &str, content: &HashMap<String, Info>) -> Option<u64> {
     content.get(target)?;
     Some(reachable(target, content).into_values().sum())
-}
-
-/// Each blob of the store reachable from `target` (itself included), with
-/// its size, once.
-pub(super) fn reachable<'a>(
-    target: &'a str,
-    content: &'a HashMap<String, Info>,
-) -> BTreeMap<&'a str, u64> {
-    let mut seen = BTreeMap::new();
-    let mut pending = vec![target];
-    while let Some(digest) = pending.pop() {
-        // A child missing from the store (another platform's manifest)
-        // takes no space here.
-        let Some(info) = content.get(digest) else {
-            continue;
-        };
-        if seen.contains_key(digest) {
-            continue;
-        }
-        seen.insert(digest, u64::try_from(info.size).unwrap_or(0));
-        pending.extend(
-            info.labels
-                .iter()
-                .filter(|(key, _)| key.starts_with(LABEL_GC_CONTENT))
-                .map(|(_, child)| child.as_str()),
-        );
-    }
-    seen
 }
 
 /// What removing each image of `images` alone frees of the content store:

@@ -3,7 +3,6 @@
 //! any other socket, and the namespaces it would accept.
 
 use super::{ContainerdRuntime, RUNTIME, native};
-use crate::output::Chain;
 use crate::runtime::error::{RuntimeError, socket_path};
 
 const UNREACHABLE_HINT: &str = "is containerd running, and is the socket path right?";
@@ -86,63 +85,6 @@ impl ContainerdRuntime {
             _ => RUNTIME.to_owned(),
         }
     }
-}
-
-/// The plugin type of containerd's snapshotters.
-const SNAPSHOTTER_PLUGIN: &str = "io.containerd.snapshotter.v1";
-
-/// The directory containerd's snapshotter `snapshotter` (`overlayfs`) keeps
-/// its snapshots in, as the plugin exports it (`root`, measured on 2.3.4:
-/// `<containerd root>/io.containerd.snapshotter.v1.overlayfs`), asked of
-/// the containerd at `socket` with one Introspection `Plugins` call. For
-/// Docker's containerd image store, whose images lie there, not under
-/// `DockerRootDir`.
-///
-/// # Errors
-/// Why it is not known: containerd does not answer, has no such
-/// snapshotter, or the snapshotter exports no root.
-pub(crate) async fn snapshotter_root(
-    socket: &std::path::Path,
-    snapshotter: &str,
-) -> Result<String, String> {
-    use containerd_client::services::v1::PluginsRequest;
-    use containerd_client::services::v1::introspection_client::IntrospectionClient;
-    let at = socket.display();
-    let ask = async {
-        let channel = channel(socket)
-            .connect()
-            .await
-            .map_err(|e| format!("cannot connect to containerd at {at}: {}", Chain(&e)))?;
-        let mut request = containerd_client::tonic::Request::new(PluginsRequest {
-            filters: vec![format!("type=={SNAPSHOTTER_PLUGIN},id=={snapshotter}")],
-        });
-        request.set_timeout(CONNECT_TIMEOUT);
-        IntrospectionClient::new(channel)
-            .plugins(request)
-            .await
-            .map_err(|e| {
-                format!(
-                    "containerd at {at} does not list its plugins: {}",
-                    Chain(&e)
-                )
-            })
-    };
-    let answer = tokio::time::timeout(CONNECT_TIMEOUT, ask)
-        .await
-        .map_err(|_| format!("containerd at {at} gave no answer within {CONNECT_TIMEOUT:?}"))??;
-    // Checked here too: the filter is the server's to honour.
-    let plugin = answer
-        .into_inner()
-        .plugins
-        .into_iter()
-        .find(|p| p.r#type == SNAPSHOTTER_PLUGIN && p.id == snapshotter)
-        .ok_or_else(|| format!("containerd at {at} has no snapshotter {snapshotter}"))?;
-    plugin
-        .exports
-        .get("root")
-        .filter(|root| !root.is_empty())
-        .cloned()
-        .ok_or_else(|| format!("containerd's snapshotter {snapshotter} at {at} names no root"))
 }
 
 /// The configured namespaces safeprune may prune: each once, without

@@ -175,7 +175,7 @@ async fn containerd_store_holds(
 ) -> Result<crate::inventory::ImageHolds, String> {
     let (socket, namespace, snapshotter) = containerd_of(info)?;
     let targets: Vec<&str> = images.iter().map(|i| i.id.as_str()).collect();
-    crate::runtime::containerd::image_holds(&socket, namespace, snapshotter, &targets).await
+    crate::runtime::grpc::containerd::image_holds(&socket, namespace, snapshotter, &targets).await
 }
 
 /// The root of the snapshotter Docker's containerd image store keeps its
@@ -183,5 +183,5 @@ async fn containerd_store_holds(
 /// root. Why not, when it cannot be found.
 async fn containerd_store_root(info: &bollard::models::SystemInfo) -> Result<String, String> {
     let (socket, _, snapshotter) = containerd_of(info)?;
-    crate::runtime::containerd::snapshotter_root(&socket, snapshotter).await
+    crate::runtime::grpc::containerd::snapshotter_root(&socket, snapshotter).await
 }

@@ -2,6 +2,7 @@ use containerd_client::types::Descriptor;
 use prost_types::Timestamp;
 
 use super::*;
+use crate::runtime::grpc::containerd::LABEL_GC_CONTENT;
 
 const TARGET: &str = "sha256:aaaa";
 const CONFIG: &str = "sha256:cccc";

@@ -1,10 +1,13 @@
 //! containerd's own API: one namespace's containers, tasks, images and
-//! content, and the native removals.
+//! content, the native removals, what content an image reaches, and where
+//! a snapshotter keeps its snapshots. Shared by the containerd adapter and
+//! by Docker's on its containerd image store (`holds`: what each image
+//! holds on disk).
 //!
 //! Every call names its namespace in the gRPC metadata containerd reads,
 //! `containerd-namespace`, and carries a deadline.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use containerd_client::services::v1::leases_client::LeasesClient;
 use containerd_client::services::v1::snapshots::UsageRequest;
@@ -24,14 +27,18 @@ use containerd_client::types::Descriptor;
 use containerd_client::types::v1::Process;
 use futures_util::TryStreamExt;
 
-use super::convert::NamespaceData;
-use crate::runtime::grpc::{MAX_MESSAGE_BYTES, REQUEST_TIMEOUT};
+use super::{CONNECT_TIMEOUT, MAX_MESSAGE_BYTES, REQUEST_TIMEOUT, channel};
+use crate::output::Chain;
+
+mod holds;
+
+pub(crate) use holds::image_holds;
 
 /// The gRPC metadata key containerd takes the namespace from
 /// (`pkg/namespaces/grpc.go`).
 const NAMESPACE_HEADER: &str = "containerd-namespace";
 
-pub(super) fn request<T>(namespace: &str, message: T) -> Result<Request<T>, Status> {
+pub(crate) fn request<T>(namespace: &str, message: T) -> Result<Request<T>, Status> {
     let mut request = Request::new(message);
     request.set_timeout(REQUEST_TIMEOUT);
     let value = MetadataValue::try_from(namespace)
@@ -50,7 +57,7 @@ fn found<T>(answer: Result<T, Status>) -> Result<Option<T>, Status> {
 }
 
 /// containerd's version, to make sure the socket is containerd's.
-pub(super) async fn version(channel: &Channel) -> Result<String, Status> {
+pub(crate) async fn version(channel: &Channel) -> Result<String, Status> {
     let mut request = Request::new(());
     request.set_timeout(REQUEST_TIMEOUT);
     let answer = VersionClient::new(channel.clone()).version(request).await?;
@@ -58,7 +65,7 @@ pub(super) async fn version(channel: &Channel) -> Result<String, Status> {
 }
 
 /// The names of every namespace.
-pub(super) async fn namespaces(channel: &Channel) -> Result<Vec<String>, Status> {
+pub(crate) async fn namespaces(channel: &Channel) -> Result<Vec<String>, Status> {
     let mut request = Request::new(ListNamespacesRequest {
         filter: String::new(),
     });
@@ -76,7 +83,7 @@ pub(super) async fn namespaces(channel: &Channel) -> Result<Vec<String>, Status>
 }
 
 /// Everything of one namespace the inventory needs, read concurrently.
-pub(super) async fn read_namespace(
+pub(crate) async fn read_namespace(
     channel: &Channel,
     namespace: &str,
 ) -> Result<NamespaceData, Status> {
@@ -97,7 +104,7 @@ pub(super) async fn read_namespace(
 
 /// Every container, streamed one by one: with their OCI specs a node's
 /// containers may not fit one message.
-pub(super) async fn containers(
+pub(crate) async fn containers(
     channel: &Channel,
     namespace: &str,
 ) -> Result<Vec<NativeContainer>, Status> {
@@ -118,7 +125,7 @@ pub(super) async fn containers(
 }
 
 /// One container; `None` when it does not exist.
-pub(super) async fn container(
+pub(crate) async fn container(
     channel: &Channel,
     namespace: &str,
     id: &str,
@@ -134,7 +141,7 @@ pub(super) async fn container(
 }
 
 /// Every task (see `convert::tasks_by_container` for how to read them).
-pub(super) async fn tasks(channel: &Channel, namespace: &str) -> Result<Vec<Process>, Status> {
+pub(crate) async fn tasks(channel: &Channel, namespace: &str) -> Result<Vec<Process>, Status> {
     let answer = TasksClient::new(channel.clone())
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .list(request(
@@ -148,7 +155,7 @@ pub(super) async fn tasks(channel: &Channel, namespace: &str) -> Result<Vec<Proc
 }
 
 /// The task of one container; `None` when it has none.
-pub(super) async fn task(
+pub(crate) async fn task(
     channel: &Channel,
     namespace: &str,
     id: &str,
@@ -166,7 +173,7 @@ pub(super) async fn task(
 }
 
 /// Every image record.
-pub(super) async fn images(channel: &Channel, namespace: &str) -> Result<Vec<ImageRecord>, Status> {
+pub(crate) async fn images(channel: &Channel, namespace: &str) -> Result<Vec<ImageRecord>, Status> {
     let answer = ImagesClient::new(channel.clone())
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .list(request(
@@ -180,7 +187,7 @@ pub(super) async fn images(channel: &Channel, namespace: &str) -> Result<Vec<Ima
 }
 
 /// One image record by name; `None` when there is none.
-pub(super) async fn image(
+pub(crate) async fn image(
     channel: &Channel,
     namespace: &str,
     name: &str,
@@ -198,7 +205,7 @@ pub(super) async fn image(
 
 /// Every content blob's size and labels, by digest: one streamed call,
 /// from which every image's size follows without reading a blob.
-pub(super) async fn content(
+pub(crate) async fn content(
     channel: &Channel,
     namespace: &str,
 ) -> Result<HashMap<String, Info>, Status> {
@@ -238,7 +245,7 @@ async fn listed<M, I, K: Eq + std::hash::Hash, V>(
 }
 
 /// Deletes a container's task; it must have stopped.
-pub(super) async fn delete_task(
+pub(crate) async fn delete_task(
     channel: &Channel,
     namespace: &str,
     id: &str,
@@ -256,7 +263,7 @@ pub(super) async fn delete_task(
 
 /// Deletes a container record. containerd does not check for a task here
 /// (the Go client does, on its side): callers delete the task first.
-pub(super) async fn delete_container(
+pub(crate) async fn delete_container(
     channel: &Channel,
     namespace: &str,
     id: &str,
@@ -272,7 +279,7 @@ pub(super) async fn delete_container(
 
 /// The bytes a snapshot holds of its own (for a container: its writable
 /// layer); `None` when it does not exist.
-pub(super) async fn snapshot_usage(
+pub(crate) async fn snapshot_usage(
     channel: &Channel,
     namespace: &str,
     snapshotter: &str,
@@ -294,7 +301,7 @@ pub(super) async fn snapshot_usage(
 /// with `sync` does that (containerd has no call of its own for it). The
 /// lease holds nothing, and expires by itself should the delete not
 /// happen.
-pub(super) async fn collect_garbage(channel: &Channel, namespace: &str) -> Result<(), Status> {
+pub(crate) async fn collect_garbage(channel: &Channel, namespace: &str) -> Result<(), Status> {
     let id = format!(
         "safeprune-gc-{}-{}",
         std::process::id(),
@@ -322,7 +329,7 @@ pub(super) async fn collect_garbage(channel: &Channel, namespace: &str) -> Resul
 /// if it still points there (1.6 ignores the field). Not `sync`: that would
 /// run the garbage collector over the whole store for each record
 /// ([`collect_garbage`] runs it once, after the last).
-pub(super) async fn delete_image(
+pub(crate) async fn delete_image(
     channel: &Channel,
     namespace: &str,
     name: &str,
@@ -343,7 +350,7 @@ pub(super) async fn delete_image(
 
 /// Every snapshot of `snapshotter`, by key, with its parent's key (empty
 /// for a base layer): one streamed call.
-pub(super) async fn snapshot_parents(
+pub(crate) async fn snapshot_parents(
     channel: &Channel,
     namespace: &str,
     snapshotter: &str,
@@ -366,4 +373,104 @@ pub(super) async fn snapshot_parents(
         |info| (info.name, info.parent),
     )
     .await
+}
+
+/// containerd's own answers for one namespace.
+#[derive(Debug, Default)]
+pub(crate) struct NamespaceData {
+    pub namespace: String,
+    pub containers: Vec<NativeContainer>,
+    pub tasks: Vec<Process>,
+    pub images: Vec<ImageRecord>,
+    /// Every content blob, by digest.
+    pub content: HashMap<String, Info>,
+}
+
+/// Labels by which containerd's garbage collector follows an image's
+/// content: index to manifests, manifest to config and layers.
+pub(crate) const LABEL_GC_CONTENT: &str = "containerd.io/gc.ref.content.";
+
+/// Each blob of the store reachable from `target` (itself included), with
+/// its size, once.
+pub(crate) fn reachable<'a>(
+    target: &'a str,
+    content: &'a HashMap<String, Info>,
+) -> BTreeMap<&'a str, u64> {
+    let mut seen = BTreeMap::new();
+    let mut pending = vec![target];
+    while let Some(digest) = pending.pop() {
+        // A child missing from the store (another platform's manifest)
+        // takes no space here.
+        let Some(info) = content.get(digest) else {
+            continue;
+        };
+        if seen.contains_key(digest) {
+            continue;
+        }
+        seen.insert(digest, u64::try_from(info.size).unwrap_or(0));
+        pending.extend(
+            info.labels
+                .iter()
+                .filter(|(key, _)| key.starts_with(LABEL_GC_CONTENT))
+                .map(|(_, child)| child.as_str()),
+        );
+    }
+    seen
+}
+
+/// The plugin type of containerd's snapshotters.
+const SNAPSHOTTER_PLUGIN: &str = "io.containerd.snapshotter.v1";
+
+/// The directory containerd's snapshotter `snapshotter` (`overlayfs`) keeps
+/// its snapshots in, as the plugin exports it (`root`, measured on 2.3.4:
+/// `<containerd root>/io.containerd.snapshotter.v1.overlayfs`), asked of
+/// the containerd at `socket` with one Introspection `Plugins` call. For
+/// Docker's containerd image store, whose images lie there, not under
+/// `DockerRootDir`.
+///
+/// # Errors
+/// Why it is not known: containerd does not answer, has no such
+/// snapshotter, or the snapshotter exports no root.
+pub(crate) async fn snapshotter_root(
+    socket: &std::path::Path,
+    snapshotter: &str,
+) -> Result<String, String> {
+    use containerd_client::services::v1::PluginsRequest;
+    use containerd_client::services::v1::introspection_client::IntrospectionClient;
+    let at = socket.display();
+    let ask = async {
+        let channel = channel(socket)
+            .connect()
+            .await
+            .map_err(|e| format!("cannot connect to containerd at {at}: {}", Chain(&e)))?;
+        let mut request = containerd_client::tonic::Request::new(PluginsRequest {
+            filters: vec![format!("type=={SNAPSHOTTER_PLUGIN},id=={snapshotter}")],
+        });
+        request.set_timeout(CONNECT_TIMEOUT);
+        IntrospectionClient::new(channel)
+            .plugins(request)
+            .await
+            .map_err(|e| {
+                format!(
+                    "containerd at {at} does not list its plugins: {}",
+                    Chain(&e)
+                )
+            })
+    };
+    let answer = tokio::time::timeout(CONNECT_TIMEOUT, ask)
+        .await
+        .map_err(|_| format!("containerd at {at} gave no answer within {CONNECT_TIMEOUT:?}"))??;
+    // Checked here too: the filter is the server's to honour.
+    let plugin = answer
+        .into_inner()
+        .plugins
+        .into_iter()
+        .find(|p| p.r#type == SNAPSHOTTER_PLUGIN && p.id == snapshotter)
+        .ok_or_else(|| format!("containerd at {at} has no snapshotter {snapshotter}"))?;
+    plugin
+        .exports
+        .get("root")
+        .filter(|root| !root.is_empty())
+        .cloned()
+        .ok_or_else(|| format!("containerd's snapshotter {snapshotter} at {at} names no root"))
 }

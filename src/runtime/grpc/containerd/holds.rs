@@ -13,7 +13,7 @@ use std::path::Path;
 
 use futures_util::{StreamExt, stream};
 
-use super::{images, native};
+use super::{self as native, reachable};
 use crate::inventory::ImageHolds;
 use crate::output::Chain;
 use crate::runtime::grpc::{CONNECT_TIMEOUT, channel};
@@ -56,7 +56,7 @@ pub(crate) async fn image_holds(
         if !content.contains_key(*target) {
             continue;
         }
-        let blobs = images::reachable(target, &content);
+        let blobs = reachable(target, &content);
         let mut snapshots = BTreeSet::new();
         let tops = blobs
             .keys()

@@ -125,6 +125,14 @@ if ! $build_only && [ "$(cargo deb --version 2>/dev/null)" != "cargo-deb 3.8.0" 
   cargo install cargo-deb --version 3.8.0 --locked
 fi
 
+# cargo-nextest runs the tests: its summary counts the tests of the runtimes
+# absent here as skipped (.config/nextest.toml's default filter, 0.9.84 or
+# later).
+if ! $build_only && ! cargo nextest --version >/dev/null 2>&1; then
+  echo "deps: installing cargo-nextest 0.9.143 from crates.io (cargo install)" >&2
+  cargo install cargo-nextest --version 0.9.143 --locked
+fi
+
 if $start_docker && ! docker info >/dev/null 2>&1; then
   echo "deps: starting dockerd (log: /var/log/safeprune-dockerd.log)" >&2
   $sudo sh -c 'nohup dockerd >/var/log/safeprune-dockerd.log 2>&1 &'

@@ -452,12 +452,10 @@ util::containerd::containerd_tests! {
 async fn on_containerd_the_crictl_and_nerdctl_models_read_the_cri_node(
     version: util::containerd::ContainerdVersion,
 ) {
-    use util::OrSkip;
+    use util::Required;
     use util::containerd::{CRI_NAMESPACE, PrivateContainerd};
     use util::pod::Pod;
-    let Some(engine) = PrivateContainerd::start_version(version).await.or_skip() else {
-        return;
-    };
+    let engine = PrivateContainerd::start_version(version).await.required();
     let images = engine.import_images(
         CRI_NAMESPACE,
         &[
@@ -654,16 +652,14 @@ async fn cri_image_names(engine: &util::containerd::PrivateContainerd) -> BTreeS
 async fn the_crictl_prediction_matches_a_replay_of_crictl_rmi_prune(
     version: util::containerd::ContainerdVersion,
 ) {
-    use util::OrSkip;
+    use util::Required;
     use util::containerd::{CRI_NAMESPACE, ContainerdVersion, PrivateContainerd, SANDBOX_IMAGE};
     use util::kubelet::Kubelet;
     let (predicted_on, pruned) = tokio::join!(
         PrivateContainerd::start_version(version),
         PrivateContainerd::start_version(version)
     );
-    let (Some(predicted_on), Some(pruned)) = (predicted_on.or_skip(), pruned.or_skip()) else {
-        return;
-    };
+    let (predicted_on, pruned) = (predicted_on.required(), pruned.required());
     tokio::join!(lay_out_cri(&predicted_on), lay_out_cri(&pruned));
     let endpoint = predicted_on.endpoint();
     let predict = |cli: &Cli| -> BTreeSet<String> {

@@ -21,8 +21,8 @@ use safeprune::plan::{self, Rule};
 use safeprune::policy::Policy;
 use safeprune::runtime::containerd::ContainerdRuntime;
 use safeprune::runtime::{Engine, Removal, RuntimeError};
-use util::OrSkip;
 use util::RUN_FOREVER;
+use util::Required;
 use util::containerd::{
     CRI_NAMESPACE, ContainerdVersion, Imported, PrivateContainerd, SANDBOX_IMAGE, containerd_tests,
 };
@@ -52,10 +52,10 @@ containerd_tests! {
 
 /// A private containerd of `version` and the adapter connected to it;
 /// `None` (printed: skipped) when that release is not on this machine.
-async fn engine(version: ContainerdVersion) -> Option<(PrivateContainerd, ContainerdRuntime)> {
-    let containerd = PrivateContainerd::start_version(version).await.or_skip()?;
+async fn engine(version: ContainerdVersion) -> (PrivateContainerd, ContainerdRuntime) {
+    let containerd = PrivateContainerd::start_version(version).await.required();
     let runtime = connect(&containerd).await;
-    Some((containerd, runtime))
+    (containerd, runtime)
 }
 
 async fn connect(containerd: &PrivateContainerd) -> ContainerdRuntime {
@@ -139,9 +139,7 @@ async fn lay_out(containerd: &PrivateContainerd) -> Node {
 async fn inventory_reads_pods_through_cri_and_plain_containers_natively(
     version: ContainerdVersion,
 ) {
-    let Some((containerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (containerd, runtime) = engine(version).await;
     let node = lay_out(&containerd).await;
     let mut inventory = runtime.inventory().await.expect("inventory");
     let now = Utc::now();
@@ -248,9 +246,7 @@ async fn inventory_reads_pods_through_cri_and_plain_containers_natively(
 async fn inventory_folds_every_name_of_an_image_and_pins_the_sandbox_image(
     version: ContainerdVersion,
 ) {
-    let Some((containerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (containerd, runtime) = engine(version).await;
     let node = lay_out(&containerd).await;
     // CRI adds its own `sha256:<config>` record beside each named one.
     let names = containerd.image_names(CRI_NAMESPACE);
@@ -317,9 +313,7 @@ async fn inventory_folds_every_name_of_an_image_and_pins_the_sandbox_image(
 }
 
 async fn the_planner_reads_the_inventory_as_kubelet_would(version: ContainerdVersion) {
-    let Some((containerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (containerd, runtime) = engine(version).await;
     let node = lay_out(&containerd).await;
     // kubelet may name the image by its id, as PullImage answered it.
     let by_id = containerd.import_busybox_image(CRI_NAMESPACE, "docker.io/library/by-id:1");
@@ -386,9 +380,7 @@ async fn the_planner_reads_the_inventory_as_kubelet_would(version: ContainerdVer
 }
 
 async fn recheck_answers_fresh_for_one_container_and_one_image(version: ContainerdVersion) {
-    let Some((containerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (containerd, runtime) = engine(version).await;
     let node = lay_out(&containerd).await;
 
     let fresh = runtime
@@ -443,9 +435,7 @@ async fn recheck_answers_fresh_for_one_container_and_one_image(version: Containe
 }
 
 async fn a_cri_container_is_removed_through_cri(version: ContainerdVersion) {
-    let Some((containerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (containerd, runtime) = engine(version).await;
     let node = lay_out(&containerd).await;
     let id = cri_id(&node.gone_job);
     assert!(
@@ -483,9 +473,7 @@ async fn a_cri_container_is_removed_through_cri(version: ContainerdVersion) {
 }
 
 async fn a_plain_container_loses_its_stopped_task_first(version: ContainerdVersion) {
-    let Some((containerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (containerd, runtime) = engine(version).await;
     lay_out(&containerd).await;
     assert_eq!(
         util::remove(&runtime, Kind::Container, &other_id("quick")).await,
@@ -511,9 +499,7 @@ async fn a_plain_container_loses_its_stopped_task_first(version: ContainerdVersi
 }
 
 async fn what_is_live_used_or_kubelets_own_is_refused(version: ContainerdVersion) {
-    let Some((containerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (containerd, runtime) = engine(version).await;
     let node = lay_out(&containerd).await;
 
     let refused = |removal: Removal, what: &str| match removal {
@@ -593,9 +579,7 @@ async fn what_is_live_used_or_kubelets_own_is_refused(version: ContainerdVersion
 }
 
 async fn an_unused_image_loses_every_name_and_its_content(version: ContainerdVersion) {
-    let Some((containerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (containerd, runtime) = engine(version).await;
     let node = lay_out(&containerd).await;
     let id = cri_id(&node.unused.digest);
     assert_eq!(
@@ -649,9 +633,7 @@ async fn an_unused_image_loses_every_name_and_its_content(version: ContainerdVer
 }
 
 async fn without_cri_the_inventory_falls_back_and_cri_containers_stay(version: ContainerdVersion) {
-    let Some(mut containerd) = PrivateContainerd::start_version(version).await.or_skip() else {
-        return;
-    };
+    let mut containerd = PrivateContainerd::start_version(version).await.required();
     let node = lay_out(&containerd).await;
     containerd.restart(false).await;
     let runtime = connect(&containerd).await;
@@ -715,9 +697,7 @@ async fn connect_refuses_what_is_not_containerd() {
 }
 
 async fn connect_skips_dockers_namespace(version: ContainerdVersion) {
-    let Some(containerd) = PrivateContainerd::start_version(version).await.or_skip() else {
-        return;
-    };
+    let containerd = PrivateContainerd::start_version(version).await.required();
     let namespaces = ["moby", CRI_NAMESPACE, "moby"].map(str::to_owned);
     let runtime = ContainerdRuntime::connect(&containerd.endpoint(), &namespaces)
         .await
@@ -728,9 +708,7 @@ async fn connect_skips_dockers_namespace(version: ContainerdVersion) {
 async fn after_an_inventory_rechecks_follow_events_and_list_again_once_they_break(
     version: ContainerdVersion,
 ) {
-    let Some((mut containerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (mut containerd, runtime) = engine(version).await;
     let node = lay_out(&containerd).await;
     let unused = cri_id(&node.unused.digest);
     runtime.inventory().await.expect("inventory");
@@ -861,9 +839,7 @@ fn change_a_task(
 /// re-checked as the inventory read it, without a call of its own; one
 /// whose task or record an event named is read again, and only that.
 async fn rechecks_read_again_only_the_containers_an_event_named(version: ContainerdVersion) {
-    let Some((containerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (containerd, runtime) = engine(version).await;
     lay_out(&containerd).await;
     runtime.inventory().await.expect("inventory");
     let reads = || -> BTreeMap<String, u64> {
@@ -959,9 +935,7 @@ async fn rechecks_read_again_only_the_containers_an_event_named(version: Contain
 }
 
 async fn the_image_file_system_is_the_one_cri_names(version: ContainerdVersion) {
-    let Some((containerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (containerd, runtime) = engine(version).await;
     // Measured only when asked (`images.disk`).
     assert_eq!(runtime.inventory().await.unwrap().image_fs, None);
     let runtime = runtime.measuring_image_fs();

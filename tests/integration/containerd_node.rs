@@ -14,7 +14,7 @@ use safeprune::runtime::containerd::ContainerdRuntime;
 use util::containerd::{CRI_NAMESPACE, ContainerdVersion, PrivateContainerd, containerd_tests};
 use util::node::{Cli, Layout, Runtime, decision, execute_plan, plan_now};
 use util::pod::Pod;
-use util::{OrSkip, RUN_FOREVER};
+use util::{RUN_FOREVER, Required};
 
 const OTHER: &str = "other";
 const BASE: &str = "docker.io/library/base:1";
@@ -128,9 +128,7 @@ fn native_ids(containerd: &PrivateContainerd) -> Vec<String> {
 async fn plan_then_run_removes_exactly_the_expected_objects_through_cri(
     version: ContainerdVersion,
 ) {
-    let Some(containerd) = PrivateContainerd::start_version(version).await.or_skip() else {
-        return;
-    };
+    let containerd = PrivateContainerd::start_version(version).await.required();
     let layout = lay_out(&containerd).await;
     let safeprune = safeprune_on(&containerd);
     let events = |calls: &std::collections::BTreeMap<String, u64>| {
@@ -236,9 +234,7 @@ async fn plan_then_run_removes_exactly_the_expected_objects_through_cri(
 }
 
 async fn a_pod_back_or_an_image_newly_used_after_planning_is_skipped(version: ContainerdVersion) {
-    let Some(containerd) = PrivateContainerd::start_version(version).await.or_skip() else {
-        return;
-    };
+    let containerd = PrivateContainerd::start_version(version).await.required();
     let layout = lay_out(&containerd).await;
     let safeprune = safeprune_on(&containerd);
     let policy = safeprune.policy();
@@ -287,9 +283,7 @@ async fn a_pod_back_or_an_image_newly_used_after_planning_is_skipped(version: Co
 }
 
 async fn auto_falls_back_to_containerd_and_says_why(version: ContainerdVersion) {
-    let Some(containerd) = PrivateContainerd::start_version(version).await.or_skip() else {
-        return;
-    };
+    let containerd = PrivateContainerd::start_version(version).await.required();
     let layout = lay_out(&containerd).await;
     let safeprune = Cli::with_yaml("");
     let no_docker = format!("unix://{}", safeprune.path("docker.sock").display());

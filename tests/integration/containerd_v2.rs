@@ -25,7 +25,7 @@ use util::containerd::{
     PodContainer, PrivateContainerd, SANDBOX_IMAGE, image_volume_mount,
 };
 use util::pod::Pod;
-use util::{OrSkip, RUN_FOREVER, runtime_in};
+use util::{RUN_FOREVER, Required, runtime_in};
 
 const APP: &str = "docker.io/library/app:1";
 /// The image mounted as a volume.
@@ -38,11 +38,11 @@ const PINNED_LABEL: &str = "io.cri-containerd.pinned";
 
 /// A private containerd 2.3.4 with image `APP`, and `DATA` of a layer of
 /// its own; `None` (printed: skipped) without the runtimes.
-async fn engine() -> Option<(PrivateContainerd, Imported, Imported)> {
-    let containerd = PrivateContainerd::start_v2().await.or_skip()?;
+async fn engine() -> (PrivateContainerd, Imported, Imported) {
+    let containerd = PrivateContainerd::start_v2().await.required();
     let app = containerd.import_busybox_image(CRI_NAMESPACE, APP);
     let data = containerd.import_image_with_extra(CRI_NAMESPACE, DATA, "volume");
-    Some((containerd, app, data))
+    (containerd, app, data)
 }
 
 /// Pod `default/web` whose container `app` mounts `DATA`, named by its id
@@ -111,30 +111,37 @@ fn is_mounted(containerd: &PrivateContainerd, path: &str) -> bool {
         .any(|line| line.split(' ').nth(4) == Some(path))
 }
 
+/// Without the runtimes a test of containerd 2 fails, saying how to fetch
+/// them: Debian's runtimes are never optional.
 #[test]
-fn without_the_runtimes_a_test_of_containerd_2_is_skipped_and_says_so() {
-    let skipped = runtime_in(None, "containerd", "containerd 2.x").unwrap_err();
+fn without_the_runtimes_a_test_of_containerd_2_fails_saying_how_to_fetch_them() {
+    let missing = runtime_in(None, "containerd", "containerd 2.x").unwrap_err();
     assert_eq!(
-        skipped.to_string(),
-        "skipped: SAFEPRUNE_TEST_RUNTIMES is unset (scripts/test.sh sets it after scripts/runtimes.sh): containerd 2.x tests not run"
+        missing.to_string(),
+        "containerd 2.x tests need Debian's newer runtimes: run scripts/runtimes.sh target/runtimes (scripts/test.sh does), or set SAFEPRUNE_TEST_RUNTIMES to where they are"
     );
     assert_eq!(
         runtime_in(Some("".into()), "containerd", "containerd 2.x").unwrap_err(),
-        skipped
+        missing
     );
+    let failed =
+        std::panic::catch_unwind(|| runtime_in(None, "containerd", "containerd 2.x").required())
+            .expect_err("a test that needs a missing runtime fails");
+    assert_eq!(failed.downcast_ref::<String>(), Some(&missing.to_string()));
 }
 
-/// A set no registry serves (CRI-O, cri-dockerd) is optional: where it is
-/// missing its tests say what to provide; a fetched set that is missing
-/// is a broken fetch, which must fail, not pass as a skip.
+/// A set no registry serves (CRI-O, cri-dockerd) says what to provide
+/// where it is missing; a fetched set that is missing says how to fetch
+/// it. Either way a test that needs it fails: the optional sets' tests
+/// are left out of a run where their set is absent, not passed.
 #[test]
-fn a_missing_optional_runtime_says_what_to_provide_and_a_missing_fetched_one_fails() {
+fn a_missing_runtime_says_what_to_provide_and_a_found_one_its_version() {
     let root = tempfile::tempdir().expect("a temporary directory");
-    let skipped = runtime_in(Some(root.path().into()), "crio", "CRI-O").unwrap_err();
+    let missing = runtime_in(Some(root.path().into()), "crio", "CRI-O").unwrap_err();
     assert_eq!(
-        skipped.to_string(),
+        missing.to_string(),
         format!(
-            "skipped: no {}/crio (crio, pinns and copyimg (CRI-O 1.36 or later); no registry here serves it): CRI-O tests not run",
+            "CRI-O tests need {}/crio (crio, pinns and copyimg (CRI-O 1.36 or later); no registry here serves it): CONTRIBUTING.md, \"Runtimes\"",
             root.path().display()
         )
     );
@@ -146,16 +153,20 @@ fn a_missing_optional_runtime_says_what_to_provide_and_a_missing_fetched_one_fai
     let found =
         runtime_in(Some(root.path().into()), "containerd", "containerd 2.x").expect("found");
     assert_eq!(found.version, "2.1.9");
-    let missing =
-        std::panic::catch_unwind(|| runtime_in(Some(root.path().into()), "docker", "Docker 28+"));
-    assert!(missing.is_err(), "a missing fetched set must fail the test");
+    let missing = runtime_in(Some(root.path().into()), "docker", "Docker 28+").unwrap_err();
+    assert_eq!(
+        missing.to_string(),
+        format!(
+            "Docker 28+ tests need {}/docker: run scripts/runtimes.sh {} (scripts/test.sh does)",
+            root.path().display(),
+            root.path().display()
+        )
+    );
 }
 
 #[tokio::test]
 async fn an_image_volume_shows_only_in_the_containers_mounts_never_as_its_image() {
-    let Some((containerd, app, data)) = engine().await else {
-        return;
-    };
+    let (containerd, app, data) = engine().await;
     assert_eq!(containerd.version(), ContainerdVersion::V2);
     let pod = pod_mounting_data(&containerd, &data).await;
     // A second container of the pod mounts it by reference: both share
@@ -271,9 +282,7 @@ async fn an_image_volume_shows_only_in_the_containers_mounts_never_as_its_image(
 
 #[tokio::test]
 async fn the_sandboxs_lease_holds_the_image_volume_until_the_pod_is_removed() {
-    let Some((containerd, _, data)) = engine().await else {
-        return;
-    };
+    let (containerd, _, data) = engine().await;
     assert_eq!(containerd.leases(CRI_NAMESPACE).await, vec![]);
     let pod = pod_mounting_data(&containerd, &data).await;
     let source = volume_source(&containerd, &pod.sandbox_id, &data);
@@ -312,9 +321,7 @@ enum Deletion {
 }
 
 async fn deleting_the_volume_image_while_the_pod_runs(deletion: Deletion) {
-    let Some((containerd, _, data)) = engine().await else {
-        return;
-    };
+    let (containerd, _, data) = engine().await;
     let pod = pod_mounting_data(&containerd, &data).await;
     let source = volume_source(&containerd, &pod.sandbox_id, &data);
     match deletion {
@@ -417,9 +424,7 @@ async fn ctr_removes_a_mounted_image_and_the_pods_next_container_fails() {
 
 #[tokio::test]
 async fn removing_only_the_reference_natively_leaves_the_image_under_its_id() {
-    let Some((containerd, _, data)) = engine().await else {
-        return;
-    };
+    let (containerd, _, data) = engine().await;
     let pod = pod_mounting_data(&containerd, &data).await;
     containerd.ctr_ok(CRI_NAMESPACE, &["images", "rm", DATA]);
     // The CRI plugin's own record, named by the id, keeps the image: CRI
@@ -496,9 +501,7 @@ async fn containerd_2_pins_the_imported_sandbox_image_and_1_6_names_it_in_its_st
         (false, vec![false, false], Some(SANDBOX_IMAGE.to_owned())),
         "1.6.20: not pinned, no label, named in the status"
     );
-    let Some((containerd, _, _)) = engine().await else {
-        return;
-    };
+    let (containerd, _, _) = engine().await;
     assert_eq!(
         sandbox_image_facts(&containerd).await,
         (true, vec![true, true], None),
@@ -539,9 +542,7 @@ async fn containerd_2_pins_the_imported_sandbox_image_and_1_6_names_it_in_its_st
 
 #[tokio::test]
 async fn introspection_exports_no_cri_image_config_on_containerd_2() {
-    let Some((containerd, _, _)) = engine().await else {
-        return;
-    };
+    let (containerd, _, _) = engine().await;
     let plugins = Box::pin(
         containerd
             .native()
@@ -597,9 +598,7 @@ async fn introspection_exports_no_cri_image_config_on_containerd_2() {
 #[tokio::test]
 async fn an_image_a_live_pod_mounts_is_kept_and_the_pods_container_restarts_after_a_run() {
     use util::node::{Cli, Runtime};
-    let Some((containerd, _app, data)) = engine().await else {
-        return;
-    };
+    let (containerd, _app, data) = engine().await;
     let p = pod_mounting_data(&containerd, &data).await;
     containerd.stop_container(&p.container_id).await;
     containerd.wait_container_exited(&p.container_id).await;
@@ -648,9 +647,7 @@ async fn an_image_a_live_pod_mounts_is_kept_and_the_pods_container_restarts_afte
 async fn the_sandbox_image_is_kept_by_the_runtimes_pin_whatever_its_name() {
     use util::node::{Cli, Runtime};
     for version in [ContainerdVersion::V1_6, ContainerdVersion::V2] {
-        let Some(containerd) = PrivateContainerd::start_version(version).await.or_skip() else {
-            return;
-        };
+        let containerd = PrivateContainerd::start_version(version).await.required();
         let endpoint = containerd.endpoint();
         let cli = Cli::new(
             &Runtime::Containerd(&endpoint, &[CRI_NAMESPACE]),
@@ -682,9 +679,7 @@ async fn the_sandbox_image_is_kept_by_the_runtimes_pin_whatever_its_name() {
 async fn a_pod_kubelet_made_with_an_image_volume_restarts_after_a_run() {
     use util::kubelet::{CriContainer, Kubelet};
     use util::node::{Cli, Runtime};
-    let Some((containerd, _app, data)) = engine().await else {
-        return;
-    };
+    let (containerd, _app, data) = engine().await;
     // containerd serves CRI on its own socket.
     let kubelet = Kubelet::new(
         containerd.socket(),

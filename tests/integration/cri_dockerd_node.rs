@@ -26,7 +26,7 @@ use util::cri_dockerd::{Combo, PAUSE_IMAGE, PrivateCriDockerd, cri_dockerd_tests
 use util::kubelet::{CriContainer, CriPod};
 use util::node::{Cli, Layout, Runtime, container, decision};
 use util::pod::Pod;
-use util::{EXIT_0, OrSkip, RUN_FOREVER, TEST_LABEL};
+use util::{EXIT_0, RUN_FOREVER, Required, TEST_LABEL};
 
 /// The image of every container of the pods but the finished pod's app.
 const APP: &str = "docker.io/library/app:1";
@@ -115,9 +115,7 @@ fn assert_imitates(real: &Inspected, imitation: &Inspected, differing: &[&str]) 
 }
 
 async fn a_what_cri_dockerd_makes_is_what_safeprune_reads(combo: Combo) {
-    let Some(node) = PrivateCriDockerd::start(combo).await.or_skip() else {
-        return;
-    };
+    let node = PrivateCriDockerd::start(combo).await.required();
     let what = combo.name();
     let app_image = node.import_busybox_image(APP, Some("app")).await;
     let web = Pod::new("web", "default");
@@ -425,9 +423,7 @@ fn cri_containers(node: &PrivateCriDockerd) -> BTreeSet<String> {
 }
 
 async fn b_a_run_removes_what_the_plan_said_and_cri_dockerd_still_answers(combo: Combo) {
-    let Some(node) = PrivateCriDockerd::start(combo).await.or_skip() else {
-        return;
-    };
+    let node = PrivateCriDockerd::start(combo).await.required();
     let what = combo.name();
     let Node { layout, web, old } = lay_out(&node).await;
     let cli = Cli::new(&Runtime::Docker(node.endpoint()), AT_ONCE);
@@ -474,9 +470,7 @@ async fn b_a_run_removes_what_the_plan_said_and_cri_dockerd_still_answers(combo:
 }
 
 async fn c_docker_system_prune_takes_the_live_pods_istio_init(combo: Combo) {
-    let Some(node) = PrivateCriDockerd::start(combo).await.or_skip() else {
-        return;
-    };
+    let node = PrivateCriDockerd::start(combo).await.required();
     let what = combo.name();
     let Node { layout, web, old } = lay_out(&node).await;
     let out = node
@@ -528,9 +522,7 @@ async fn c_docker_system_prune_takes_the_live_pods_istio_init(combo: Combo) {
 /// node decides the same way (sandboxes are kubelet's and never decided),
 /// `run` removes what the plan said, and cri-dockerd still answers.
 async fn d_through_cri_alone_at_cri_dockerds_socket(combo: Combo) {
-    let Some(node) = PrivateCriDockerd::start(combo).await.or_skip() else {
-        return;
-    };
+    let node = PrivateCriDockerd::start(combo).await.required();
     let what = combo.name();
     let Node {
         mut layout,

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use crate::util;
-use util::OrSkip;
+use util::Required;
 use util::containerd::{CRI_NAMESPACE, ContainerdVersion, PrivateContainerd, SANDBOX_IMAGE};
 use util::node::{Cli, Layout, Runtime, decision, outcome};
 use util::pod::Pod;
@@ -100,9 +100,7 @@ util::containerd::containerd_tests! {
 }
 
 async fn through_cri_alone_a_run_removes_what_kubelet_no_longer_needs(version: ContainerdVersion) {
-    let Some(engine) = PrivateContainerd::start_version(version).await.or_skip() else {
-        return;
-    };
+    let engine = PrivateContainerd::start_version(version).await.required();
     let layout = lay_out(&engine).await;
     let cli = cri_cli(&engine, AT_ONCE);
 
@@ -194,9 +192,7 @@ async fn through_cri_alone_a_run_removes_what_kubelet_no_longer_needs(version: C
 async fn through_cri_alone_a_reviewed_plan_and_the_disk_watermarks_hold(
     version: ContainerdVersion,
 ) {
-    let Some(engine) = PrivateContainerd::start_version(version).await.or_skip() else {
-        return;
-    };
+    let engine = PrivateContainerd::start_version(version).await.required();
     let layout = lay_out(&engine).await;
 
     // Under `high_percent` (100: never over it) every image is kept for the

@@ -20,7 +20,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::util;
 use util::crio::{CrioContainer, CrioOptions, PAUSE_IMAGE, PrivateCrio};
 use util::pod::Pod;
-use util::{EXIT_0, OrSkip, RUN_FOREVER, TEST_LABEL};
+use util::{EXIT_0, RUN_FOREVER, Required, TEST_LABEL};
 
 const APP: &str = "docker.io/library/app:1";
 /// The image mounted as a volume.
@@ -46,9 +46,7 @@ fn pods(crio: &PrivateCrio) -> Vec<PodSandbox> {
 
 #[tokio::test]
 async fn variants_are_distinct_images_and_the_pause_image_is_pinned() {
-    let Some(crio) = PrivateCrio::start().await.or_skip() else {
-        return;
-    };
+    let crio = PrivateCrio::start().await.required();
     let version = crio
         .cri()
         .await
@@ -151,9 +149,7 @@ async fn variants_are_distinct_images_and_the_pause_image_is_pinned() {
 
 #[tokio::test]
 async fn a_pod_run_as_kubelet_runs_it() {
-    let Some(crio) = PrivateCrio::start().await.or_skip() else {
-        return;
-    };
+    let crio = PrivateCrio::start().await.required();
     let app = crio.import_image(APP, "app");
     let data = crio.import_image(DATA, "data");
     let pod = crio.run_pod(&Pod::new("web", "default"));
@@ -237,9 +233,7 @@ async fn options_turn_pod_events_on_and_pin_more_images() {
         pinned_images: vec!["docker.io/library/pinned*".to_owned()],
         ..CrioOptions::default()
     };
-    let Some(crio) = PrivateCrio::start_with(options).await.or_skip() else {
-        return;
-    };
+    let crio = PrivateCrio::start_with(options).await.required();
     let app = crio.import_image(APP, "app");
     let pinned = crio.import_image("docker.io/library/pinned:1", "pinned");
     let pause = crio.image_id(PAUSE_IMAGE);
@@ -349,9 +343,7 @@ fn mounts_naming(dir: &Path) -> BTreeSet<String> {
 
 #[tokio::test]
 async fn drop_leaves_no_process_mount_cgroup_or_directory() {
-    let Some(crio) = PrivateCrio::start().await.or_skip() else {
-        return;
-    };
+    let crio = PrivateCrio::start().await.required();
     crio.import_image(APP, "app");
     crio.import_image(DATA, "data");
     let pod = crio.run_pod(&Pod::new("web", "default"));

@@ -20,7 +20,7 @@ use crate::util;
 use util::crio::{CrioContainer, CrioPod, PAUSE_IMAGE, PrivateCrio};
 use util::node::{Cli, Layout, Runtime, decision};
 use util::pod::Pod;
-use util::{EXIT_0, OrSkip, RUN_FOREVER};
+use util::{EXIT_0, RUN_FOREVER, Required};
 
 const APP: &str = "docker.io/library/app:1";
 /// Mounted as a volume by the live pod's app.
@@ -78,9 +78,7 @@ fn lay_out(crio: &PrivateCrio) -> Node<'_> {
 
 #[tokio::test]
 async fn a_run_removes_what_kubelet_no_longer_needs_and_crio_still_answers() {
-    let Some(crio) = PrivateCrio::start().await.or_skip() else {
-        return;
-    };
+    let crio = PrivateCrio::start().await.required();
     let node = lay_out(&crio);
     let layout = &node.layout;
     let cli = Cli::new(&Runtime::Cri(&crio.endpoint()), AT_ONCE);
@@ -192,9 +190,7 @@ async fn a_run_removes_what_kubelet_no_longer_needs_and_crio_still_answers() {
 #[tokio::test]
 async fn a_container_removal_costs_two_calls_beyond_the_inventory() {
     const FINISHED: usize = 6;
-    let Some(crio) = PrivateCrio::start().await.or_skip() else {
-        return;
-    };
+    let crio = PrivateCrio::start().await.required();
     crio.import_image(JOB, "job");
     for i in 0..FINISHED {
         let pod = crio.run_pod(&Pod::new(&format!("job-{i}"), "batch"));
@@ -257,9 +253,7 @@ async fn a_container_removal_costs_two_calls_beyond_the_inventory() {
 
 #[tokio::test]
 async fn an_image_is_as_old_as_safepruness_first_sighting_of_it() {
-    let Some(crio) = PrivateCrio::start().await.or_skip() else {
-        return;
-    };
+    let crio = PrivateCrio::start().await.required();
     let old = crio.import_image(OLD, "old");
     let cli = Cli::new(&Runtime::Cri(&crio.endpoint()), "images: { min_age: 1h }\n");
     let (_, first) = cli.json(&["plan", "--output", "json"]);
@@ -288,9 +282,7 @@ async fn an_image_is_as_old_as_safepruness_first_sighting_of_it() {
 /// containerd` at CRI-O's socket says to use `kind: cri`.
 #[tokio::test]
 async fn auto_finds_crio_and_containerd_at_its_socket_says_what_to_use() {
-    let Some(crio) = PrivateCrio::start().await.or_skip() else {
-        return;
-    };
+    let crio = PrivateCrio::start().await.required();
     let endpoint = crio.endpoint();
     let nowhere = crio.dir().join("nothing.sock");
     let nowhere = nowhere.to_str().unwrap();
@@ -327,9 +319,7 @@ async fn auto_finds_crio_and_containerd_at_its_socket_says_what_to_use() {
 /// CRI-O refuses an image a container (exited too) was made from.
 #[tokio::test]
 async fn the_adapter_never_trusts_cri_to_refuse() {
-    let Some(crio) = PrivateCrio::start().await.or_skip() else {
-        return;
-    };
+    let crio = PrivateCrio::start().await.required();
     let node = lay_out(&crio);
     let layout = &node.layout;
     let cri = CriRuntime::connect(&crio.endpoint())
@@ -399,9 +389,7 @@ async fn the_adapter_never_trusts_cri_to_refuse() {
 /// remove and CRI-O refuses.
 #[tokio::test]
 async fn the_crictl_prediction_matches_a_replay_of_crictl_rmi_prune_on_crio() {
-    let Some(crio) = PrivateCrio::start().await.or_skip() else {
-        return;
-    };
+    let crio = PrivateCrio::start().await.required();
     let app = crio.import_image(APP, "app");
     let job = crio.import_image(JOB, "job");
     let old = crio.import_image(OLD, "old");
@@ -453,9 +441,7 @@ async fn the_crictl_prediction_matches_a_replay_of_crictl_rmi_prune_on_crio() {
 /// watermark nothing goes, over it the unused images go.
 #[tokio::test]
 async fn disk_watermarks_measure_the_directory_cri_names() {
-    let Some(crio) = PrivateCrio::start().await.or_skip() else {
-        return;
-    };
+    let crio = PrivateCrio::start().await.required();
     let old = crio.import_image(OLD, "old");
     let store = crio.root().join("overlay-images");
     let runtime = Runtime::Cri(&crio.endpoint());
@@ -487,9 +473,7 @@ async fn disk_watermarks_measure_the_directory_cri_names() {
 /// what was reviewed and nothing the node gained since.
 #[tokio::test]
 async fn a_reviewed_plan_runs_on_crio() {
-    let Some(crio) = PrivateCrio::start().await.or_skip() else {
-        return;
-    };
+    let crio = PrivateCrio::start().await.required();
     let old = crio.import_image(OLD, "old");
     let cli = Cli::new(&Runtime::Cri(&crio.endpoint()), AT_ONCE);
     let file = cli.path("reviewed.plan.json");
@@ -520,9 +504,7 @@ async fn the_daemon_follows_crio_events_where_it_serves_them() {
         ..CrioOptions::default()
     };
     let (with, without) = tokio::join!(PrivateCrio::start_with(options), PrivateCrio::start());
-    let (Some(with), Some(without)) = (with.or_skip(), without.or_skip()) else {
-        return;
-    };
+    let (with, without) = (with.required(), without.required());
 
     let quiet = Cli::new(&Runtime::Cri(&without.endpoint()), POLICY);
     let daemon = Daemon::start(&quiet);

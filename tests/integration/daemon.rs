@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bollard::query_parameters::InspectContainerOptions;
-use util::OrSkip;
+use util::Required;
 use util::daemon::Daemon;
 use util::docker::PrivateDockerd;
 use util::docker_matrix::{DockerVersion, VersionedDockerd, docker_tests};
@@ -88,9 +88,7 @@ async fn until_removed(engine: &PrivateDockerd, id: &str) {
 }
 
 async fn cycles_remove_what_exits_between_them_and_spare_istio_init(version: DockerVersion) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     let base = engine.import_busybox_image("base:1", None).await;
     let web = Pod::new("web", "default");
     let sandbox = engine.create_sandbox(&web, &base, true).await;
@@ -131,9 +129,7 @@ async fn cycles_remove_what_exits_between_them_and_spare_istio_init(version: Doc
 }
 
 async fn sighup_keeps_the_old_policy_when_the_new_one_is_broken(version: DockerVersion) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     let base = engine.import_busybox_image("base:1", None).await;
     let safeprune = safeprune_on(&engine, "");
     let daemon = Daemon::start(&safeprune);
@@ -165,9 +161,7 @@ async fn sighup_keeps_the_old_policy_when_the_new_one_is_broken(version: DockerV
 }
 
 async fn an_engine_that_stops_and_comes_back_is_survived(version: DockerVersion) {
-    let Some(mut engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let mut engine = VersionedDockerd::start(version).await.required();
     let base = engine.import_busybox_image("base:1", None).await;
     let safeprune = safeprune_on(&engine, "");
     let daemon = Daemon::start(&safeprune);
@@ -195,9 +189,7 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 async fn every_run_writes_the_metrics_textfile_unless_another_holds_the_lock(
     version: DockerVersion,
 ) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     let base = engine.import_busybox_image("base:1", None).await;
     let web = Pod::new("web", "default");
     let sandbox = engine.create_sandbox(&web, &base, true).await;
@@ -272,9 +264,7 @@ async fn every_run_writes_the_metrics_textfile_unless_another_holds_the_lock(
 }
 
 async fn json_logs_are_one_object_per_line(version: DockerVersion) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     let base = engine.import_busybox_image("base:1", None).await;
     engine.run_to_exit("exited", &base, &[]).await;
     let safeprune = safeprune_on(&engine, "");
@@ -301,9 +291,7 @@ async fn json_logs_are_one_object_per_line(version: DockerVersion) {
 }
 
 async fn two_runs_at_once_one_works_and_the_other_exits_4(version: DockerVersion) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     let base = engine.import_busybox_image("base:1", None).await;
     for i in 0..40 {
         engine
@@ -347,9 +335,7 @@ fn series(text: &str) -> Vec<&str> {
 }
 
 async fn the_listener_serves_each_cycles_metrics_and_its_health(version: DockerVersion) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     let base = engine.import_busybox_image("base:1", None).await;
     engine.run_to_exit("exited", &base, &[]).await;
     let listen = "metrics: { listen: \"127.0.0.1:0\" }\n";
@@ -449,9 +435,7 @@ async fn image_uses_are_followed_while_the_policy_asks_and_after_an_engine_resta
     version: DockerVersion,
 ) {
     const FOLLOWING: &str = "following docker's events";
-    let Some(mut engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let mut engine = VersionedDockerd::start(version).await.required();
     let base = engine.import_busybox_image("base:1", None).await;
     let runtime = Runtime::Docker(engine.endpoint());
     let cli = Cli::new(&runtime, "schedule: \"0 0 1 1 *\"\n");

@@ -35,7 +35,7 @@ use k8s_cri::v1::{
     PodSandboxStatusRequest, RunPodSandboxRequest, StartContainerRequest, StopContainerRequest,
 };
 use serde_json::Value;
-use util::OrSkip;
+use util::Required;
 use util::containerd::{
     CRI_NAMESPACE, ContainerdVersion, PrivateContainerd, SANDBOX_IMAGE, containerd_tests,
 };
@@ -407,8 +407,8 @@ struct PodNode {
 }
 
 impl PodNode {
-    async fn start(manifests: &Manifests, version: ContainerdVersion) -> Option<Self> {
-        let containerd = PrivateContainerd::start_version(version).await.or_skip()?;
+    async fn start(manifests: &Manifests, version: ContainerdVersion) -> Self {
+        let containerd = PrivateContainerd::start_version(version).await.required();
         let dir = tempfile::tempdir().unwrap();
         import_safeprune_image(
             &containerd,
@@ -417,12 +417,12 @@ impl PodNode {
         .await;
         let layout = lay_out(&containerd).await;
         let state = dir.path().join("var-lib-safeprune");
-        Some(Self {
+        Self {
             containerd,
             dir,
             layout,
             state,
-        })
+        }
     }
 
     /// What this node gives the pod: the engine's socket and the state
@@ -462,9 +462,7 @@ async fn the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly(
     version: ContainerdVersion,
 ) {
     let manifests = Manifests::load();
-    let Some(node) = PodNode::start(&manifests, version).await else {
-        return;
-    };
+    let node = PodNode::start(&manifests, version).await;
     let (containerd, layout, state) = (&node.containerd, &node.layout, &node.state);
     let pod = Box::pin(run_pod(containerd.cri(), &manifests, &node.node(&[]))).await;
 
@@ -544,9 +542,7 @@ async fn the_daemonset_pod_reads_the_pods_stall_through_the_read_only_cgroup_mou
     version: ContainerdVersion,
 ) {
     let manifests = Manifests::load();
-    let Some(node) = PodNode::start(&manifests, version).await else {
-        return;
-    };
+    let node = PodNode::start(&manifests, version).await;
     let (containerd, layout) = (&node.containerd, &node.layout);
     let pods = pods_cgroup_v2(containerd.scope());
     let pods_text = pods.display().to_string();
@@ -667,9 +663,7 @@ async fn the_kubelet_image_gc_overlay_works_to_kubelets_thresholds_on_the_measur
     version: ContainerdVersion,
 ) {
     let mut manifests = Manifests::load_overlay("examples/kubelet-image-gc");
-    let Some(node) = PodNode::start(&manifests, version).await else {
-        return;
-    };
+    let node = PodNode::start(&manifests, version).await;
     let (containerd, layout, dir) = (&node.containerd, &node.layout, node.dir.path());
     let kubelet_config = kubelet_config_in(dir);
     // This node's containerd keeps its root elsewhere than /var/lib: the
@@ -752,14 +746,14 @@ struct CrioPodNode {
 }
 
 impl CrioPodNode {
-    async fn start(manifests: &Manifests) -> Option<Self> {
+    async fn start(manifests: &Manifests) -> Self {
         use util::crio::{CrioOptions, PrivateCrio};
         let options = CrioOptions {
             pinned_images: vec![PINNED.to_owned()],
             pod_network: true,
             ..CrioOptions::default()
         };
-        let crio = PrivateCrio::start_with(options).await.or_skip()?;
+        let crio = PrivateCrio::start_with(options).await.required();
         let dir = tempfile::tempdir().unwrap();
         let built = BuiltImage::build();
         crio.import_archive(
@@ -768,12 +762,12 @@ impl CrioPodNode {
         );
         let layout = lay_out_on_crio(&crio);
         let state = dir.path().join("var-lib-safeprune");
-        Some(Self {
+        Self {
             crio,
             dir,
             layout,
             state,
-        })
+        }
     }
 
     /// What this node gives the pod: CRI-O's socket and the state
@@ -818,9 +812,7 @@ async fn on_crio_the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly
     use util::crio::PAUSE_IMAGE;
 
     let manifests = Manifests::load_overlay("crio");
-    let Some(node) = CrioPodNode::start(&manifests).await else {
-        return;
-    };
+    let node = CrioPodNode::start(&manifests).await;
     let (crio, layout) = (&node.crio, &node.layout);
     let own_image = manifests.container()["image"].as_str().unwrap().to_owned();
 
@@ -903,9 +895,7 @@ async fn on_crio_the_daemonset_pod_prunes_its_node_through_cri_and_stops_cleanly
 #[tokio::test(flavor = "multi_thread")]
 async fn on_crio_the_kubelet_image_gc_overlay_works_to_kubelets_thresholds() {
     let mut manifests = Manifests::load_overlay("examples/kubelet-image-gc-crio");
-    let Some(node) = CrioPodNode::start(&manifests).await else {
-        return;
-    };
+    let node = CrioPodNode::start(&manifests).await;
     let (crio, layout) = (&node.crio, &node.layout);
     let kubelet_config = kubelet_config_in(node.dir.path());
     // This CRI-O keeps its storage elsewhere than /var/lib/containers: the

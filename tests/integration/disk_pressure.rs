@@ -15,7 +15,7 @@ use crate::util;
 use std::collections::HashMap;
 use std::path::Path;
 
-use util::OrSkip;
+use util::Required;
 use util::containerd::{CRI_NAMESPACE, ContainerdVersion, PrivateContainerd, containerd_tests};
 use util::daemon::Daemon;
 use util::df;
@@ -191,12 +191,9 @@ fn run_at(cli: &Cli, runtime: &Runtime, state: &Path, (high, low): (u8, u8)) -> 
 }
 
 async fn under_pressure_the_least_recently_used_go_until_low_percent(version: DockerVersion) {
-    let Some(engine) = VersionedDockerd::start_on_small_fs(version, 256)
+    let engine = VersionedDockerd::start_on_small_fs(version, 256)
         .await
-        .or_skip()
-    else {
-        return;
-    };
+        .required();
     let root = engine.image_root();
     let runtime = Runtime::Docker(engine.endpoint());
     let cli = Cli::new(&runtime, "");
@@ -291,9 +288,7 @@ async fn under_pressure_the_least_recently_used_go_until_low_percent(version: Do
 /// The usage history (`state_dir`) keeps the uses of images whose
 /// containers are gone, across runs, and a corrupt file is rebuilt.
 async fn the_usage_history_remembers_uses_whose_containers_are_gone(version: DockerVersion) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     let older = engine.import_busybox_image("app:1", Some("1")).await;
     let newer = engine.import_busybox_image("app:2", Some("2")).await;
     // app:1 is used after app:2 was imported, by a container since removed:
@@ -356,12 +351,9 @@ containerd_tests! {
 async fn on_containerd_the_daemon_records_cri_uses_and_run_frees_by_them(
     version: ContainerdVersion,
 ) {
-    let Some(engine) = PrivateContainerd::start_on_small_fs(version, 256)
+    let engine = PrivateContainerd::start_on_small_fs(version, 256)
         .await
-        .or_skip()
-    else {
-        return;
-    };
+        .required();
     let image_fs = engine.image_fs();
     let endpoint = engine.endpoint();
     let runtime = Runtime::Containerd(&endpoint, &[CRI_NAMESPACE]);

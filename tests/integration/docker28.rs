@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use bollard::query_parameters::ListImagesOptionsBuilder;
 use futures_util::future::join_all;
 use serde_json::{Value, json};
-use util::OrSkip;
+use util::Required;
 use util::docker::PrivateDockerd;
 use util::docker28::{PrivateDockerd28, Store, api_at_least};
 
@@ -149,13 +149,12 @@ fn cli_ok(e: &PrivateDockerd, args: &[&str]) -> String {
     text
 }
 
-/// Starts one engine per store of `stores`, all at once; `None` when the
-/// runtimes are not here (printed).
-async fn start_each(stores: &[Store]) -> Option<Vec<PrivateDockerd28>> {
+/// Starts one engine per store of `stores`, all at once.
+async fn start_each(stores: &[Store]) -> Vec<PrivateDockerd28> {
     join_all(stores.iter().map(|&s| PrivateDockerd28::start(s)))
         .await
         .into_iter()
-        .map(OrSkip::or_skip)
+        .map(Required::required)
         .collect()
 }
 
@@ -270,9 +269,7 @@ async fn a_system_prune_all_on_each_store() {
         .flat_map(|s| EVERY_BY.map(|by| (s, by)))
         .collect();
     let stores: Vec<Store> = cases.iter().map(|(s, _)| *s).collect();
-    let Some(engines) = start_each(&stores).await else {
-        return;
-    };
+    let engines = start_each(&stores).await;
     join_all(
         engines
             .iter()
@@ -318,9 +315,7 @@ async fn a_system_prune_all_on_each_store() {
 /// rm` of `base:1`'s image while `committed:1`, built on it, exists.
 #[tokio::test(flavor = "multi_thread")]
 async fn b_parents_ids_and_driver_status_on_each_store() {
-    let Some(engines) = start_each(&Store::ALL).await else {
-        return;
-    };
+    let engines = start_each(&Store::ALL).await;
     let layouts = join_all(engines.iter().map(|e| lay_out(e, By::Name))).await;
     for (e, layout) in engines.iter().zip(&layouts) {
         let store = e.store().name();
@@ -488,9 +483,7 @@ async fn remove_the_parent(e: &PrivateDockerd28, layout: &Layout) {
 /// `/images/json`'s and `/system/df`'s (every shape).
 #[tokio::test(flavor = "multi_thread")]
 async fn c_image_sizes_on_each_store() {
-    let Some(engines) = start_each(&Store::ALL).await else {
-        return;
-    };
+    let engines = start_each(&Store::ALL).await;
     let tar = util::busybox_rootfs(None).len();
     for e in &engines {
         let store = e.store().name();
@@ -721,9 +714,7 @@ fn build_cache_df_shapes() -> Vec<(String, &'static [&'static str])> {
 /// every API version; there is no `Parents` or `Parent`.
 #[tokio::test(flavor = "multi_thread")]
 async fn d_build_cache_parents_on_each_store() {
-    let Some(engines) = start_each(&Store::ALL).await else {
-        return;
-    };
+    let engines = start_each(&Store::ALL).await;
     for e in &engines {
         let store = e.store().name();
         e.build_chain_with_buildkit("chain:1", 3);
@@ -1149,9 +1140,7 @@ async fn the_docker_prune_prediction_against_the_real_command() {
     for store in Store::ALL {
         for by in EVERY_BY {
             let case = format!("{} store, containers by {by:?}", store.name());
-            let Some(twins) = start_each(&[store, store]).await else {
-                return;
-            };
+            let twins = start_each(&[store, store]).await;
             join_all(twins.iter().map(|e| lay_out_for_compare(e, by))).await;
             let (divergence, bytes) = compare_with_the_command(&twins[0], &twins[1], &case).await;
             assert_eq!(divergence, known_divergence(store, by), "{case}");
@@ -1238,9 +1227,7 @@ async fn e_image_sizes_are_the_lists_in_plans_rechecks_and_what_run_frees() {
     use safeprune::runtime::Engine;
     use safeprune::runtime::docker::DockerRuntime;
     use util::node::{Cli, Runtime};
-    let Some(engines) = start_each(&Store::ALL).await else {
-        return;
-    };
+    let engines = start_each(&Store::ALL).await;
     for e in &engines {
         let store = e.store().name();
         let ids = five_images(e).await;
@@ -1409,9 +1396,7 @@ fn explain_row<'a>(text: &'a str, what: &str) -> Option<&'a str> {
 async fn f_explain_and_the_image_file_system_on_each_store() {
     use safeprune::report::human_bytes;
     use util::node::{Cli, Runtime};
-    let Some(engines) = start_each(&Store::ALL).await else {
-        return;
-    };
+    let engines = start_each(&Store::ALL).await;
     for e in &engines {
         let store = e.store().name();
         let id = e.import_busybox_image("shown:1", Some("shown")).await;
@@ -1528,9 +1513,7 @@ fn disk_rule_names(plan: &serde_json::Value, id: &str, words: &str, store: &str)
 async fn g_a_just_loaded_image_is_new_on_each_store() {
     use util::node::{Cli, Runtime, decision};
     const LOADED: &str = "docker.io/library/loaded:1";
-    let Some(engines) = start_each(&Store::ALL).await else {
-        return;
-    };
+    let engines = start_each(&Store::ALL).await;
     let (archive, _) = util::crio::oci_archive_of(
         &util::busybox_rootfs(Some("loaded")),
         &["sh"],
@@ -1631,9 +1614,7 @@ fn multi_platform_archive(
 async fn h_a_multi_platform_image_on_each_store() {
     use util::node::{Cli, Runtime, decision};
     const MULTI: &str = "docker.io/library/multi:1";
-    let Some(engines) = start_each(&Store::ALL).await else {
-        return;
-    };
+    let engines = start_each(&Store::ALL).await;
     let (archive, index_digest, [host, other]) = multi_platform_archive(MULTI, true);
     let platforms = [&host, &other];
     for e in &engines {
@@ -1715,9 +1696,7 @@ async fn h_a_multi_platform_image_on_each_store() {
 #[tokio::test(flavor = "multi_thread")]
 async fn i_a_stopped_container_without_its_snapshot_is_planned_and_removed() {
     use util::node::{Cli, Runtime, decision};
-    let Some(engines) = start_each(&[Store::Containerd]).await else {
-        return;
-    };
+    let engines = start_each(&[Store::Containerd]).await;
     let e = &engines[0];
     let image = e.import_busybox_image("base:1", None).await;
     let id = e.run_to_exit("snapshotless", &image, &[]).await;
@@ -1765,9 +1744,7 @@ async fn i_a_stopped_container_without_its_snapshot_is_planned_and_removed() {
 async fn j_a_multi_platform_image_with_one_platform_present() {
     use util::node::{Cli, Runtime, decision};
     const MULTI: &str = "docker.io/library/multi:1";
-    let Some(engines) = start_each(&[Store::Containerd]).await else {
-        return;
-    };
+    let engines = start_each(&[Store::Containerd]).await;
     let e = &engines[0];
     let (archive, index_digest, [host, other]) = multi_platform_archive(MULTI, false);
     let file = tempfile::NamedTempFile::new().unwrap();

@@ -19,16 +19,16 @@ use util::docker_matrix::{DockerVersion, VersionedDockerd, docker_tests};
 use util::docker28::PrivateDockerd28;
 use util::node::{container, ready_sandbox_ids};
 use util::pod::Pod;
-use util::{OrSkip, RUN_FOREVER, TEST_LABEL};
+use util::{RUN_FOREVER, Required, TEST_LABEL};
 
 /// A private engine of `version` and safeprune's adapter on it; `None`
 /// when Docker 29 is not on this machine (printed).
-async fn engine(version: DockerVersion) -> Option<(VersionedDockerd, DockerRuntime)> {
-    let dockerd = VersionedDockerd::start(version).await.or_skip()?;
+async fn engine(version: DockerVersion) -> (VersionedDockerd, DockerRuntime) {
+    let dockerd = VersionedDockerd::start(version).await.required();
     let runtime = DockerRuntime::connect(dockerd.endpoint())
         .await
         .expect("connect to the private dockerd");
-    Some((dockerd, runtime))
+    (dockerd, runtime)
 }
 
 docker_tests! {
@@ -59,9 +59,7 @@ async fn image_exists(dockerd: &PrivateDockerd, reference: &str) -> bool {
 }
 
 async fn inventory_reads_pods_sandbox_readiness_and_exit_times(version: DockerVersion) {
-    let Some((dockerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (dockerd, runtime) = engine(version).await;
     let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
 
     let web = Pod::new("web", "default");
@@ -135,9 +133,7 @@ async fn inventory_reads_pods_sandbox_readiness_and_exit_times(version: DockerVe
 }
 
 async fn inventory_reads_tags_dangling_images_and_last_tag_time(version: DockerVersion) {
-    let Some((dockerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (dockerd, runtime) = engine(version).await;
     let before = Utc::now() - chrono::Duration::seconds(1);
     let tagged = dockerd.import_busybox_image("sp/a:v1", Some("a")).await;
     dockerd.tag_image(&tagged, "sp/a:v2").await;
@@ -195,9 +191,7 @@ async fn inventory_reads_tags_dangling_images_and_last_tag_time(version: DockerV
 }
 
 async fn inventory_tells_anonymous_from_named_volumes_and_reads_networks(version: DockerVersion) {
-    let Some((dockerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (dockerd, runtime) = engine(version).await;
     let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
     let named = dockerd.create_volume(Some("pgdata")).await;
     let anonymous = dockerd.create_volume(None).await;
@@ -263,9 +257,7 @@ async fn inventory_tells_anonymous_from_named_volumes_and_reads_networks(version
 }
 
 async fn removing_a_running_container_is_a_conflict_and_leaves_it_running(version: DockerVersion) {
-    let Some((dockerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (dockerd, runtime) = engine(version).await;
     let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
     let running = dockerd.run_forever("busy", &image, &[]).await;
 
@@ -291,9 +283,7 @@ async fn removing_a_running_container_is_a_conflict_and_leaves_it_running(versio
 }
 
 async fn removing_what_does_not_exist_is_gone(version: DockerVersion) {
-    let Some((_dockerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (_dockerd, runtime) = engine(version).await;
     let missing_id = "0".repeat(64);
     for (kind, id) in [
         (Kind::Container, missing_id.clone()),
@@ -309,9 +299,7 @@ async fn removing_what_does_not_exist_is_gone(version: DockerVersion) {
 }
 
 async fn a_multi_tagged_image_loses_every_tag_and_goes(version: DockerVersion) {
-    let Some((dockerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (dockerd, runtime) = engine(version).await;
     let image = dockerd.import_busybox_image("sp/m:v1", None).await;
     dockerd.tag_image(&image, "sp/m:v2").await;
     dockerd.tag_image(&image, "other/m:v3").await;
@@ -335,9 +323,7 @@ async fn a_multi_tagged_image_loses_every_tag_and_goes(version: DockerVersion) {
 async fn an_image_a_stopped_container_uses_is_a_conflict_and_keeps_its_tags(
     version: DockerVersion,
 ) {
-    let Some((dockerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (dockerd, runtime) = engine(version).await;
     let image = dockerd.import_busybox_image("sp/u:v1", None).await;
     dockerd.tag_image(&image, "sp/u:v2").await;
     let user = dockerd.run_to_exit("user", &image, &[]).await;
@@ -368,9 +354,7 @@ async fn an_image_a_stopped_container_uses_is_a_conflict_and_keeps_its_tags(
 }
 
 async fn a_single_tagged_and_a_dangling_image_are_removed_by_id(version: DockerVersion) {
-    let Some((dockerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (dockerd, runtime) = engine(version).await;
     let tagged = dockerd.import_busybox_image("sp/one:v1", None).await;
     let dangling = dockerd.import_dangling_image(None).await;
 
@@ -387,9 +371,7 @@ async fn a_single_tagged_and_a_dangling_image_are_removed_by_id(version: DockerV
 }
 
 async fn volumes_and_networks_in_use_are_conflicts_until_freed(version: DockerVersion) {
-    let Some((dockerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (dockerd, runtime) = engine(version).await;
     let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
     let volume = dockerd.create_volume(Some("cache")).await;
     let network = dockerd.create_network("front", &[]).await;
@@ -439,9 +421,7 @@ async fn volumes_and_networks_in_use_are_conflicts_until_freed(version: DockerVe
 async fn recheck_of_a_container_carries_its_pods_sandboxes_and_is_empty_once_removed(
     version: DockerVersion,
 ) {
-    let Some((dockerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (dockerd, runtime) = engine(version).await;
     let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
     let pod = Pod::new("web", "default");
     let sandbox = dockerd.create_sandbox(&pod, &image, false).await;
@@ -517,9 +497,7 @@ fn sorted(mut ids: Vec<&str>) -> Vec<&str> {
 async fn recheck_of_an_image_volume_or_network_carries_the_containers_using_it(
     version: DockerVersion,
 ) {
-    let Some((dockerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (dockerd, runtime) = engine(version).await;
     let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
     let unrelated = dockerd.import_busybox_image("sp/other:v1", Some("o")).await;
     let volume = dockerd.create_volume(Some("data")).await;
@@ -615,9 +593,7 @@ async fn recheck_of_an_image_volume_or_network_carries_the_containers_using_it(
 async fn a_volume_made_again_or_an_image_tagged_since_the_snapshot_is_read_again(
     version: DockerVersion,
 ) {
-    let Some((dockerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (dockerd, runtime) = engine(version).await;
     let spare = dockerd.create_volume(Some("spare")).await;
     let image = dockerd.import_busybox_image("sp/busy:v1", None).await;
     let snapshot = runtime.inventory().await.expect("inventory");
@@ -680,9 +656,7 @@ async fn a_volume_made_again_or_an_image_tagged_since_the_snapshot_is_read_again
 }
 
 async fn build_cache_records_are_listed_and_removed_one_at_a_time(version: DockerVersion) {
-    let Some((dockerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (dockerd, runtime) = engine(version).await;
     dockerd.build_with_buildkit("sp/built:v1");
 
     let inventory = runtime.inventory().await.expect("inventory");
@@ -771,9 +745,7 @@ async fn connecting_to_nothing_is_unreachable_with_a_hint() {
 }
 
 async fn a_bare_socket_path_connects(version: DockerVersion) {
-    let Some(dockerd) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let dockerd = VersionedDockerd::start(version).await.required();
     let path = dockerd.endpoint().trim_start_matches("unix://").to_owned();
     let runtime = DockerRuntime::connect(&path).await.expect("connect");
     assert_eq!(runtime.kind(), safeprune::inventory::RuntimeKind::Docker);
@@ -833,12 +805,9 @@ fn system_df_build_cache(endpoint: &str) -> Vec<(String, bool, Option<u64>)> {
 }
 
 async fn the_image_file_system_is_measured_where_docker_keeps_its_data(version: DockerVersion) {
-    let Some(dockerd) = VersionedDockerd::start_on_small_fs(version, 256)
+    let dockerd = VersionedDockerd::start_on_small_fs(version, 256)
         .await
-        .or_skip()
-    else {
-        return;
-    };
+        .required();
     dockerd.import_busybox_image("base:1", None).await;
     // The data root; on the containerd store, containerd's snapshotter root.
     let root = dockerd.image_root();
@@ -875,9 +844,7 @@ async fn the_image_file_system_is_measured_where_docker_keeps_its_data(version: 
 }
 
 async fn with_the_disk_measured_images_have_their_unique_sizes(version: DockerVersion) {
-    let Some(dockerd) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let dockerd = VersionedDockerd::start(version).await.required();
     let base = dockerd.import_busybox_image("base:1", Some("base")).await;
     let other = dockerd.import_busybox_image("other:1", Some("other")).await;
     // An image made on top of base: it shares base's layer.
@@ -979,9 +946,7 @@ fn counting_proxy(
 /// one costs dockerd a connection's set-up, and bollard's own unix client
 /// opened one per call (BENCHMARKS.md, "Kept connections").
 async fn a_run_keeps_its_connections_to_the_engine_open(version: DockerVersion) {
-    let Some(dockerd) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let dockerd = VersionedDockerd::start(version).await.required();
     let image = dockerd.import_busybox_image("conn:1", None).await;
     let mut stopped = Vec::new();
     for i in 0..40 {
@@ -1033,9 +998,7 @@ async fn a_run_keeps_its_connections_to_the_engine_open(version: DockerVersion) 
 /// read. A pod the watch finds dead is therefore asked of the engine itself
 /// before its containers go: kubelet's new sandbox keeps them.
 async fn a_sandbox_the_watch_missed_still_keeps_its_pods_containers(version: DockerVersion) {
-    let Some((dockerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (dockerd, runtime) = engine(version).await;
     let image = dockerd.import_busybox_image("sp/missed:v1", None).await;
     let pod = Pod::new("web", "default");
     let sandbox = dockerd.create_sandbox(&pod, &image, false).await;
@@ -1077,9 +1040,7 @@ async fn a_sandbox_the_watch_missed_still_keeps_its_pods_containers(version: Doc
 /// its re-check still reads its names, and `images.mode: dangling` keeps
 /// it (a delete by id would take the new tag with it).
 async fn a_tag_the_watch_missed_still_keeps_the_image(version: DockerVersion) {
-    let Some((dockerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (dockerd, runtime) = engine(version).await;
     let image = dockerd.import_dangling_image(Some("missed tag")).await;
     runtime.inventory().await.expect("inventory");
     dockerd.tag_image(&image, "sp/named:v1").await;
@@ -1127,9 +1088,7 @@ async fn inventory_once_exited(runtime: &DockerRuntime, ids: &[&str]) {
 /// whose create event the watch never read must stop the untags before the
 /// first: a lost name does not come back.
 async fn a_user_the_watch_missed_keeps_every_name_of_a_multi_tagged_image(version: DockerVersion) {
-    let Some((dockerd, runtime)) = engine(version).await else {
-        return;
-    };
+    let (dockerd, runtime) = engine(version).await;
     let image = dockerd.import_busybox_image("sp/m:v1", None).await;
     dockerd.tag_image(&image, "sp/m:v2").await;
     runtime.inventory().await.expect("inventory");

@@ -22,7 +22,7 @@ use util::docker::PrivateDockerd;
 use util::docker_matrix::{DockerVersion, VersionedDockerd, docker_tests};
 use util::node::{Cli, Layout, Runtime, decision, execute_plan, plan_now};
 use util::pod::Pod;
-use util::{OrSkip, RUN_FOREVER};
+use util::{RUN_FOREVER, Required};
 
 docker_tests! {
     #[tokio::test(flavor = "multi_thread")]
@@ -249,9 +249,7 @@ async fn existing(engine: &PrivateDockerd) -> BTreeSet<String> {
 }
 
 async fn plan_then_run_removes_exactly_the_expected_objects(version: DockerVersion) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     let layout = lay_out(&engine).await;
     let safeprune = safeprune_on(&engine, "");
     let before = existing(&engine).await;
@@ -330,9 +328,7 @@ async fn plan_then_run_removes_exactly_the_expected_objects(version: DockerVersi
 async fn docker_system_prune_removes_the_live_pods_istio_init_and_safeprune_does_not(
     version: DockerVersion,
 ) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     let layout = lay_out(&engine).await;
     let istio = layout.id("web istio-init").to_owned();
     let init = layout.id("web init").to_owned();
@@ -377,9 +373,7 @@ async fn docker_system_prune_removes_the_live_pods_istio_init_and_safeprune_does
 }
 
 async fn over_the_cap_and_under_a_held_lock_nothing_is_removed(version: DockerVersion) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     lay_out(&engine).await;
     let safeprune = safeprune_on(&engine, "safety: { max_deletions: 3 }\n");
     let before = existing(&engine).await;
@@ -423,9 +417,7 @@ async fn over_the_cap_and_under_a_held_lock_nothing_is_removed(version: DockerVe
 }
 
 async fn a_container_restarted_after_planning_is_skipped_not_removed(version: DockerVersion) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     let layout = lay_out(&engine).await;
     let safeprune = safeprune_on(&engine, "");
     let policy = safeprune.policy();
@@ -468,9 +460,7 @@ async fn a_container_restarted_after_planning_is_skipped_not_removed(version: Do
 }
 
 async fn explain_names_the_rule_and_the_facts(version: DockerVersion) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     let layout = lay_out(&engine).await;
     let safeprune = safeprune_on(&engine, "");
     let out = safeprune.run(&["explain", "k8s_istio-init_web_default_uid-default-web_0"]);
@@ -564,9 +554,7 @@ async fn explain_names_the_rule_and_the_facts(version: DockerVersion) {
 }
 
 async fn a_reader_that_closed_the_pipe_is_no_error(version: DockerVersion) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     lay_out(&engine).await;
     let safeprune = safeprune_on(&engine, "");
     // `safeprune explain … | head -1` once head has gone: the write fails
@@ -590,9 +578,7 @@ async fn sigterm_finishes_the_removals_in_flight_and_still_reports(version: Dock
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
 
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     let base = engine.import_busybox_image("base:1", None).await;
     let mut created = Vec::new();
     for i in 0..60 {
@@ -664,9 +650,7 @@ async fn sigterm_finishes_the_removals_in_flight_and_still_reports(version: Dock
 }
 
 async fn run_dry_run_decides_as_plan_does_and_removes_nothing(version: DockerVersion) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     lay_out(&engine).await;
     let safeprune = safeprune_on(&engine, "");
     let before = existing(&engine).await;
@@ -701,9 +685,7 @@ async fn run_dry_run_decides_as_plan_does_and_removes_nothing(version: DockerVer
 }
 
 async fn a_policy_that_does_not_prune_the_build_cache_does_not_read_it(version: DockerVersion) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     engine.build_with_buildkit("sp/built:v1");
     let build_cache = |policy: &str| {
         let (code, report) = Cli::new(&Runtime::Docker(engine.endpoint()), policy)
@@ -739,9 +721,7 @@ fn as_nobody(cli: &Cli, args: &[&str]) -> std::process::Output {
 
 async fn check_says_ok_for_each_on_a_working_node_and_what_to_do_as_nobody(version: DockerVersion) {
     use std::os::unix::fs::PermissionsExt;
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     // Pacing too, where this machine shows its I/O pressure.
     let psi = std::fs::read_to_string("/proc/pressure/io").is_ok_and(|t| t.contains("avg300"));
     let safeprune = safeprune_on(
@@ -835,9 +815,7 @@ async fn check_says_ok_for_each_on_a_working_node_and_what_to_do_as_nobody(versi
 }
 
 async fn a_dry_run_needs_no_lock(version: DockerVersion) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     engine
         .run_to_exit(
             "exited",

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
-use util::OrSkip;
+use util::Required;
 use util::containerd::{ContainerdVersion, PrivateContainerd, containerd_tests};
 use util::daemon::Daemon;
 use util::docker_matrix::{DockerVersion, VersionedDockerd, docker_tests};
@@ -42,9 +42,7 @@ docker_tests! {
 async fn a_report_on_a_full_file_system_is_exit_1_and_leaves_no_partial_file(
     version: DockerVersion,
 ) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     let image = engine.import_busybox_image("base:1", None).await;
     engine.create_container("old", &image, &[], &["true"]).await;
     let cli = Cli::new(
@@ -250,9 +248,7 @@ containerd_tests! {
 async fn docker_killed_mid_run_leaves_valid_reports_and_the_next_run_completes(
     version: DockerVersion,
 ) {
-    let Some(mut engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let mut engine = VersionedDockerd::start(version).await.required();
     let image = engine.import_busybox_image("base:1", None).await;
     for i in 0..CONTAINERS {
         engine
@@ -287,9 +283,7 @@ async fn docker_killed_mid_run_leaves_valid_reports_and_the_next_run_completes(
 async fn containerd_killed_mid_run_leaves_valid_reports_and_the_next_run_completes(
     version: ContainerdVersion,
 ) {
-    let Some(mut engine) = PrivateContainerd::start_version(version).await.or_skip() else {
-        return;
-    };
+    let mut engine = PrivateContainerd::start_version(version).await.required();
     let namespace = "faults";
     let image = "docker.io/library/base:1";
     engine.import_busybox_image(namespace, image);
@@ -472,9 +466,7 @@ fn sigterm_while_hung_mid_run(cli: &Cli, what: &str, freeze: impl FnOnce(), thaw
 async fn sigterm_while_docker_hangs_mid_run_exits_within_5s_with_every_file_written(
     version: DockerVersion,
 ) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     let image = engine.import_busybox_image("base:1", None).await;
     for i in 0..CONTAINERS {
         engine
@@ -495,9 +487,7 @@ async fn sigterm_while_docker_hangs_mid_run_exits_within_5s_with_every_file_writ
 async fn sigterm_while_containerd_hangs_mid_run_exits_within_5s_with_every_file_written(
     version: ContainerdVersion,
 ) {
-    let Some(engine) = PrivateContainerd::start_version(version).await.or_skip() else {
-        return;
-    };
+    let engine = PrivateContainerd::start_version(version).await.required();
     let namespace = "faults";
     let image = "docker.io/library/base:1";
     engine.import_busybox_image(namespace, image);
@@ -521,9 +511,7 @@ async fn sigterm_while_containerd_hangs_mid_run_exits_within_5s_with_every_file_
 }
 
 async fn sigterm_while_docker_hangs_mid_cycle_ends_the_daemon_within_5s(version: DockerVersion) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     let image = engine.import_busybox_image("base:1", None).await;
     for i in 0..CONTAINERS {
         engine

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Output;
 
 use serde_json::{Value, json};
-use util::OrSkip;
+use util::Required;
 use util::containerd::{CRI_NAMESPACE, ContainerdVersion, PrivateContainerd, containerd_tests};
 use util::docker::PrivateDockerd;
 use util::docker_matrix::{DockerVersion, VersionedDockerd, docker_tests};
@@ -200,9 +200,7 @@ docker_tests! {
 async fn docker_imports_the_rootfs_and_runs_it_read_only_with_no_capability(
     version: DockerVersion,
 ) {
-    let Some(dockerd) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let dockerd = VersionedDockerd::start(version).await.required();
     let image = BuiltImage::build();
     // docs/install.md's command.
     let import = dockerd
@@ -280,9 +278,7 @@ containerd_tests! {
 }
 
 async fn containerd_imports_the_oci_archive_under_its_name_for_cri(version: ContainerdVersion) {
-    let Some(containerd) = PrivateContainerd::start_version(version).await.or_skip() else {
-        return;
-    };
+    let containerd = PrivateContainerd::start_version(version).await.required();
     let image = BuiltImage::build();
     let archive = image.oci_tar().to_string_lossy().into_owned();
     // docs/install.md's command.

@@ -12,7 +12,7 @@ use crate::util;
 use std::path::Path;
 
 use serde_json::Value;
-use util::OrSkip;
+use util::Required;
 use util::containerd::{ContainerdVersion, PrivateContainerd, containerd_tests};
 use util::docker_matrix::{DockerVersion, VersionedDockerd, docker_tests};
 use util::node::{Cli, Runtime, decision, outcome};
@@ -95,9 +95,7 @@ docker_tests! {
 }
 
 async fn on_docker_a_run_applies_the_reviewed_plan_and_only_it(version: DockerVersion) {
-    let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-        return;
-    };
+    let engine = VersionedDockerd::start(version).await.required();
     let base = engine.import_busybox_image("base:1", Some("base")).await;
     let old = engine.import_busybox_image("old:1", Some("old")).await;
     let later = engine.import_busybox_image("later:1", Some("later")).await;
@@ -205,9 +203,7 @@ containerd_tests! {
 
 async fn on_containerd_a_run_applies_the_reviewed_plan_and_only_it(version: ContainerdVersion) {
     const NS: &str = "sp-reviewed";
-    let Some(engine) = PrivateContainerd::start_version(version).await.or_skip() else {
-        return;
-    };
+    let engine = PrivateContainerd::start_version(version).await.required();
     let one = engine.import_busybox_image(NS, "docker.io/library/one:1");
     let two = engine.import_busybox_image(NS, "docker.io/library/two:1");
     let endpoint = engine.endpoint();

@@ -24,8 +24,8 @@
 //! have: Debian 12's containerd 1.6.20 ([`ContainerdVersion::V1_6`], what
 //! [`PrivateContainerd::start`] runs) or Debian unstable's containerd 2.x
 //! ([`ContainerdVersion::V2`], [`PrivateContainerd::start_v2`]), found
-//! under `$SAFEPRUNE_TEST_RUNTIMES` (`scripts/runtimes.sh`); where that is
-//! unset the test is skipped, and says so. Each runs with its own `ctr`
+//! under `$SAFEPRUNE_TEST_RUNTIMES` (`scripts/runtimes.sh`); where they
+//! are not, the test fails saying how to fetch them. Each runs with its own `ctr`
 //! and shim. [`containerd_tests!`] makes of one test body a test on each
 //! release (`<name>::on_1_6`, `<name>::on_2`): every test that starts a private
 //! containerd runs on both, except those about what differs between the
@@ -65,7 +65,7 @@ use self::archive::images_archive;
 use self::daemon::Binaries;
 use super::engine::EngineProcess;
 use super::node::http_get;
-use super::{Skipped, TEST_LABEL};
+use super::{Missing, TEST_LABEL};
 
 /// The namespace the CRI plugin keeps kubelet's objects in.
 pub const CRI_NAMESPACE: &str = "k8s.io";
@@ -109,9 +109,9 @@ pub enum ContainerdVersion {
 /// `<subject>::<name>::on_1_6`: `cargo nextest run --test integration
 /// containerd_adapter::` runs both releases, adding `on_2` only the
 /// newer. The body starts its engine with
-/// [`PrivateContainerd::start_version`]`(version)` and `.or_skip()`, so
-/// that without `$SAFEPRUNE_TEST_RUNTIMES` the 2.x test prints why and
-/// passes without running; where the releases truly differ, the body
+/// [`PrivateContainerd::start_version`]`(version)` and `.required()`, so
+/// that without the runtimes the 2.x test fails saying how to fetch them;
+/// where the releases truly differ, the body
 /// branches on `version` and says which measured fact it follows.
 ///
 /// A name may carry the test attribute its body needs; the default is
@@ -188,7 +188,7 @@ impl PrivateContainerd {
     pub async fn start_on_small_fs(
         version: ContainerdVersion,
         megabytes: u64,
-    ) -> Result<Self, Skipped> {
+    ) -> Result<Self, Missing> {
         let binaries = Binaries::find(version)?;
         let mut process = EngineProcess::new("containerd", "spc-");
         process.mount_small_fs("root", megabytes);
@@ -215,14 +215,12 @@ impl PrivateContainerd {
     /// [`Self::start`] on containerd 2.x: `start_version(V2)`.
     ///
     /// ```ignore
-    /// let Some(containerd) = PrivateContainerd::start_v2().await.or_skip() else {
-    ///     return; // printed: "skipped: SAFEPRUNE_TEST_RUNTIMES is unset ..."
-    /// };
+    /// let containerd = PrivateContainerd::start_v2().await.required();
     /// ```
     ///
     /// # Errors
-    /// [`Skipped`] when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
-    pub async fn start_v2() -> Result<Self, Skipped> {
+    /// [`Missing`] when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
+    pub async fn start_v2() -> Result<Self, Missing> {
         Self::start_version(ContainerdVersion::V2).await
     }
 
@@ -230,13 +228,13 @@ impl PrivateContainerd {
     /// config of that release and its own `ctr` and shim.
     ///
     /// # Errors
-    /// [`Skipped`] for [`ContainerdVersion::V2`] when
+    /// [`Missing`] for [`ContainerdVersion::V2`] when
     /// `$SAFEPRUNE_TEST_RUNTIMES` is unset (never for 1.6).
     ///
     /// # Panics
     /// As [`Self::start`]; and when `$SAFEPRUNE_TEST_RUNTIMES` is set but
     /// lacks `containerd/`.
-    pub async fn start_version(version: ContainerdVersion) -> Result<Self, Skipped> {
+    pub async fn start_version(version: ContainerdVersion) -> Result<Self, Missing> {
         let binaries = Binaries::find(version)?;
         Ok(Self::start_in(EngineProcess::new("containerd", "spc-"), binaries).await)
     }

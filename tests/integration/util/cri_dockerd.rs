@@ -8,7 +8,7 @@
 //! 1.42: `docker API version is older than 1.42.0`). cri-dockerd and
 //! Docker 29 come from `$SAFEPRUNE_TEST_RUNTIMES` (`cri-dockerd-0.3/`,
 //! `cri-dockerd/`, `docker/`); where
-//! it is unset the start is [`Skipped`]. Nothing of the node's own is
+//! it is unset the start is [`Missing`]. Nothing of the node's own is
 //! touched (`/var/lib/cri-dockerd`, `/run/cri-dockerd.sock`,
 //! `/etc/cni`, `/opt/cni`, `/var/lib/cni`):
 //!
@@ -47,7 +47,7 @@ use super::docker28::{PrivateDockerd28, Store};
 use super::engine::EngineProcess;
 use super::kubelet::{CriPod, Kubelet};
 use super::pod::Pod;
-use super::{Skipped, TEST_LABEL, busybox_rootfs, test_runtime};
+use super::{Missing, TEST_LABEL, busybox_rootfs, test_runtime};
 
 /// The sandbox image cri-dockerd is told to use (its own default, so
 /// nothing differs from a node left at defaults), imported at start.
@@ -132,18 +132,16 @@ impl PrivateCriDockerd {
     /// cri-dockerd over it, and waits until it answers CRI's `Version`.
     ///
     /// ```ignore
-    /// let Some(node) = PrivateCriDockerd::start(combo).await.or_skip() else {
-    ///     return; // printed: "skipped: SAFEPRUNE_TEST_RUNTIMES is unset ..."
-    /// };
+    /// let node = PrivateCriDockerd::start(combo).await.required();
     /// ```
     ///
     /// # Errors
-    /// [`Skipped`] when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
+    /// [`Missing`] when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
     ///
     /// # Panics
     /// When an engine cannot be started or does not answer within 30 s;
     /// the message holds the tail of its log.
-    pub async fn start(combo: Combo) -> Result<Self, Skipped> {
+    pub async fn start(combo: Combo) -> Result<Self, Missing> {
         let what = combo.name();
         let binary = test_runtime(combo.set(), &what)?.join("cri-dockerd");
         let begun = Instant::now();
@@ -265,8 +263,9 @@ async fn import_pause_image(engine: &PrivateDockerd) {
 /// Makes of each `async fn name(combo: Combo)` the tests
 /// `name::on_0_3_over_20_10`, `name::on_0_4_over_28_overlay2` and
 /// `name::on_0_4_over_28_containerd_store`. The body starts
-/// `PrivateCriDockerd::start(combo)`; without the runtimes each prints its
-/// skip.
+/// `PrivateCriDockerd::start(combo)`: the 0.3 test runs where the
+/// `cri-dockerd-0.3` set is, the 0.4 ones where `cri-dockerd` is
+/// (`.config/nextest.toml`, `scripts/test.sh`).
 #[allow(
     unused_macros,
     reason = "benches/speed/containerd.rs includes this harness and runs no cri-dockerd test"

@@ -6,8 +6,8 @@
 //! (`crio/`, with its `pinns` and `copyimg`) as an [`EngineProcess`] under
 //! `/tmp/spo-XXXXXX`: its config, storage root and run root, socket, log,
 //! pod logs and every other path it would otherwise take from `/etc`,
-//! `/var` or `/run`. Where the variable is unset the start is
-//! [`Skipped`]. It never touches the node's own CRI-O, nor
+//! `/var` or `/run`. Where the set is absent the start is [`Missing`]
+//! (and its tests are left out of the run: `.config/nextest.toml`). It never touches the node's own CRI-O, nor
 //! `/etc/containers`, nor the network:
 //!
 //! - `--config` is a file of its own and `--config-dir` an empty directory
@@ -70,7 +70,7 @@ use super::engine::EngineProcess;
 use super::kubelet::{CriContainer, CriPod, Kubelet};
 use super::oci;
 use super::pod::Pod;
-use super::{Skipped, busybox_rootfs, test_runtime};
+use super::{Missing, busybox_rootfs, test_runtime};
 
 /// The runtime set of `$SAFEPRUNE_TEST_RUNTIMES` that holds crio, pinns
 /// and copyimg.
@@ -134,7 +134,7 @@ struct Tools {
 
 impl Tools {
     /// The set's binaries and Debian's runc and conmon.
-    fn find() -> Result<Self, Skipped> {
+    fn find() -> Result<Self, Missing> {
         let set = test_runtime(CRIO_SET, "CRI-O")?;
         Ok(Self {
             crio: set.join("crio"),
@@ -177,18 +177,16 @@ impl PrivateCrio {
     /// Starts a private CRI-O with the defaults and waits until it answers.
     ///
     /// ```ignore
-    /// let Some(crio) = PrivateCrio::start().await.or_skip() else {
-    ///     return; // printed: "skipped: SAFEPRUNE_TEST_RUNTIMES is unset ..."
-    /// };
+    /// let crio = PrivateCrio::start().await.required();
     /// ```
     ///
     /// # Errors
-    /// [`Skipped`] when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
+    /// [`Missing`] when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
     ///
     /// # Panics
     /// When CRI-O cannot be started or does not answer within 30 s; the
     /// message holds the tail of its log. When runc or conmon is missing.
-    pub async fn start() -> Result<Self, Skipped> {
+    pub async fn start() -> Result<Self, Missing> {
         Self::start_with(CrioOptions::default()).await
     }
 
@@ -199,7 +197,7 @@ impl PrivateCrio {
     ///
     /// # Panics
     /// As [`Self::start`].
-    pub async fn start_with(options: CrioOptions) -> Result<Self, Skipped> {
+    pub async fn start_with(options: CrioOptions) -> Result<Self, Missing> {
         let tools = Tools::find()?;
         let begun = Instant::now();
         let process = EngineProcess::new("crio", "spo-");

@@ -11,7 +11,7 @@
 //! socket and pid file as [`PrivateDockerd`]'s, no bridge, no iptables).
 //! Both binaries come from `$SAFEPRUNE_TEST_RUNTIMES` (`docker/`,
 //! `containerd/`, which `scripts/runtimes.sh` unpacks from Debian
-//! unstable's packages); where it is unset the start is [`Skipped`].
+//! unstable's packages); where it is unset the start is [`Missing`].
 //! dockerd is the init of the namespaces and containerd its child, so the
 //! teardown of [`PrivateDockerd`] takes both, their shims and containers.
 //!
@@ -43,7 +43,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::docker::PrivateDockerd;
 use super::docker::daemon::{await_dockerd, isolation_flags, oom_floor_runtime};
 use super::engine::EngineProcess;
-use super::{Skipped, test_runtime};
+use super::{Missing, test_runtime};
 
 /// The runtime set of `$SAFEPRUNE_TEST_RUNTIMES` that holds dockerd.
 const DOCKER_SET: &str = "docker";
@@ -163,19 +163,17 @@ impl PrivateDockerd28 {
     /// until dockerd answers `_ping` on that store.
     ///
     /// ```ignore
-    /// let Some(e) = PrivateDockerd28::start(Store::Containerd).await.or_skip() else {
-    ///     return; // printed: "skipped: SAFEPRUNE_TEST_RUNTIMES is unset ..."
-    /// };
+    /// let e = PrivateDockerd28::start(Store::Containerd).await.required();
     /// ```
     ///
     /// # Errors
-    /// [`Skipped`] when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
+    /// [`Missing`] when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
     ///
     /// # Panics
     /// When either engine cannot be started, dockerd does not answer within
     /// 30 s, or it answers on another store; the message holds the tail of
     /// dockerd's log (containerd's is `containerd.log` beside it).
-    pub async fn start(store: Store) -> Result<Self, Skipped> {
+    pub async fn start(store: Store) -> Result<Self, Missing> {
         Self::start_in(EngineProcess::new("dockerd", "sp28-"), store, false).await
     }
 
@@ -187,7 +185,7 @@ impl PrivateDockerd28 {
     ///
     /// # Errors
     /// As [`Self::start`], before anything is mounted.
-    pub async fn start_on_small_fs(store: Store, megabytes: u64) -> Result<Self, Skipped> {
+    pub async fn start_on_small_fs(store: Store, megabytes: u64) -> Result<Self, Missing> {
         test_runtime(DOCKER_SET, WHAT)?;
         test_runtime(CONTAINERD_SET, WHAT)?;
         let mut process = EngineProcess::new("dockerd", "sp28-");
@@ -212,7 +210,7 @@ impl PrivateDockerd28 {
     ///
     /// # Panics
     /// As [`Self::start`].
-    pub async fn start_with_oom_floor(store: Store) -> Result<Self, Skipped> {
+    pub async fn start_with_oom_floor(store: Store) -> Result<Self, Missing> {
         Self::start_in(EngineProcess::new("dockerd", "sp28-"), store, true).await
     }
 
@@ -220,7 +218,7 @@ impl PrivateDockerd28 {
         mut process: EngineProcess,
         store: Store,
         oom_floor: bool,
-    ) -> Result<Self, Skipped> {
+    ) -> Result<Self, Missing> {
         let docker_dir = test_runtime(DOCKER_SET, WHAT)?.dir;
         let containerd_dir = test_runtime(CONTAINERD_SET, WHAT)?.dir;
         let containerd_socket = process.path("c.sock");

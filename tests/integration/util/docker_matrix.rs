@@ -4,7 +4,7 @@
 //! [`DockerVersion`] names the three; [`VersionedDockerd::start`] starts a
 //! private engine of that version and store: a [`PrivateDockerd`] for
 //! 20.10, a [`PrivateDockerd28`] for 28+ (from `$SAFEPRUNE_TEST_RUNTIMES`;
-//! where it is unset the start is [`Skipped`]). Either way the result
+//! where they are not, the start is [`Missing`] and the test fails). Either way the result
 //! dereferences to a [`PrivateDockerd`], so a test body is written once
 //! against the fixtures of `docker.rs`. [`docker_tests!`] makes of that
 //! body the tests `<name>::on_20_10`, `<name>::on_28_overlay2` and
@@ -18,7 +18,7 @@
 use std::ops::Deref;
 use std::path::PathBuf;
 
-use super::Skipped;
+use super::Missing;
 use super::docker::PrivateDockerd;
 use super::docker28::{PrivateDockerd28, Store};
 
@@ -53,17 +53,15 @@ impl VersionedDockerd {
     /// Starts a private engine of `version`, and waits until it answers.
     ///
     /// ```ignore
-    /// let Some(engine) = VersionedDockerd::start(version).await.or_skip() else {
-    ///     return; // printed: "skipped: SAFEPRUNE_TEST_RUNTIMES is unset ..."
-    /// };
+    /// let engine = VersionedDockerd::start(version).await.required();
     /// ```
     ///
     /// # Errors
-    /// [`Skipped`] for Docker 28+ when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
+    /// [`Missing`] for Docker 28+ when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
     ///
     /// # Panics
     /// As [`PrivateDockerd::start`] and [`PrivateDockerd28::start`].
-    pub async fn start(version: DockerVersion) -> Result<Self, Skipped> {
+    pub async fn start(version: DockerVersion) -> Result<Self, Missing> {
         Ok(match version {
             DockerVersion::V20_10 => Self::V20_10(PrivateDockerd::start().await),
             DockerVersion::V28(store) => Self::V28(PrivateDockerd28::start(store).await?),
@@ -78,7 +76,7 @@ impl VersionedDockerd {
     pub async fn start_on_small_fs(
         version: DockerVersion,
         megabytes: u64,
-    ) -> Result<Self, Skipped> {
+    ) -> Result<Self, Missing> {
         Ok(match version {
             DockerVersion::V20_10 => {
                 Self::V20_10(PrivateDockerd::start_on_small_fs(megabytes).await)
@@ -150,9 +148,8 @@ impl Deref for VersionedDockerd {
 /// a module `name` of three tests: `on_20_10` runs the body on Debian's
 /// Docker 20.10, `on_28_overlay2` and `on_28_containerd` on Docker 28+ with
 /// each image store. The body starts its engine with
-/// [`VersionedDockerd::start`]`(version)` and `.or_skip()`, so that without
-/// `$SAFEPRUNE_TEST_RUNTIMES` the Docker 28+ tests print why and pass
-/// without running.
+/// [`VersionedDockerd::start`]`(version)` and `.required()`, so that
+/// without the runtimes the Docker 28+ tests fail saying how to fetch them.
 ///
 /// A name may carry the test attribute its body needs; the default is
 /// `#[tokio::test]`:

@@ -35,10 +35,10 @@
 //!   and stopped.
 //! - [`image`] (`image.rs`): the container image `scripts/image.sh` builds
 //!   from the binary under test, and its archives read back.
-//! - [`test_runtime`] and [`Skipped`] (here): the newer engines from
+//! - [`test_runtime`] and [`Missing`] (here): the newer engines from
 //!   Debian unstable's packages, and CRI-O and cri-dockerd where someone
 //!   provides them (`$SAFEPRUNE_TEST_RUNTIMES`, which `scripts/test.sh`
-//!   sets), or why a test that needs one did not run.
+//!   sets), or what a test that needs one is missing: it fails with it.
 //!
 //! Everything the fixtures create carries the label `safeprune.test=<scope>`
 //! with the engine's own scope, and lies in that engine alone.
@@ -88,36 +88,39 @@ pub const EXIT_0: &[&str] = &["sh", "-c", "exit 0"];
 /// them ([`OPTIONAL_SETS`]; CONTRIBUTING.md, "Runtimes").
 pub const RUNTIMES_VAR: &str = "SAFEPRUNE_TEST_RUNTIMES";
 
-/// Why a test did not run: an engine it needs is not on this machine. Its
-/// text starts with `skipped:`, and the test prints it (see [`OrSkip`]):
-/// a test that passes without running must say so.
+/// Why a test cannot run: a runtime it needs is not on this machine. The
+/// test fails with it ([`Required`]): a test never passes without having
+/// run. The optional sets' tests are left out of a run where their set is
+/// absent, by nextest's default filter and `scripts/test.sh`
+/// (`.config/nextest.toml`; CONTRIBUTING.md, "Runtimes"), and counted as
+/// skipped there.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Skipped(pub String);
+pub struct Missing(pub String);
 
-impl fmt::Display for Skipped {
+impl fmt::Display for Missing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
 }
 
-/// `result.or_skip()`: the value, or `None` once the reason it is missing
-/// has been printed, for `let Some(x) = ... else { return };`.
-pub trait OrSkip<T> {
-    /// The value; or prints the [`Skipped`] reason and gives `None`.
-    fn or_skip(self) -> Option<T>;
+/// `result.required()`: the value, or the test fails saying what is
+/// missing and how to provide it.
+pub trait Required<T> {
+    /// The value; panics with the [`Missing`] reason.
+    fn required(self) -> T;
 }
 
-impl<T> OrSkip<T> for Result<T, Skipped> {
-    fn or_skip(self) -> Option<T> {
-        // On stderr, beside the harness's other notes (an engine's start):
-        // nextest shows it with the test's output, as cargo test does.
-        self.map_err(|skipped| eprintln!("{skipped}")).ok()
+impl<T> Required<T> for Result<T, Missing> {
+    #[track_caller]
+    fn required(self) -> T {
+        self.unwrap_or_else(|missing| panic!("{missing}"))
     }
 }
 
 /// The sets no package registry here serves, which someone may put under
-/// `$SAFEPRUNE_TEST_RUNTIMES`, and what each must hold: their tests are
-/// skipped where they are absent.
+/// `$SAFEPRUNE_TEST_RUNTIMES`, and what each must hold: their tests run
+/// only where they are (`.config/nextest.toml` leaves them out by default;
+/// `scripts/test.sh` asks for each set it finds).
 pub const OPTIONAL_SETS: &[(&str, &str)] = &[
     ("crio", "crio, pinns and copyimg (CRI-O 1.36 or later)"),
     ("cri-dockerd", "cri-dockerd 0.4 or later (over Docker 28+)"),
@@ -144,49 +147,57 @@ impl TestRuntime {
     }
 }
 
-/// Runtime set `set` (`containerd`, `docker`, or one of [`OPTIONAL_SETS`])
-/// under `$SAFEPRUNE_TEST_RUNTIMES`, for tests of `what` (say
-/// `containerd 2.x`).
-///
-/// # Errors
-/// [`Skipped`] when the variable is unset, or when an optional set is not
-/// there (the text says what to provide).
-///
-/// # Panics
-/// When the variable is set but `containerd/` or `docker/` is missing:
-/// that is a broken fetch, not a machine without the runtimes, and must
-/// not pass as a skip.
-pub fn test_runtime(set: &str, what: &str) -> Result<TestRuntime, Skipped> {
-    runtime_in(std::env::var_os(RUNTIMES_VAR), set, what)
+/// Where the runtimes are: `$SAFEPRUNE_TEST_RUNTIMES`, else `target/runtimes`
+/// of this checkout, where `scripts/test.sh` fetches them by default.
+fn runtimes_root() -> Option<OsString> {
+    std::env::var_os(RUNTIMES_VAR)
+        .filter(|v| !v.is_empty())
+        .or_else(|| {
+            let fetched = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/runtimes");
+            fetched
+                .join("containerd")
+                .is_dir()
+                .then(|| fetched.into_os_string())
+        })
 }
 
-/// [`test_runtime`] with `root` as the variable's value.
+/// Runtime set `set` (`containerd`, `docker`, or one of [`OPTIONAL_SETS`])
+/// for tests of `what` (say `containerd 2.x`): under
+/// `$SAFEPRUNE_TEST_RUNTIMES`, else this checkout's `target/runtimes`.
 ///
 /// # Errors
-/// [`Skipped`] when `root` is `None` or empty, or an optional set is
-/// missing.
-pub fn runtime_in(root: Option<OsString>, set: &str, what: &str) -> Result<TestRuntime, Skipped> {
+/// [`Missing`] when neither holds the runtimes, or an optional set is not
+/// there: the text says how to provide it.
+pub fn test_runtime(set: &str, what: &str) -> Result<TestRuntime, Missing> {
+    runtime_in(runtimes_root(), set, what)
+}
+
+/// [`test_runtime`] with `root` as where the runtimes are.
+///
+/// # Errors
+/// [`Missing`] when `root` is `None` or empty, or `set` is not in it.
+pub fn runtime_in(root: Option<OsString>, set: &str, what: &str) -> Result<TestRuntime, Missing> {
     let Some(root) = root.filter(|v| !v.is_empty()) else {
-        return Err(Skipped(format!(
-            "skipped: {RUNTIMES_VAR} is unset (scripts/test.sh sets it after scripts/runtimes.sh): {what} tests not run"
+        return Err(Missing(format!(
+            "{what} tests need Debian's newer runtimes: run scripts/runtimes.sh target/runtimes (scripts/test.sh does), or set {RUNTIMES_VAR} to where they are"
         )));
     };
     let dir = PathBuf::from(root).join(set);
-    if let Some((_, holds)) = OPTIONAL_SETS.iter().find(|(name, _)| *name == set) {
-        if !dir.is_dir() {
-            return Err(Skipped(format!(
-                "skipped: no {} ({holds}; no registry here serves it): {what} tests not run",
-                dir.display()
-            )));
-        }
-    } else {
-        assert!(
-            dir.is_dir(),
-            "{RUNTIMES_VAR} is set but {} is missing: run scripts/runtimes.sh {} (scripts/test.sh does)",
-            dir.display(),
-            dir.parent()
-                .map_or_else(String::new, |p| p.display().to_string())
-        );
+    if !dir.is_dir() {
+        return Err(Missing(
+            match OPTIONAL_SETS.iter().find(|(name, _)| *name == set) {
+                Some((_, holds)) => format!(
+                    "{what} tests need {} ({holds}; no registry here serves it): CONTRIBUTING.md, \"Runtimes\"",
+                    dir.display()
+                ),
+                None => format!(
+                    "{what} tests need {}: run scripts/runtimes.sh {} (scripts/test.sh does)",
+                    dir.display(),
+                    dir.parent()
+                        .map_or_else(String::new, |p| p.display().to_string())
+                ),
+            },
+        ));
     }
     let version = fs::read_to_string(dir.join("VERSION"))
         .map_or_else(|_| "its own build".to_owned(), |v| v.trim().to_owned());

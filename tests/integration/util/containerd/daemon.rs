@@ -15,7 +15,7 @@ use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 
 use super::{ContainerdVersion, SANDBOX_IMAGE};
 use crate::util::engine::{CNI_BIN_DIR, EngineProcess, cni_conflist};
-use crate::util::{Skipped, test_runtime};
+use crate::util::{Missing, test_runtime};
 
 /// Brings up loopback (the CRI plugin's stream server listens on
 /// 127.0.0.1), then becomes containerd with the config file `$1`.
@@ -55,8 +55,8 @@ impl Binaries {
     /// Where `version`'s binaries are.
     ///
     /// # Errors
-    /// [`Skipped`] for 2.x when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
-    pub(super) fn find(version: ContainerdVersion) -> Result<Self, Skipped> {
+    /// [`Missing`] for 2.x when `$SAFEPRUNE_TEST_RUNTIMES` is unset.
+    pub(super) fn find(version: ContainerdVersion) -> Result<Self, Missing> {
         let (dir, release) = match version {
             // Debian 12's, which scripts/deps.sh installs.
             ContainerdVersion::V1_6 => (None, "1.6.20".to_owned()),

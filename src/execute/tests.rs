@@ -1,3 +1,6 @@
+//! The executor against the in-memory engine, in paused time: re-checks,
+//! removal order, stops, limits and outcomes; paced runs in `tests/paced.rs`.
+
 use std::collections::BTreeSet;
 use std::time::Duration;
 

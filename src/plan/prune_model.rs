@@ -2,16 +2,31 @@
 //! (`plan --compare`): pure functions over the inventory, written
 //! from the command's documented behaviour and the engine's source, each
 //! case citing it. `tests/integration/compare_prune.rs` holds the model to the real
-//! command on twin fixtures. One file per engine's commands: `docker`,
-//! and `cri` for crictl's and nerdctl's.
+//! command on twin fixtures. One module per command: `docker`, `crictl`,
+//! `nerdctl`.
 
 use crate::inventory::ContainerState;
 
-mod cri;
+mod crictl;
 mod docker;
+mod nerdctl;
 
-pub use cri::{crictl_rmi_prune, nerdctl_system_prune};
+pub use crictl::crictl_rmi_prune;
 pub use docker::docker_system_prune;
+pub use nerdctl::nerdctl_system_prune;
+
+/// The namespace kubelet's CRI keeps its objects in, the one both
+/// containerd commands act on here.
+const CRI_NAMESPACE: &str = "k8s.io";
+
+/// Whether a containerd id (`k8s.io/…`) lies in the CRI namespace.
+fn in_cri_namespace(id: &str) -> bool {
+    id.strip_prefix(CRI_NAMESPACE)
+        .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// The label CRI puts on its containers: `container` or `sandbox`.
+const CRI_KIND: &str = "io.cri-containerd.kind";
 
 /// What the command does with one object, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,3 +1,7 @@
+//! The policy reader: the built-in default, every documented form of each
+//! value, and the place and words of each refusal (kubelet's configuration,
+//! the pace section and the corpus of bad policies in `tests/`).
+
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 

@@ -22,6 +22,7 @@ mod daemon;
 mod daemonset_pod;
 mod disk_pressure;
 mod docker28;
+mod docker28_images;
 mod docker_adapter;
 mod docker_node;
 mod docs;

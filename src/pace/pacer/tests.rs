@@ -1,3 +1,6 @@
+//! The pacer over real pressure files in a temporary directory: which
+//! signal it finds, what it reads, and what it reports.
+
 use super::*;
 use crate::policy::WorkloadsCgroup;
 

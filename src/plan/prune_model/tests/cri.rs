@@ -1,7 +1,7 @@
 //! The containerd commands' models.
 
 use super::*;
-use crate::plan::prune_model::cri::CRI_KIND;
+use crate::plan::prune_model::CRI_KIND;
 
 fn cri_node() -> Inventory {
     let cri = |id: &str, kind: &str, state, image: &str| {

@@ -1,3 +1,6 @@
+//! containerd's and CRI's records as the inventory's containers, sandboxes
+//! and pods, with CRI answering and without it.
+
 use chrono::DateTime;
 use containerd_client::types::Descriptor;
 use k8s_cri::v1::{ContainerMetadata, ContainerState as CriState, PodSandboxMetadata};

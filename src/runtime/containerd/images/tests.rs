@@ -1,3 +1,6 @@
+//! The image records of one namespace as the inventory's images: names
+//! folded by target, pins, sizes and what removing each frees.
+
 use containerd_client::types::Descriptor;
 use prost_types::Timestamp;
 

@@ -65,11 +65,14 @@
 //!   replaces the charge, and what was charged beyond it is refunded once
 //!   its tail is over (a removal that stalls more than its charge is
 //!   charged the difference as measured).
-//! - Every removal costs at least [`LEAST_COST`], what its windows show
-//!   or not, while the workloads stall by themselves (their baseline is
-//!   above zero: a short removal's stall is lost in theirs); a kind not
-//!   yet learned is charged that and goes one at a time until one of its
-//!   removals was observed.
+//! - While the workloads stall by themselves (their baseline is above
+//!   zero: a short removal's stall is lost in theirs), every removal also
+//!   pays [`LEAST_COST`] from an account of its own, credited by the
+//!   target with time up to [`PACE_BANK`] of it and never by the windows:
+//!   removals go no faster than the target pays for their least costs
+//!   (about three a second at 0.1%), however the windows' noise runs. A
+//!   kind not yet learned goes one at a time until one of its removals
+//!   was observed.
 //! - Concurrency starts at one, rises by one after each window with
 //!   removals in flight where the budget held, and halves after one that
 //!   ended in deficit, within `1..=max`. A window with only tails in it
@@ -113,8 +116,9 @@ pub const LEARNING: f64 = 0.3;
 /// in bursts 10 ms apart, each learned from its own window).
 pub const TAIL: Duration = Duration::from_secs(1);
 
-/// The least a removal is charged, seconds of stall, whatever its windows
-/// showed: on containerd the workloads' tail grew with the removals' rate
+/// The least a removal costs, seconds of stall, whatever its windows
+/// showed, paid from an account the windows never credit (see the
+/// module): on containerd the workloads' tail grew with the removals' rate
 /// where their PSI showed nothing added (at 0.1%, 5.27% of the probe's
 /// operations past its idle p99 at 9.76 objects a second with 0.0 s
 /// added; BENCHMARKS.md), each removal's stall too short for a window to
@@ -122,6 +126,13 @@ pub const TAIL: Duration = Duration::from_secs(1);
 /// sat high went at 39 a second with 5.01%. At a target of 0.1% it holds
 /// the removals to about three a second; at 1%, thirty.
 pub const LEAST_COST: f64 = 0.000_3;
+
+/// How far ahead of its least costs a run may get, as the time the target
+/// takes to pay for it: a burst of a few removals after a pause, never a
+/// run's worth. The allowance's own noise, paid back over [`BANK`], went
+/// into bursts of hundreds (on containerd's busy node, 352 removals in the
+/// first 40 s).
+pub const PACE_BANK: Duration = Duration::from_secs(2);
 
 /// The most a deficit holds, as the time it takes to pay back (see the
 /// module): half a minute, long enough to pay back a burst and short
@@ -205,6 +216,11 @@ pub struct Budget {
     /// Seconds of added stall allowed, credited by time and debited by the
     /// stall measured above baseline, charges aside. Negative: a deficit.
     measured: f64,
+    /// The least costs' account (see the module): credited by the target
+    /// with time up to [`PACE_BANK`] of it, debited [`Self::least_cost`] by
+    /// each removal that starts, never touched by the windows. Negative:
+    /// the removals are ahead of the pace their least costs allow.
+    least_paid: f64,
     /// Until when time is credited.
     credited_at: Instant,
     /// When the last window ended.
@@ -240,6 +256,7 @@ impl Budget {
             limits,
             baseline,
             measured: 0.0,
+            least_paid: 0.0,
             credited_at: now,
             observed_at: now,
             last_share: baseline,
@@ -321,7 +338,7 @@ impl Budget {
     /// nothing would all go before the first window ends.
     pub fn gate(&mut self, kind: Kind, now: Instant) -> Verdict {
         self.credit(now);
-        let balance = self.measured - self.reserved();
+        let balance = (self.measured - self.reserved()).min(self.least_paid);
         let verdict = if self.last_share > self.limits.ceiling {
             Verdict::Ceiling
         } else if balance < 0.0 {
@@ -372,22 +389,18 @@ impl Budget {
         }
     }
 
-    /// A removal of `kind` starts at `now`: it is charged its kind's cost,
-    /// at least [`LEAST_COST`] (only that before one was learned: see
-    /// [`Self::gate`]).
+    /// A removal of `kind` starts at `now`: it is charged its kind's cost
+    /// (nothing before one was learned: see [`Self::gate`]), and pays its
+    /// least cost.
     pub fn start(&mut self, kind: Kind, now: Instant) -> Ticket {
         self.credit(now);
+        self.least_paid -= self.least_cost();
         let ticket = Ticket(self.next_ticket);
         self.next_ticket += 1;
         self.flights.push(Flight {
             ticket,
             kind,
-            charged: self
-                .costs
-                .get(&kind)
-                .copied()
-                .unwrap_or(0.0)
-                .max(self.least_cost()),
+            charged: self.costs.get(&kind).copied().unwrap_or(0.0).max(0.0),
             stall: 0.0,
             finished: false,
             tail_from: None,
@@ -466,9 +479,6 @@ impl Budget {
         self.flights = going;
         for flight in done {
             self.learn(flight.kind, flight.stall);
-            // It cost at least the least cost, whatever its windows showed.
-            let unseen = (self.least_cost() - flight.stall.max(0.0)).max(0.0);
-            self.debit(unseen);
         }
         // The last in flight taken in: a pause may begin.
         self.pause = self.flights.is_empty().then(|| Pause::new(now));
@@ -564,7 +574,10 @@ impl Budget {
     }
 
     fn credit(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.credited_at);
         self.measured = self.credited(now);
+        self.least_paid = (self.least_paid + self.limits.target * elapsed.as_secs_f64())
+            .min(self.limits.target * PACE_BANK.as_secs_f64());
         self.credited_at = self.credited_at.max(now);
     }
 }

@@ -29,8 +29,8 @@
 //!   `MIN_WINDOWS` of them their level (of the latest [`RECENT`]: see
 //!   `baseline::level`; `pause.rs`) is the baseline. What those windows
 //!   were charged above it is given back: a workload that got busier
-//!   while the removals waited is not the removals' doing, and the run neither crawls nor stops for
-//!   it. The settling windows are charged again at the new baseline: what
+//!   while the removals waited is not the removals' doing, and the run
+//!   neither crawls nor stops for it. The settling windows are charged again at the new baseline: what
 //!   they stalled above it stands (a removal's late stall shows there),
 //!   what the workloads' new level explains of it does not. And while
 //!   removals go, the mean of the latest [`RECENT`] windows lowers the
@@ -501,17 +501,11 @@ impl Budget {
     /// spent, within the cap and the floor: [`DEBT`] of the target, or
     /// the dearest kind's learned cost when more.
     fn spend(&mut self, excess: f64) {
-        self.debit(excess);
-        self.added += excess;
-        self.accounts.added_stall = Duration::from_secs_f64(self.added.max(0.0));
-    }
-
-    /// `amount` seconds taken from the allowance (negative: given), within
-    /// the cap and the floor of [`Self::spend`]; not counted as added.
-    fn debit(&mut self, amount: f64) {
         let dearest = self.costs.values().copied().fold(0.0, f64::max);
         let floor = -(self.limits.target * DEBT.as_secs_f64()).max(dearest);
-        self.measured = (self.measured - amount).clamp(floor, self.cap());
+        self.measured = (self.measured - excess).clamp(floor, self.cap());
+        self.added += excess;
+        self.accounts.added_stall = Duration::from_secs_f64(self.added.max(0.0));
     }
 
     /// A window begun at `began` with no removal in flight during it: the

@@ -5,7 +5,7 @@ use super::containerd::ContainerdRuntime;
 use super::cri::CriRuntime;
 use super::docker::DockerRuntime;
 use super::engine::{Engine, Removal, Target};
-use super::error::{NoneAnswered, RuntimeError};
+use super::error::{NoneAnswered, RUN_AS_ROOT, RuntimeError};
 use crate::inventory::{Inventory, Kind, RuntimeKind};
 
 /// The runtime chosen by the policy: one enum, so the app stays generic-free.
@@ -95,6 +95,7 @@ impl Runtime {
                                 "{docker_endpoint}, {containerd_endpoint} or {cri_endpoint}"
                             ),
                             hint: "runtime.kind is auto and no engine answered: is one running, and are the endpoints right?",
+                            denied: RUN_AS_ROOT,
                             source: Box::new(NoneAnswered(vec![
                                 docker_error,
                                 containerd_error,

@@ -20,7 +20,7 @@ use k8s_cri::v1::{ContainerEventType, ContainerState as CriState};
 
 use self::convert::ImageIndex;
 use super::engine::{Engine, Removal, Target};
-use super::error::{RuntimeError, socket_path};
+use super::error::{RUN_AS_ROOT, RuntimeError, socket_path};
 use super::grpc::cri as api;
 use super::grpc::{CONNECT_TIMEOUT, channel, channel_without_deadline};
 use crate::inventory::{Inventory, Kind, RuntimeKind, Use, UseSource};
@@ -59,6 +59,7 @@ impl CriRuntime {
                 runtime: RUNTIME,
                 endpoint: endpoint.to_owned(),
                 hint,
+                denied: RUN_AS_ROOT,
                 source,
             }
         };

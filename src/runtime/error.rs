@@ -13,6 +13,10 @@ pub enum RuntimeError {
         runtime: &'static str,
         endpoint: String,
         hint: &'static str,
+        /// What to do when the socket refuses safeprune (permission
+        /// denied): [`RUN_AS_ROOT`], or more where the engine's socket
+        /// admits a group.
+        denied: &'static str,
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The engine answered, but a call failed.
@@ -36,12 +40,13 @@ impl RuntimeError {
                 runtime,
                 endpoint,
                 hint,
+                denied,
                 source,
             } => {
                 let at = socket_of(endpoint);
                 let (cause, todo) = match source.downcast_ref::<NoneAnswered>() {
                     Some(each) => (each.brief(), (*hint).to_owned()),
-                    None => unanswered(runtime, hint, source.as_ref()),
+                    None => unanswered(hint, denied, source.as_ref()),
                 };
                 format!("cannot reach {} at {at}: {cause} ({todo})", shown(runtime))
             }
@@ -63,32 +68,23 @@ fn socket_of(endpoint: &str) -> &str {
 /// A runtime's name as a sentence gives it.
 fn shown(runtime: &str) -> &str {
     match runtime {
-        DOCKER => "Docker",
+        "docker" => "Docker",
         "cri" => "a CRI runtime",
         other => other,
     }
 }
 
-/// What to do when the socket refuses safeprune: Docker's socket also
-/// admits its group.
-fn denied_hint(runtime: &str) -> &'static str {
-    if runtime == DOCKER {
-        "run as root, or as a member of the docker group"
-    } else {
-        "run as root"
-    }
-}
+/// What to do when a runtime's socket refuses safeprune, where only root
+/// may use it.
+pub(crate) const RUN_AS_ROOT: &str = "run as root";
 
-/// Docker's name in [`RuntimeError`]s, as its adapter gives it.
-const DOCKER: &str = "docker";
-
-/// Why `runtime` did not answer, in a few words, and what to do about it:
-/// `hint`, unless the cause says better (no permission on the socket). An
-/// adapter says a cause of its own client's as the I/O error it is (see
+/// Why the engine did not answer, in a few words, and what to do about it:
+/// `hint`, or `denied` when the socket refused safeprune. An adapter says
+/// a cause of its own client's as the I/O error it is (see
 /// `docker::diagnosed`).
 fn unanswered(
-    runtime: &str,
     hint: &str,
+    denied: &str,
     source: &(dyn std::error::Error + 'static),
 ) -> (String, String) {
     use std::io::ErrorKind;
@@ -97,10 +93,7 @@ fn unanswered(
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
             return match io.kind() {
                 ErrorKind::NotFound => ("no such socket".to_owned(), hint.to_owned()),
-                ErrorKind::PermissionDenied => (
-                    "permission denied".to_owned(),
-                    denied_hint(runtime).to_owned(),
-                ),
+                ErrorKind::PermissionDenied => ("permission denied".to_owned(), denied.to_owned()),
                 ErrorKind::ConnectionRefused => (
                     "connection refused: nothing listens on the socket".to_owned(),
                     hint.to_owned(),
@@ -128,10 +121,11 @@ impl NoneAnswered {
                 RuntimeError::Unreachable {
                     runtime,
                     hint,
+                    denied,
                     source,
                     ..
                 } => {
-                    let (cause, _) = unanswered(runtime, hint, source.as_ref());
+                    let (cause, _) = unanswered(hint, denied, source.as_ref());
                     format!("{runtime}: {cause}")
                 }
                 call @ RuntimeError::Call { .. } => call.brief(),
@@ -162,6 +156,7 @@ pub(crate) fn socket_path(runtime: &'static str, endpoint: &str) -> Result<PathB
             runtime,
             endpoint: endpoint.to_owned(),
             hint: "only unix sockets are supported: unix:///path or /path",
+            denied: RUN_AS_ROOT,
             source: "unsupported endpoint scheme".into(),
         });
     }

@@ -141,6 +141,7 @@ impl Cycles for ScriptedCycles {
                 runtime: "docker",
                 endpoint: "unix:///run/nowhere.sock".to_owned(),
                 hint: "is dockerd running?",
+                denied: "run as root",
                 source: "connection refused".into(),
             })),
             Answer::Locked => Err(AppError::Locked(PathBuf::from("/run/safeprune.lock"))),

@@ -3,7 +3,7 @@
 //! any other socket, and the namespaces it would accept.
 
 use super::{ContainerdRuntime, RUNTIME, native};
-use crate::runtime::error::{RuntimeError, socket_path};
+use crate::runtime::error::{RUN_AS_ROOT, RuntimeError, socket_path};
 
 const UNREACHABLE_HINT: &str = "is containerd running, and is the socket path right?";
 const NOT_CONTAINERD_HINT: &str = "this socket answers gRPC but not containerd's API: for CRI-O or another CRI runtime, use runtime.kind: cri with runtime.cri.endpoint";
@@ -27,6 +27,7 @@ impl ContainerdRuntime {
                 runtime: RUNTIME,
                 endpoint: endpoint.to_owned(),
                 hint: UNREACHABLE_HINT,
+                denied: RUN_AS_ROOT,
                 source,
             };
         let socket = socket_path(RUNTIME, endpoint)?;
@@ -46,6 +47,7 @@ impl ContainerdRuntime {
                         runtime: RUNTIME,
                         endpoint: endpoint.to_owned(),
                         hint: NOT_CONTAINERD_HINT,
+                        denied: RUN_AS_ROOT,
                         source: e.into(),
                     }
                 } else {

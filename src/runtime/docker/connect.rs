@@ -29,6 +29,7 @@ impl DockerRuntime {
                 runtime: RUNTIME,
                 endpoint: endpoint.to_owned(),
                 hint: UNREACHABLE_HINT,
+                denied: "run as root, or as a member of the docker group",
                 source,
             };
         let socket = socket_path(RUNTIME, endpoint)?;

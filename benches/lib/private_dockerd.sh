@@ -74,7 +74,7 @@ everything_policy() {
   cat >"$1" <<YAML
 runtime: { kind: docker, docker: { endpoint: unix://$2 } }
 containers: { min_age: "0" }
-images: { min_age: "0" }
+images: { min_age: "0", keep_unpullable: false }  # imported: none can come back
 volumes: { enabled: true, anonymous_only: false, min_age: "0" }
 networks: { min_age: "0" }
 build_cache: { min_age: "0" }

@@ -35,7 +35,7 @@ docker import "$dir/rootfs.tar" bench/base:1 >/dev/null
 cat >"$dir/policy.yaml" <<YAML
 runtime: { kind: docker, docker: { endpoint: unix://$engine_sock } }
 containers: { min_age: "0" }
-images: { min_age: "0" }
+images: { min_age: "0", keep_unpullable: false }  # imported: none can come back
 build_cache: { enabled: false }
 lock_file: $dir/lock
 YAML

@@ -189,11 +189,13 @@ trap cleanup EXIT
 trap 'exit 143' INT TERM
 
 namespace=spbench
+# The fixture's images are imported, which no registry can give back: on a
+# CRI runtime `images.keep_unpullable: auto` would keep them all.
 if [ "$engine" = docker ]; then
   start_private_dockerd "$dir"
   engine_version="dockerd $(dockerd --version | cut -d' ' -f3 | tr -d ,)"
   runtime="runtime: { kind: docker, docker: { endpoint: unix://$engine_sock } }"
-  kinds=('containers: { min_age: "0" }' 'images: { min_age: "0" }'
+  kinds=('containers: { min_age: "0" }' 'images: { min_age: "0", keep_unpullable: false }'
     'volumes: { enabled: true, anonymous_only: false, min_age: "0" }'
     'networks: { min_age: "0" }' 'build_cache: { min_age: "0" }')
   # with the anonymous volumes of a third of the containers, 3 networks and the base image
@@ -207,7 +209,7 @@ else
   start_private_containerd "$dir" "${CONTAINERD:-1.6}"
   engine_version="containerd $engine_version"
   runtime="runtime: { kind: containerd, containerd: { endpoint: \"$engine_sock\", namespaces: [$namespace] } }"
-  kinds=('containers: { min_age: "0" }' 'images: { min_age: "0" }')
+  kinds=('containers: { min_age: "0" }' 'images: { min_age: "0", keep_unpullable: false }')
   objects=$((containers + images))
   make_fixture() {
     python3 benches/lib/ctr_fixture.py "$ctr_bin" "$engine_sock" "$namespace" "$dir/rootfs" \

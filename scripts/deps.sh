@@ -38,6 +38,7 @@ fi
 
 need=()
 need_promtool=false
+need_registry=false
 
 # Building: rustc links through cc (gcc and the C library's headers), and
 # containerd-client and k8s-cri compile their protobuf files with protoc.
@@ -90,13 +91,17 @@ if ! $build_only; then
   # The metrics test lints the textfile with promtool, from Debian's
   # prometheus package.
   command -v promtool >/dev/null 2>&1 || need_promtool=true
+  # The image tests pull and push through a registry of their own:
+  # Debian's docker-registry (the CNCF distribution registry), the binary
+  # alone, as promtool.
+  command -v docker-registry >/dev/null 2>&1 || need_registry=true
   # scripts/deb-test.sh lints the Debian package, and installs it in a fresh
   # Debian 12 root that debootstrap makes.
   command -v lintian >/dev/null 2>&1 || need+=(lintian)
   command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 fi
 
-if [ ${#need[@]} -gt 0 ] || $need_promtool; then
+if [ ${#need[@]} -gt 0 ] || $need_promtool || $need_registry; then
   $sudo apt-get update -qq
 fi
 if [ ${#need[@]} -gt 0 ]; then
@@ -116,6 +121,20 @@ if $need_promtool; then
   dpkg-deb --fsys-tarfile "$tmp"/prometheus_*.deb | tar -xO ./usr/bin/promtool >"$tmp/promtool"
   $sudo install -m 0755 "$tmp/promtool" /usr/local/bin/promtool
   promtool --version >/dev/null
+fi
+
+if $need_registry; then
+  # The binary alone, out of the package: the package adds a user and a
+  # registry enabled at boot (started at once where no policy-rc.d forbids
+  # it) on :5000; the tests start their own, each on a port of its own.
+  echo "deps: installing docker-registry (from Debian's docker-registry package, the binary only) in /usr/local/bin" >&2
+  tmp_registry=$(mktemp -d)
+  (cd "$tmp_registry" && apt-get download -qq -o APT::Sandbox::User=root docker-registry)
+  dpkg-deb --fsys-tarfile "$tmp_registry"/docker-registry_*.deb |
+    tar -xO ./usr/bin/docker-registry >"$tmp_registry/docker-registry"
+  $sudo install -m 0755 "$tmp_registry/docker-registry" /usr/local/bin/docker-registry
+  rm -rf "$tmp_registry"
+  docker-registry --version >/dev/null
 fi
 
 # cargo-deb builds the Debian package (Cargo.toml, [package.metadata.deb],

@@ -252,6 +252,7 @@ fn compare(
         node.runtime.kind().as_str(),
         node.started_at,
     )
+    .marking_unpullable(&node.inventory)
     .counting_holds(holds)
     .listing_only(listed.filter.clone());
     match listed.output {

@@ -295,7 +295,7 @@ pub async fn execute<E: Engine>(
                                 pending.drain(..size.min(pending.len())).collect();
                             checking.push(async move {
                                 let (checked, failed) =
-                                    recheck(engine, kind, &batch, policy, shutdown).await;
+                                    recheck(engine, kind, &batch, (policy, plan), shutdown).await;
                                 (checked, failed, Instant::now())
                             });
                         }
@@ -499,11 +499,12 @@ pub const STOP_GRACE: Duration = Duration::from_secs(2);
 /// that its rules still find eligible, or the outcome it has already come
 /// to (stop, re-check failed, gone, changed); and, when the engine could
 /// not be asked, why. A stop ends the re-check at once: it only reads.
+/// `decided` is the policy and the plan the batch came from.
 async fn recheck<'a, E: Engine>(
     engine: &E,
     kind: Kind,
     batch: &[&'a Decision],
-    policy: &Policy,
+    decided: (&Policy, &Plan),
     shutdown: &Shutdown,
 ) -> (Vec<Result<(&'a Decision, Target), Outcome>>, Option<String>) {
     let known = Err;
@@ -538,7 +539,7 @@ async fn recheck<'a, E: Engine>(
         }
     };
     keep_planned_uses(&mut fresh, batch);
-    let now = plan::recheck(kind, &ids, &fresh, policy, Utc::now());
+    let now = plan::recheck(kind, &ids, &fresh, decided, Utc::now());
     let checked = batch
         .iter()
         .zip(now)

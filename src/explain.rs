@@ -133,13 +133,18 @@ fn unique_bytes(d: &Decision, inventory: &Inventory) -> Option<u64> {
 }
 
 /// The facts behind a decision, as `explain` prints them: a container's
-/// own (state, image, pod, sandbox), then the decision's (protect rule,
-/// ready sandbox, what uses it…).
+/// own (state, image, pod, sandbox) or an image's (where it was pulled
+/// from), then the decision's (protect rule, ready sandbox, what uses
+/// it, the names that cannot come back…).
 fn facts(d: &Decision, inventory: &Inventory) -> Vec<(&'static str, String)> {
     let mut facts = Vec::new();
     if d.kind == Kind::Container {
         let own = inventory.containers.iter().find(|c| c.id == d.id);
         facts.extend(own.into_iter().flat_map(crate::inventory::Container::facts));
+    }
+    if d.kind == Kind::Image {
+        let own = inventory.images.iter().find(|i| i.id == d.id);
+        facts.extend(own.into_iter().flat_map(crate::inventory::Image::facts));
     }
     facts.extend(d.facts.iter().cloned());
     facts
@@ -267,6 +272,7 @@ mod tests {
                 unique_size: None,
                 recorded_use: None,
                 first_seen: None,
+                provenance: crate::inventory::provenance::Provenance::default(),
             }],
             ..Inventory::default()
         };
@@ -312,6 +318,11 @@ mod tests {
             text.contains(&format!("last used:  {created} (container create)")),
             "{text}"
         );
+        // Where it was pulled from: this inventory's runtime does not say.
+        assert!(
+            text.contains("provenance: unknown (the runtime does not say): every name counts as one that can come back"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -352,7 +363,10 @@ mod tests {
         assert_eq!(image["last_used_source"], "container_create");
         assert_eq!(
             image["facts"],
-            serde_json::json!({"used_by": "abcdef0123456789"}),
+            serde_json::json!({
+                "provenance": "unknown (the runtime does not say): every name counts as one that can come back",
+                "used_by": "abcdef0123456789"
+            }),
             "{text}"
         );
 

@@ -5,6 +5,7 @@
 //! The planner reads it and never touches a runtime.
 
 pub mod pods;
+pub mod provenance;
 pub mod refs;
 pub mod uses;
 
@@ -125,6 +126,23 @@ pub struct Inventory {
     /// (`cri-o`, `containerd`): what `crictl rmi --prune` meets there
     /// depends on it. Empty elsewhere.
     pub cri_runtime: String,
+}
+
+impl Inventory {
+    /// Why this is a Kubernetes node, when it is: a CRI runtime answers
+    /// (containerd, or any runtime through CRI alone), or kubelet's
+    /// containers are seen on Docker (a pod's labels, or a sandbox). What
+    /// `images.keep_unpullable: auto` decides by.
+    #[must_use]
+    pub fn kubernetes_node(&self) -> Option<String> {
+        match self.runtime.as_str() {
+            "containerd" | "cri" => Some(format!("a CRI runtime ({})", self.runtime)),
+            _ if !self.sandboxes.is_empty() || self.containers.iter().any(|c| c.pod.is_some()) => {
+                Some(format!("kubelet's containers seen on {}", self.runtime))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// What each image holds on disk, resource by resource (a content blob, an
@@ -409,6 +427,9 @@ pub struct Image {
     /// or tag time, and `docker load` leaves Docker's `LastTagTime` zero.
     /// An image just loaded counts as new, not as old as its build.
     pub first_seen: Option<DateTime<Utc>>,
+    /// Where its content was pulled from, as the runtime's evidence says:
+    /// whether each of its names can come back once it is removed.
+    pub provenance: provenance::Provenance,
 }
 
 /// A use of an image, and what it was.
@@ -532,6 +553,24 @@ impl Image {
     #[must_use]
     pub fn arrival_unknown(&self) -> bool {
         self.last_tagged.is_none() && (self.created.is_none() || !self.tags.is_empty())
+    }
+
+    /// Its names no registry can give back, as its provenance says: tags
+    /// and digest references, in order. None for a dangling image (it is
+    /// pruned as any other), nor where the runtime cannot tell.
+    #[must_use]
+    pub fn lost_names(&self) -> Vec<&str> {
+        if self.is_dangling() {
+            return Vec::new();
+        }
+        self.provenance.lost(self.tags.iter().chain(&self.digests))
+    }
+
+    /// What `explain` says of it beside its decision: where it was pulled
+    /// from, as the runtime's evidence says.
+    #[must_use]
+    pub fn facts(&self) -> Vec<(&'static str, String)> {
+        vec![("provenance", self.provenance.describe())]
     }
 }
 

@@ -36,8 +36,8 @@ pub use schema::{
 };
 pub use source::{DEFAULT_POLICY_YAML, PolicyError, PolicySource, SYSTEM_POLICY_PATH};
 pub use values::{
-    Age, Concurrency, LabelRule, Listen, MAX_PATTERN_CHARS, Pattern, Schedule, Version,
-    WorkloadsCgroup,
+    Age, Concurrency, KeepUnpullable, LabelRule, Listen, MAX_PATTERN_CHARS, Pattern, Schedule,
+    Version, WorkloadsCgroup,
 };
 
 #[cfg(test)]

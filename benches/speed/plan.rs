@@ -135,6 +135,7 @@ fn node(containers: usize) -> Inventory {
             unique_size: None,
             recorded_use: None,
             first_seen: None,
+            provenance: safeprune::inventory::provenance::Provenance::default(),
         });
     }
     // As the adapters give them: sorted by id (a volume's is its name).

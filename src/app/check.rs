@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::error::AppError;
 use crate::inventory::RuntimeKind;
 use crate::output::{eprintln_lossy, io_words};
-use crate::policy::{Policy, RuntimeChoice};
+use crate::policy::{KeepUnpullable, Policy, RuntimeChoice};
 use crate::runtime::{Chosen, Engine, Runtime};
 
 /// Says one check's line on stderr (an `ok` only when not quiet), and
@@ -40,8 +40,19 @@ pub(super) async fn node(policy: &Policy, quiet: bool, pace_ok: bool) -> Result<
     if !pace_ok {
         failed.push("safety.pace");
     }
-    if !say(quiet, "engine", engine(policy).await) {
-        failed.push("engine");
+    match engine(policy).await {
+        Ok((said, runtime)) => {
+            say(quiet, "engine", Ok(said));
+            say(
+                quiet,
+                "images.keep_unpullable",
+                Ok(keep_unpullable(policy, &runtime).await),
+            );
+        }
+        Err(why) => {
+            say(quiet, "engine", Err(why));
+            failed.push("engine");
+        }
     }
     let mut checks = vec![("state_dir", directory(&policy.state_dir, true))];
     for (key, path) in [
@@ -72,8 +83,9 @@ pub(super) async fn node(policy: &Policy, quiet: bool, pace_ok: bool) -> Result<
 }
 
 /// The engine the policy names (with `auto`, the first that answers), as
-/// a run would reach it: what answered, or why none did and what to do.
-async fn engine(policy: &Policy) -> Result<String, String> {
+/// a run would reach it: what answered, and the runtime; or why none did
+/// and what to do.
+async fn engine(policy: &Policy) -> Result<(String, Runtime), String> {
     let Chosen { runtime, .. } = Runtime::connect(&policy.runtime)
         .await
         .map_err(|e| e.brief())?;
@@ -87,7 +99,49 @@ async fn engine(policy: &Policy) -> Result<String, String> {
     } else {
         ""
     };
-    Ok(format!("{} at {endpoint}{auto}", runtime.describe().await))
+    Ok((
+        format!("{} at {endpoint}{auto}", runtime.describe().await),
+        runtime,
+    ))
+}
+
+/// What `images.keep_unpullable` does on this node, and what says which
+/// images no registry can give back; or, where the runtime cannot tell,
+/// that every named image counts as one that can come back. Never a
+/// failure: an unknown fact prunes as before.
+async fn keep_unpullable(policy: &Policy, runtime: &Runtime) -> String {
+    let setting = policy.images.keep_unpullable;
+    if setting == KeepUnpullable::Never {
+        return "false: an image no registry can give back is pruned by the other rules".to_owned();
+    }
+    let node = match runtime.kind() {
+        RuntimeKind::Containerd | RuntimeKind::Cri => {
+            Some(format!("a CRI runtime ({})", runtime.kind()))
+        }
+        // On Docker, whether kubelet's containers are there: an inventory.
+        RuntimeKind::Docker if setting == KeepUnpullable::Auto => runtime
+            .inventory()
+            .await
+            .ok()
+            .and_then(|inventory| inventory.kubernetes_node()),
+        RuntimeKind::Docker => None,
+    };
+    let on = match (setting, node) {
+        (KeepUnpullable::Auto, None) => {
+            return format!(
+                "auto, off here: not a Kubernetes node (no CRI runtime, no kubelet's containers seen on {})",
+                runtime.kind()
+            );
+        }
+        (KeepUnpullable::Auto, Some(why)) => format!("auto, on here: {why}"),
+        _ => "true".to_owned(),
+    };
+    match runtime.pull_evidence().await {
+        Ok(evidence) => format!("{on}; {evidence} say which images no registry can give back"),
+        Err(why) => format!(
+            "{on}; but it cannot tell which images no registry can give back ({why}): every named image counts as one that can come back"
+        ),
+    }
 }
 
 /// The directory a file at `path` lies in.

@@ -54,6 +54,7 @@ fn node() -> Inventory {
                 unique_size: None,
                 recorded_use: None,
                 first_seen: None,
+                provenance: crate::inventory::provenance::Provenance::default(),
             })
             .collect(),
         volumes: ["vol-a", "vol-b"]

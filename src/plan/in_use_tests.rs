@@ -63,7 +63,7 @@ fn a_mount_of_a_container_planned_for_deletion_holds_nothing_but_a_recheck_count
         Kind::Image,
         &["sha256:data"],
         &inv,
-        &Policy::builtin(),
+        (&Policy::builtin(), &Plan::default()),
         now(),
     );
     assert_eq!(again[0].as_ref().unwrap().rule, Rule::InUse);
@@ -168,7 +168,7 @@ fn a_recheck_keeps_a_parent_while_any_child_is_left() {
         Kind::Image,
         &["sha256:base"],
         &inv,
-        &Policy::builtin(),
+        (&Policy::builtin(), &Plan::default()),
         now(),
     );
     assert_eq!(again[0].as_ref().unwrap().rule, Rule::InUse);

@@ -52,6 +52,7 @@ pub enum Rule {
     Builtin,
     Disabled,
     Tagged,
+    Unpullable,
     NamedVolume,
     TooYoung,
     KeepRecent,
@@ -77,6 +78,7 @@ impl Rule {
             Self::Builtin => "builtin",
             Self::Disabled => "disabled",
             Self::Tagged => "tagged",
+            Self::Unpullable => "unpullable",
             Self::NamedVolume => "named_volume",
             Self::TooYoung => "too_young",
             Self::KeepRecent => "keep_recent",
@@ -197,6 +199,27 @@ pub struct Plan {
     /// `images.disk` asked for it.
     #[serde(skip)]
     pub image_fs: Option<crate::inventory::FsUsage>,
+    /// Why the inventory is a Kubernetes node, when it is
+    /// ([`Inventory::kubernetes_node`]): what `images.keep_unpullable:
+    /// auto` decided by, and the re-checks decide by again (their fresh
+    /// facts may not show kubelet's containers).
+    #[serde(skip)]
+    pub kubernetes_node: Option<String>,
+    /// With `images.disk`, when the planned removals leave the image file
+    /// system over `low_percent` while images no registry can give back
+    /// are kept (`unpullable`): how many, and their bytes.
+    #[serde(skip)]
+    pub kept_unpullable: Option<KeptUnpullable>,
+}
+
+/// Images kept because no registry can give them back, where the image
+/// file system stays over `images.disk.low_percent` without them: why the
+/// watermark is not met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct KeptUnpullable {
+    pub images: usize,
+    /// Their unique sizes where the runtime gives them, else their sizes.
+    pub bytes: u64,
 }
 
 impl Plan {
@@ -236,6 +259,16 @@ pub fn plan(inventory: &Inventory, policy: &Policy, now: DateTime<Utc>) -> Plan 
     rules::decide_all(inventory, policy, now, rules::HeldBy::Kept, None)
 }
 
+/// Whether `images.keep_unpullable` keeps images no registry can give back
+/// on the node `plan` was made for.
+#[must_use]
+pub fn keeps_unpullable(policy: &Policy, plan: &Plan) -> bool {
+    policy
+        .images
+        .keep_unpullable
+        .keeps(plan.kubernetes_node.is_some())
+}
+
 /// The objects a reviewed plan deletes, by kind and id.
 pub type Within = std::collections::HashSet<(Kind, String)>;
 
@@ -259,13 +292,15 @@ pub fn plan_within(
 /// `fresh` is what the runtime answers now (see `Engine::recheck`). For an
 /// image, volume or network, every container in `fresh` counts as kept: by
 /// then the containers planned for deletion have been removed, so any left
-/// were skipped or are new, and they hold what they use.
+/// were skipped or are new, and they hold what they use. `planned` is the
+/// plan the batch came from: whether the node is a Kubernetes node is
+/// decided once, when planning.
 #[must_use]
 pub fn recheck(
     kind: Kind,
     ids: &[&str],
     fresh: &Inventory,
-    policy: &Policy,
+    (policy, planned): (&Policy, &Plan),
     now: DateTime<Utc>,
 ) -> Vec<Option<Decision>> {
     let use_rule = if kind == Kind::Container {
@@ -273,13 +308,18 @@ pub fn recheck(
     } else {
         rules::HeldBy::All
     };
-    let mut decided: std::collections::HashMap<String, Decision> =
-        rules::decide_all(fresh, policy, now, use_rule, None)
-            .decisions
-            .into_iter()
-            .filter(|d| d.kind == kind)
-            .map(|d| (d.id.clone(), d))
-            .collect();
+    let mut decided: std::collections::HashMap<String, Decision> = rules::decide_all_on(
+        fresh,
+        policy,
+        now,
+        use_rule,
+        (None, planned.kubernetes_node.clone()),
+    )
+    .decisions
+    .into_iter()
+    .filter(|d| d.kind == kind)
+    .map(|d| (d.id.clone(), d))
+    .collect();
     ids.iter().map(|id| decided.remove(*id)).collect()
 }
 

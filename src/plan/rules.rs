@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use super::{Decision, Plan, Rule, Within, human_age};
+use super::{Decision, KeptUnpullable, Plan, Rule, Within, human_age};
 use crate::inventory::pods::ReadySandboxes;
 use crate::inventory::uses::{
     ContainerUse, IdOrder, ImageUses, VolumeAndNetworkUses, build_cache_depths, image_depths,
@@ -32,6 +32,8 @@ pub(super) enum HeldBy {
     All,
 }
 
+/// Every decision for `inv`, on the node `inv` shows (a Kubernetes node or
+/// not).
 pub(super) fn decide_all(
     inv: &Inventory,
     policy: &Policy,
@@ -39,6 +41,22 @@ pub(super) fn decide_all(
     use_rule: HeldBy,
     within: Option<&Within>,
 ) -> Plan {
+    decide_all_on(inv, policy, now, use_rule, (within, inv.kubernetes_node()))
+}
+
+/// [`decide_all`] on a node known to be a Kubernetes node (why) or not:
+/// a re-check's fresh facts may not show it.
+pub(super) fn decide_all_on(
+    inv: &Inventory,
+    policy: &Policy,
+    now: DateTime<Utc>,
+    use_rule: HeldBy,
+    (within, kubernetes_node): (Option<&Within>, Option<String>),
+) -> Plan {
+    let keep_unpullable = policy
+        .images
+        .keep_unpullable
+        .keeps(kubernetes_node.is_some());
     // `run --plan`: what the reviewed plan does not delete is kept, before
     // what it uses is decided (a container kept holds its image).
     let restrict = |d: &mut [Decision]| {
@@ -108,11 +126,11 @@ pub(super) fn decide_all(
     decisions.extend(volumes);
     kinds.push(decisions.len());
     restrict(&mut decisions[inv.containers.len()..]);
-    decide_images(
+    let kept_unpullable = decide_images(
         &mut decisions,
         inv,
         (&image_uses, &holds),
-        policy,
+        (policy, keep_unpullable),
         now,
         use_rule,
         &restrict,
@@ -128,39 +146,46 @@ pub(super) fn decide_all(
         d.wave = depth;
     }
     kinds.push(decisions.len());
-    // Stable order: removal order of kinds (the order they were decided
-    // in), then id. Adapters list by id, so a kind is usually in order
-    // already; a stable sort keeps duplicate ids (odd engine data) in
-    // their input order. The containers' decisions are in the
-    // containers' order, which `order` has read: sorted when that is id
-    // order.
+    sort_each_kind(&mut decisions, &kinds, order.is_identity());
+    Plan {
+        decisions,
+        image_fs: inv.image_fs.clone(),
+        kubernetes_node,
+        kept_unpullable,
+    }
+}
+
+/// Stable order: removal order of kinds (the order they were decided in,
+/// each ending at its index of `kinds`), then id. Adapters list by id, so
+/// a kind is usually in order already; a stable sort keeps duplicate ids
+/// (odd engine data) in their input order. The containers' decisions are
+/// in the containers' order: sorted already when `containers_sorted`.
+fn sort_each_kind(decisions: &mut [Decision], kinds: &[usize], containers_sorted: bool) {
     let mut start = 0;
-    for (k, end) in kinds.into_iter().enumerate() {
+    for (k, &end) in kinds.iter().enumerate() {
         let kind = &mut decisions[start..end];
-        let known_sorted = k == 0 && order.is_identity();
+        let known_sorted = k == 0 && containers_sorted;
         if !known_sorted && !kind.is_sorted_by(|a, b| a.id <= b.id) {
             kind.sort_by(|a, b| a.id.cmp(&b.id));
         }
         start = end;
     }
-    Plan {
-        decisions,
-        image_fs: inv.image_fs.clone(),
-    }
 }
 
 /// Appends the decisions of every image to `decisions`: each by its own
 /// rules, then (planning only) the rules over all images at once, with
-/// every parent of a kept image held, and each image's removal wave.
+/// every parent of a kept image held, and each image's removal wave. With
+/// `images.disk`, what images no registry can give back keep from the
+/// watermark.
 fn decide_images(
     decisions: &mut Vec<Decision>,
     inv: &Inventory,
     (image_uses, holds): (&ImageUses, &[bool]),
-    policy: &Policy,
+    (policy, keep_unpullable): (&Policy, bool),
     now: DateTime<Utc>,
     use_rule: HeldBy,
     restrict: &impl Fn(&mut [Decision]),
-) {
+) -> Option<KeptUnpullable> {
     let images_start = decisions.len();
     // Read off the containers once, in order: an image's users are then
     // looked up here, not read again out of order.
@@ -171,7 +196,13 @@ fn decide_images(
         .collect();
     let mut last_uses = Vec::with_capacity(inv.images.len());
     decisions.extend(inv.images.iter().enumerate().map(|(n, i)| {
-        let (decision, last_use) = image((n, i), image_uses, (holds, &container_uses), policy, now);
+        let (decision, last_use) = image(
+            (n, i),
+            image_uses,
+            (holds, &container_uses),
+            (policy, keep_unpullable),
+            now,
+        );
         last_uses.push(last_use);
         decision
     }));
@@ -186,8 +217,9 @@ fn decide_images(
     );
     // Rules over all images at once: only when planning. A re-check sees
     // the batch's images alone, and the executor watches the disk itself.
+    let mut kept_unpullable = None;
     if use_rule == HeldBy::Kept {
-        recency_and_disk(
+        kept_unpullable = recency_and_disk(
             &mut decisions[images_start..],
             &inv.images,
             &last_uses,
@@ -207,6 +239,7 @@ fn decide_images(
     for (d, depth) in decisions[images_start..].iter_mut().zip(&depths) {
         d.wave = *depth;
     }
+    kept_unpullable
 }
 
 /// Whether `at` is less than `min_age` before `now`. An unknown time is young:
@@ -324,7 +357,7 @@ fn image(
     (n, i): (usize, &Image),
     uses: &ImageUses,
     (holds, container_uses): (&[bool], &[Option<Use>]),
-    policy: &Policy,
+    (policy, keep_unpullable): (&Policy, bool),
     now: DateTime<Utc>,
 ) -> (Decision, Option<Use>) {
     let found = uses.containers_of(n);
@@ -334,7 +367,8 @@ fn image(
         .find(|&(c, _)| holds[c])
         .map(|(c, how)| (uses.container(c), how));
     let last_use = last_use(i, found.map(|(c, _)| container_uses[c]));
-    let decision = image_rules(i, holder, last_use, policy, now).with_last_use(last_use);
+    let decision =
+        image_rules(i, holder, last_use, (policy, keep_unpullable), now).with_last_use(last_use);
     (decision, last_use)
 }
 
@@ -368,7 +402,7 @@ fn image_rules(
     i: &Image,
     holder: Option<(&Container, ContainerUse)>,
     last_use: Option<Use>,
-    policy: &Policy,
+    (policy, keep_unpullable): (&Policy, bool),
     now: DateTime<Utc>,
 ) -> Decision {
     let d = |rule, detail: String| image_decision(i, rule, detail);
@@ -416,6 +450,21 @@ fn image_rules(
     }
     if rules.mode == ImageMode::Dangling && !i.is_dangling() {
         return d(Rule::Tagged, "tagged, and mode is dangling".to_owned());
+    }
+    if keep_unpullable {
+        let lost = i.lost_names();
+        if let Some(first) = lost.first() {
+            let names = match lost.len() {
+                1 => (*first).to_owned(),
+                2 => format!("{first} and 1 more name"),
+                n => format!("{first} and {} more names", n - 1),
+            };
+            return d(
+                Rule::Unpullable,
+                format!("loaded or built on this node: no registry can give back {names}"),
+            )
+            .with_fact("cannot come back", lost.join(", "));
+        }
     }
     if too_young(last_use.map(|u| u.at), rules.min_age, now) {
         return d(
@@ -515,7 +564,7 @@ fn recency_and_disk(
     policy: &Policy,
     image_fs: Option<&FsUsage>,
     now: DateTime<Utc>,
-) {
+) -> Option<KeptUnpullable> {
     let rules = &policy.images;
     let eligible = |d: &Decision| d.rule == Rule::Eligible;
     if rules.keep_recent > 0 {
@@ -532,7 +581,7 @@ fn recency_and_disk(
         }
     }
     let Some(disk) = &rules.disk else {
-        return;
+        return None;
     };
     let mut candidates: Vec<usize> = (0..images.len())
         .filter(|&n| eligible(&decisions[n]))
@@ -555,7 +604,7 @@ fn recency_and_disk(
         for n in candidates {
             rule_again(&mut decisions[n], Rule::DiskBelowThreshold, why.clone());
         }
-        return;
+        return None;
     };
     // Least recently used first; a tie goes by id, so the plan does not
     // depend on listing order.
@@ -592,6 +641,16 @@ fn recency_and_disk(
         );
         rule_again(&mut decisions[n], Rule::LruNotNeeded, detail);
     }
+    // Every eligible image goes and the file system stays over low: what
+    // images that cannot come back keep, if any.
+    let bytes = |n: usize| images[n].unique_size.or(images[n].size).unwrap_or(0);
+    let held: Vec<usize> = (0..images.len())
+        .filter(|&n| decisions[n].rule == Rule::Unpullable)
+        .collect();
+    (fs.percent_after(freed) > low && !held.is_empty()).then(|| KeptUnpullable {
+        images: held.len(),
+        bytes: held.iter().map(|&n| bytes(n)).sum(),
+    })
 }
 
 /// The images among the `keep` most recently used of some repository they

@@ -73,6 +73,7 @@ pub(super) fn image(id: &str, tags: &[&str], hours: i64) -> Image {
         unique_size: None,
         recorded_use: None,
         first_seen: None,
+        provenance: crate::inventory::provenance::Provenance::default(),
     }
 }
 
@@ -431,7 +432,7 @@ fn recheck_keeps_a_container_whose_pod_came_back() {
         Kind::Container,
         &["gone", "init"],
         &inv,
-        &Policy::builtin(),
+        (&Policy::builtin(), &Plan::default()),
         now(),
     );
     assert!(fresh[0].is_none(), "{fresh:?}");
@@ -445,7 +446,13 @@ fn recheck_counts_every_remaining_container_as_holding_its_image() {
     let mut inv = with_containers(vec![user]);
     inv.images = vec![image("sha256:x", &["x:1"], 100)];
     assert_eq!(rule_of(&inv, Kind::Image, "sha256:x"), Rule::Eligible);
-    let fresh = recheck(Kind::Image, &["sha256:x"], &inv, &Policy::builtin(), now());
+    let fresh = recheck(
+        Kind::Image,
+        &["sha256:x"],
+        &inv,
+        (&Policy::builtin(), &Plan::default()),
+        now(),
+    );
     assert_eq!(fresh[0].as_ref().unwrap().rule, Rule::InUse);
 }
 
@@ -469,6 +476,7 @@ fn odd_engine_data_does_not_panic() {
         unique_size: None,
         recorded_use: None,
         first_seen: None,
+        provenance: crate::inventory::provenance::Provenance::default(),
     }];
     inv.sandboxes = vec![PodSandbox {
         id: String::new(),
@@ -507,3 +515,4 @@ fn plan_counts_and_sizes() {
 }
 
 mod disk;
+mod unpullable;

@@ -10,9 +10,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::kubelet::{KUBELET_CONFIG_PATH, KubeletImageGc};
 use super::values::{
-    Age, Concurrency, LabelRule, Listen, Pattern, Schedule, Version, WorkloadsCgroup,
-    absolute_path, added_percent, endpoint, keep_recent, kubelet_config_path, max_deletions,
-    percent, report_path, texts, whole_percent, workloads_cgroup,
+    Age, Concurrency, KeepUnpullable, LabelRule, Listen, Pattern, Schedule, Version,
+    WorkloadsCgroup, absolute_path, added_percent, endpoint, keep_recent, kubelet_config_path,
+    max_deletions, percent, report_path, texts, whole_percent, workloads_cgroup,
 };
 
 /// The whole policy, with every default filled in.
@@ -252,6 +252,8 @@ pub struct ImageRules {
     /// Prune only under disk pressure, least recently used first; `None`:
     /// by the age rules alone.
     pub disk: Option<DiskWatermarks>,
+    /// Keep an image with a name no registry can give back (`unpullable`).
+    pub keep_unpullable: KeepUnpullable,
 }
 
 /// When images are pruned by disk pressure: while the image store's file
@@ -372,6 +374,7 @@ impl Default for ImageRules {
                 .collect(),
             keep_recent: 0,
             disk: None,
+            keep_unpullable: KeepUnpullable::Auto,
         }
     }
 }

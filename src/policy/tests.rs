@@ -461,3 +461,32 @@ fn a_fault_at_the_first_character_of_the_file_is_located() {
 mod kubelet;
 mod pace;
 mod refusals;
+
+#[test]
+fn keep_unpullable_is_auto_true_or_false() {
+    assert_eq!(
+        Policy::builtin().images.keep_unpullable,
+        KeepUnpullable::Auto
+    );
+    for (yaml, want) in [
+        ("images: {keep_unpullable: auto}", KeepUnpullable::Auto),
+        ("images: {keep_unpullable: true}", KeepUnpullable::Always),
+        ("images: {keep_unpullable: false}", KeepUnpullable::Never),
+    ] {
+        let p = parse(yaml).unwrap();
+        assert_eq!(p.images.keep_unpullable, want, "{yaml}");
+        // It reads back as written.
+        let again = parse(&p.to_yaml()).unwrap();
+        assert_eq!(again.images.keep_unpullable, want, "{yaml}");
+    }
+    let e = err("images: {keep_unpullable: maybe}");
+    assert!(
+        e.contains("images.keep_unpullable")
+            && e.contains("\"maybe\" is not one of auto, true or false"),
+        "{e}"
+    );
+    let e = err("images: {keep_unpullable: 1}");
+    assert!(e.contains("not one of auto, true or false"), "{e}");
+    assert!(KeepUnpullable::Auto.keeps(true) && !KeepUnpullable::Auto.keeps(false));
+    assert!(KeepUnpullable::Always.keeps(false) && !KeepUnpullable::Never.keeps(true));
+}

@@ -134,6 +134,104 @@ impl<'de> Deserialize<'de> for Concurrency {
     }
 }
 
+/// `images.keep_unpullable`: whether an image with a name no registry can
+/// give back is kept. `auto` keeps them on Kubernetes nodes (a CRI runtime,
+/// or kubelet's containers seen on Docker) and not on a plain Docker host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeepUnpullable {
+    #[default]
+    Auto,
+    /// `true`: kept on every node.
+    Always,
+    /// `false`: pruned by the other rules, as any image.
+    Never,
+}
+
+impl KeepUnpullable {
+    /// Whether it keeps on a node that is (`true`) or is not a Kubernetes
+    /// node.
+    #[must_use]
+    pub fn keeps(self, kubernetes_node: bool) -> bool {
+        match self {
+            Self::Auto => kubernetes_node,
+            Self::Always => true,
+            Self::Never => false,
+        }
+    }
+}
+
+impl fmt::Display for KeepUnpullable {
+    /// As the policy writes it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Auto => "auto",
+            Self::Always => "true",
+            Self::Never => "false",
+        })
+    }
+}
+
+impl Serialize for KeepUnpullable {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Auto => s.serialize_str("auto"),
+            Self::Always => s.serialize_bool(true),
+            Self::Never => s.serialize_bool(false),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for KeepUnpullable {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        struct Either;
+        impl Visitor<'_> for Either {
+            type Value = KeepUnpullable;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("auto, true or false")
+            }
+
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<KeepUnpullable, E> {
+                Ok(if v {
+                    KeepUnpullable::Always
+                } else {
+                    KeepUnpullable::Never
+                })
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<KeepUnpullable, E> {
+                match v {
+                    "auto" => Ok(KeepUnpullable::Auto),
+                    "true" => Ok(KeepUnpullable::Always),
+                    "false" => Ok(KeepUnpullable::Never),
+                    _ => Err(E::custom(format!(
+                        "keep_unpullable {v:?} is not one of auto, true or false"
+                    ))),
+                }
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<KeepUnpullable, E> {
+                Err(E::custom(format!(
+                    "keep_unpullable {v} is not one of auto, true or false"
+                )))
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<KeepUnpullable, E> {
+                Err(E::custom(format!(
+                    "keep_unpullable {v} is not one of auto, true or false"
+                )))
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<KeepUnpullable, E> {
+                Err(E::custom(format!(
+                    "keep_unpullable {v} is not one of auto, true or false"
+                )))
+            }
+        }
+        de.deserialize_any(Either)
+    }
+}
+
 /// A duration written as `90m`, `1h30m`, `7d`, `45s` or `0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Age(chrono::Duration);

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::fit::{self, Column};
 use super::table::push_rows;
-use super::{Filter, human_bytes};
+use super::{Filter, human_bytes, plural};
 use crate::inventory::{ImageHolds, Inventory, Kind, RuntimeKind, short_id};
 use crate::plan::prune_model::{self, Verdict};
 use crate::plan::{Action, Plan, Rule};
@@ -87,6 +87,12 @@ pub struct Difference {
     pub detail: String,
     /// What the command does with it, and why.
     pub command: String,
+    /// An image's names no registry can give back, as the runtime's
+    /// evidence says: once the command removes it, they are gone for good.
+    /// Absent for other objects, and where every name can come back or
+    /// the runtime cannot tell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cannot_come_back: Option<Vec<String>>,
 }
 
 /// An image the command keeps but takes names off.
@@ -115,6 +121,10 @@ pub struct Totals {
     pub both: usize,
     /// Names the command takes off images it keeps.
     pub command_untags: usize,
+    /// Images the command removes that no registry can give back (each
+    /// marked `cannot_come_back`), and their bytes.
+    pub command_unpullable: usize,
+    pub command_unpullable_bytes: u64,
 }
 
 /// The comparison.
@@ -180,6 +190,7 @@ impl Comparison {
                 rule: d.rule,
                 detail: d.detail.clone(),
                 command: v.why.clone(),
+                cannot_come_back: None,
             };
             if !v.removes && !v.untags.is_empty() {
                 summary.command_untags += v.untags.len();
@@ -215,6 +226,32 @@ impl Comparison {
             untagged,
             summary,
         }
+    }
+
+    /// Marks each image the command removes that has a name no registry
+    /// can give back, as the images of `inventory` say, and counts them
+    /// (whatever `images.keep_unpullable` says: the command removes them
+    /// all the same).
+    #[must_use]
+    pub fn marking_unpullable(mut self, inventory: &Inventory) -> Self {
+        let lost: HashMap<&str, Vec<String>> = inventory
+            .images
+            .iter()
+            .map(|i| (i.id.as_str(), i.lost_names()))
+            .filter(|(_, names)| !names.is_empty())
+            .map(|(id, names)| (id, names.into_iter().map(str::to_owned).collect()))
+            .collect();
+        for d in self.only_command.iter_mut().chain(&mut self.both) {
+            if d.kind != Kind::Image {
+                continue;
+            }
+            if let Some(names) = lost.get(d.id.as_str()) {
+                d.cannot_come_back = Some(names.clone());
+                self.summary.command_unpullable += 1;
+                self.summary.command_unpullable_bytes += d.bytes.unwrap_or(0);
+            }
+        }
+        self
     }
 
     /// The summary's bytes counted through `holds`: each side's images
@@ -416,7 +453,33 @@ impl Comparison {
             );
         }
         out.push('\n');
+        self.unpullable_line(&mut out);
         out
+    }
+
+    /// The summary's line on the command's removals that no registry can
+    /// give back, when there are any.
+    fn unpullable_line(&self, out: &mut String) {
+        let s = &self.summary;
+        if s.command_unpullable == 0 {
+            return;
+        }
+        let names: Vec<&str> = self
+            .only_command
+            .iter()
+            .chain(&self.both)
+            .filter_map(|d| d.cannot_come_back.as_ref())
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        let _ = writeln!(
+            out,
+            "  of what `{}` would remove, {} ({}) no registry can give back: {}",
+            self.command,
+            plural(Kind::Image, s.command_unpullable),
+            human_bytes(s.command_unpullable_bytes),
+            names.join(", ")
+        );
     }
 }
 
@@ -424,6 +487,104 @@ impl Comparison {
 mod tests {
     use super::*;
     use crate::plan::Decision;
+
+    #[test]
+    fn the_commands_removals_that_cannot_come_back_are_marked_and_counted() {
+        use crate::inventory::Image;
+        use crate::inventory::provenance::Provenance;
+        let digest = "127.0.0.1:5000/acc/bb@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef".to_owned();
+        let inventory = Inventory {
+            runtime: "docker".into(),
+            images: vec![
+                Image {
+                    id: "built".into(),
+                    tags: vec!["app:1".into()],
+                    provenance: Provenance::from_repo_digests(&[]),
+                    ..Image::default()
+                },
+                Image {
+                    id: "pulled".into(),
+                    tags: vec!["127.0.0.1:5000/acc/bb:1".into()],
+                    provenance: Provenance::from_repo_digests(std::slice::from_ref(&digest)),
+                    digests: vec![digest],
+                    ..Image::default()
+                },
+                Image {
+                    id: "unknown".into(),
+                    tags: vec!["x:1".into()],
+                    ..Image::default()
+                },
+            ],
+            ..Inventory::default()
+        };
+        let delete = |id: &str, bytes| {
+            let mut d = Decision::saved(Kind::Image, id, id, None, Some(bytes));
+            d.detail = "unused".into();
+            d
+        };
+        let plan = Plan {
+            decisions: vec![
+                delete("built", 100),
+                delete("pulled", 10),
+                delete("unknown", 1),
+            ],
+            ..Plan::default()
+        };
+        let verdicts: HashMap<(Kind, String), Verdict> = ["built", "pulled", "unknown"]
+            .into_iter()
+            .map(|id| {
+                let removes = Verdict {
+                    removes: true,
+                    why: "unused image".into(),
+                    untags: Vec::new(),
+                };
+                ((Kind::Image, id.to_owned()), removes)
+            })
+            .collect();
+        let c = Comparison::new(
+            Command::DockerPrune,
+            &plan,
+            &verdicts,
+            "n",
+            "docker",
+            Utc::now(),
+        )
+        .marking_unpullable(&inventory);
+        let marks: Vec<(&str, Option<&Vec<String>>)> = c
+            .both
+            .iter()
+            .map(|d| (d.id.as_str(), d.cannot_come_back.as_ref()))
+            .collect();
+        assert_eq!(
+            marks,
+            [
+                ("built", Some(&vec!["app:1".to_owned()])),
+                ("pulled", None),
+                ("unknown", None)
+            ]
+        );
+        assert_eq!(
+            (
+                c.summary.command_unpullable,
+                c.summary.command_unpullable_bytes
+            ),
+            (1, 100)
+        );
+        let json: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
+        assert_eq!(
+            json["both"][0]["cannot_come_back"],
+            serde_json::json!(["app:1"])
+        );
+        assert!(json["both"][1].get("cannot_come_back").is_none());
+        assert_eq!(json["summary"]["command_unpullable"], 1);
+        let table = c.to_table();
+        assert!(
+            table.contains(
+                "of what `docker system prune -a -f` would remove, 1 image (100B) no registry can give back: app:1"
+            ),
+            "{table}"
+        );
+    }
 
     #[test]
     fn each_side_lists_what_only_it_removes_and_both_totals_add_up() {
@@ -487,6 +648,8 @@ mod tests {
                 safeprune_bytes: 110,
                 both: 1,
                 command_untags: 0,
+                command_unpullable: 0,
+                command_unpullable_bytes: 0,
             }
         );
         let table = c.to_table();

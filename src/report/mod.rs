@@ -193,6 +193,11 @@ pub struct ImageFs {
     pub high_percent: Option<u8>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub low_percent: Option<u8>,
+    /// When the planned removals leave the file system over `low_percent`
+    /// while `images.keep_unpullable` keeps images no registry can give
+    /// back: how many, and their bytes. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept_unpullable: Option<crate::plan::KeptUnpullable>,
 }
 
 /// Why a run was refused: its plan deletes more than the limit.
@@ -272,6 +277,7 @@ impl Report {
                 after_percent: None,
                 high_percent: None,
                 low_percent: None,
+                kept_unpullable: plan.kept_unpullable,
             }),
             refused: None,
             docker_prune_bytes: None,

@@ -340,6 +340,7 @@ fn render_summary(out: &mut String, report: &Report) {
         Rule::InUse,
         Rule::KeepPattern,
         Rule::Pinned,
+        Rule::Unpullable,
     ];
     let mut parts = Vec::new();
     for rule in protections {
@@ -351,5 +352,30 @@ fn render_summary(out: &mut String, report: &Report) {
     }
     if !parts.is_empty() {
         let _ = writeln!(out, "  protected: {}", parts.join(", "));
+    }
+    disk_short(out, report);
+}
+
+/// The line that says images no registry can give back keep the image
+/// file system over `low_percent`, when they do.
+fn disk_short(out: &mut String, report: &Report) {
+    if let Some((fs, held)) = report
+        .image_fs
+        .as_ref()
+        .and_then(|fs| Some((fs, fs.kept_unpullable?)))
+    {
+        let low = fs
+            .low_percent
+            .map_or_else(|| "low_percent".to_owned(), |l| format!("low_percent {l}"));
+        let (images, are) = if held.images == 1 {
+            ("1 image".to_owned(), "is")
+        } else {
+            (format!("{} images", held.images), "are")
+        };
+        let _ = writeln!(
+            out,
+            "  disk: {low} not reached: {images} ({}) no registry can give back {are} kept (images.keep_unpullable)",
+            human_bytes(held.bytes)
+        );
     }
 }

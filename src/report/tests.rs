@@ -69,6 +69,7 @@ pub(super) fn sample_report(outcomes: Vec<Outcome>) -> Report {
                 unique_size: None,
                 recorded_use: None,
                 first_seen: None,
+                provenance: crate::inventory::provenance::Provenance::default(),
             },
             Image {
                 cri_pinned: false,
@@ -83,6 +84,7 @@ pub(super) fn sample_report(outcomes: Vec<Outcome>) -> Report {
                 unique_size: None,
                 recorded_use: None,
                 first_seen: None,
+                provenance: crate::inventory::provenance::Provenance::default(),
             },
         ],
         sandboxes: vec![PodSandbox {
@@ -298,4 +300,46 @@ fn kinds_a_runtime_lacks_are_null_not_zero() {
         "{table}"
     );
     assert!(!table.contains("0 volumes"), "{table}");
+}
+
+#[test]
+fn images_that_cannot_come_back_and_keep_the_disk_over_low_are_said() {
+    let plan = crate::plan::Plan {
+        image_fs: Some(crate::inventory::FsUsage {
+            path: "/var/lib/containerd".into(),
+            used_bytes: 950,
+            available_bytes: 50,
+            stand_in: None,
+        }),
+        kept_unpullable: Some(crate::plan::KeptUnpullable {
+            images: 2,
+            bytes: 1_200_000_000,
+        }),
+        ..crate::plan::Plan::default()
+    };
+    let disk = crate::policy::DiskWatermarks::percents(85, 70);
+    let report = Report::new("containerd", "n", Utc::now(), true, &plan, vec![])
+        .with_image_fs_watermarks(Some(&disk));
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(
+        json["image_fs"]["kept_unpullable"],
+        serde_json::json!({"images": 2, "bytes": 1_200_000_000_u64})
+    );
+    let table = render_table(&report);
+    assert!(
+        table.contains(
+            "  disk: low_percent 70 not reached: 2 images (1.2GB) no registry can give back are kept (images.keep_unpullable)\n"
+        ),
+        "{table}"
+    );
+    // Without it, neither says a word.
+    let without = Report::new(
+        "containerd",
+        "n",
+        Utc::now(),
+        true,
+        &crate::plan::Plan::default(),
+        vec![],
+    );
+    assert!(!render_table(&without).contains("disk:"));
 }

@@ -120,6 +120,23 @@ impl Runtime {
         }
     }
 
+    /// What says which images no registry can give back, as `check`
+    /// says it; why this runtime cannot tell, when it cannot (every named
+    /// image then counts as one that can come back).
+    ///
+    /// # Errors
+    /// The runtime keeps no evidence safeprune can trust, or it cannot be
+    /// read: why, in words.
+    pub async fn pull_evidence(&self) -> Result<String, String> {
+        match self {
+            Self::Docker(d) => d.pull_evidence().await,
+            Self::Containerd(_) => {
+                Ok("the distribution-source labels a pull writes on an image's content".to_owned())
+            }
+            Self::Cri(_) => Err(super::cri::THROUGH_CRI.to_owned()),
+        }
+    }
+
     fn chosen(chosen: Chosen) -> Chosen {
         tracing::debug!(runtime = %chosen.runtime.kind(), reason = %chosen.reason, "runtime chosen");
         chosen

@@ -13,6 +13,8 @@
 
 mod convert;
 
+pub(crate) use convert::THROUGH_CRI;
+
 use containerd_client::tonic::transport::Channel;
 use containerd_client::tonic::{Code, Status};
 use futures_util::{StreamExt, TryStreamExt, stream};

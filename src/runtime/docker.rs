@@ -41,6 +41,7 @@ use self::watch::{Update, Watch};
 use super::engine::{Engine, Removal, Target};
 use super::error::RuntimeError;
 use crate::inventory::Kind;
+use crate::inventory::provenance::Provenance;
 use crate::inventory::{
     BuildCacheEntry, Container, ContainerState, Image, Inventory, Network, Volume,
     sandboxes_from_containers,
@@ -342,6 +343,16 @@ impl DockerRuntime {
         };
         let parent = listed.map_or("", |s| s.parent_id.as_str());
         image.parent = (!self.containerd_store && !parent.is_empty()).then(|| parent.to_owned());
+        // On the graph driver store a repo digest is a pull's (or a push's)
+        // record; on the containerd image store every tagged image has one,
+        // and containerd's labels say instead (`with_provenances`).
+        image.provenance = if self.containerd_store {
+            Provenance::Unknown {
+                why: store::CONTAINERD_STORE_UNREAD.to_owned(),
+            }
+        } else {
+            Provenance::from_repo_digests(&image.digests)
+        };
         Ok(Some(image))
     }
 
@@ -467,6 +478,7 @@ impl Engine for DockerRuntime {
             self.build_cache(),
         );
         let (containers, mut images, volumes, networks) = listed?;
+        self.with_provenances(&mut images).await;
         // After the lists: what they show is on the disk measured.
         let image_fs = if self.measure_image_fs {
             self.with_unique_sizes(&mut images).await;

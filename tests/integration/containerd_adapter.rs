@@ -333,7 +333,8 @@ async fn the_planner_reads_the_inventory_as_kubelet_would(version: ContainerdVer
         "any name of the image finds it"
     );
     let policy = Policy::from_yaml(
-        "containers: { min_age: 0s }\nimages: { min_age: 0s, keep: [] }\n",
+        // The images are imported: no registry can give them back.
+        "containers: { min_age: 0s }\nimages: { min_age: 0s, keep: [], keep_unpullable: false }\n",
         "test",
     )
     .expect("policy");
@@ -786,7 +787,7 @@ async fn after_an_inventory_rechecks_follow_events_and_list_again_once_they_brea
         Kind::Container,
         &[cri_id(&node.gone_job).as_str()],
         &fresh,
-        &Policy::builtin(),
+        (&Policy::builtin(), &plan::Plan::default()),
         Utc::now(),
     );
     assert_eq!(

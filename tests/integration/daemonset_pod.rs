@@ -18,7 +18,9 @@
 //!
 //! The test changes one thing of the manifest: the `ConfigMap`'s policy gets
 //! a schedule every two seconds, no jitter and no minimum ages, so that the
-//! layout, made seconds ago, is pruned now.
+//! layout, made seconds ago, is pruned now. The unused image is pulled
+//! through a registry of the test's own, as kubelet pulls: the default
+//! policy keeps the imported ones, which no registry can give back.
 
 use crate::util;
 
@@ -43,10 +45,13 @@ use util::image::BuiltImage;
 use util::kube::{Manifests, Node};
 use util::node::{decision, http_get};
 use util::pod::Pod;
+use util::registry::Registry;
 
 const NODE_NAME: &str = "node-1";
 const BASE: &str = "docker.io/library/base:1";
-const UNUSED: &str = "docker.io/library/unused:1";
+/// Pulled through a registry of the test's own, as kubelet pulls: an
+/// image a registry can give back, which the default policy prunes.
+const UNUSED: &str = "127.0.0.1:5000/library/unused:1";
 const PINNED: &str = "docker.io/library/pinned:1";
 
 /// The policy of the `ConfigMap`, pruning now: the test's only change.
@@ -141,7 +146,8 @@ struct Layout {
 /// pinned and the sandbox image: `containerd_node.rs`'s node in `k8s.io`.
 async fn lay_out(containerd: &PrivateContainerd) -> Layout {
     let base = containerd.import_busybox_image(CRI_NAMESPACE, BASE);
-    let unused = containerd.import_busybox_image(CRI_NAMESPACE, UNUSED);
+    let registry = Registry::start_beside(containerd.pid()).required();
+    let unused = registry.pulled_by_cri(containerd, UNUSED, "unused").await;
     let pinned = containerd.import_busybox_image(CRI_NAMESPACE, PINNED);
     containerd.ctr_ok(
         CRI_NAMESPACE,
@@ -168,7 +174,7 @@ async fn lay_out(containerd: &PrivateContainerd) -> Layout {
         gone_sandbox,
         job,
         base: base.digest,
-        unused: unused.digest,
+        unused,
         pinned: pinned.digest,
     }
 }
@@ -623,7 +629,7 @@ fn kubelet_config_in(dir: &Path) -> PathBuf {
 /// What the pod of a kubelet-image-gc overlay reported, with
 /// [`kubelet_config_in`]'s file: it measured `image_fs`, worked to the
 /// watermarks 5 points under kubelet's, and kept the `unused` image,
-/// imported seconds ago, as younger than kubelet's `imageMinimumGCAge`,
+/// pulled seconds ago, as younger than kubelet's `imageMinimumGCAge`,
 /// whatever the policy's `min_age` (0 here) and the disk say.
 fn assert_worked_to_kubelets_thresholds(
     report: &Value,

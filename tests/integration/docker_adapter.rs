@@ -1025,7 +1025,7 @@ async fn a_sandbox_the_watch_missed_still_keeps_its_pods_containers(version: Doc
         Kind::Container,
         &[init.as_str()],
         &fresh,
-        &policy,
+        (&policy, &safeprune::plan::Plan::default()),
         Utc::now(),
     );
     let decision = now[0].as_ref().expect("the container is still there");
@@ -1056,7 +1056,13 @@ async fn a_tag_the_watch_missed_still_keeps_the_image(version: DockerVersion) {
         "images: { mode: dangling, min_age: \"0\" }\n",
     )
     .policy();
-    let now = safeprune::plan::recheck(Kind::Image, &[image.as_str()], &fresh, &policy, Utc::now());
+    let now = safeprune::plan::recheck(
+        Kind::Image,
+        &[image.as_str()],
+        &fresh,
+        (&policy, &safeprune::plan::Plan::default()),
+        Utc::now(),
+    );
     let decision = now[0].as_ref().expect("the image is still there");
     assert_eq!(decision.rule, safeprune::plan::Rule::Tagged, "{decision:?}");
 }

@@ -764,6 +764,7 @@ async fn check_says_ok_for_each_on_a_working_node_and_what_to_do_as_nobody(versi
     checked.sort_unstable();
     let mut expected = vec![
         "engine",
+        "images.keep_unpullable",
         "lock_file",
         "report.audit_log",
         "report.json_path",

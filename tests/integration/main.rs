@@ -39,3 +39,4 @@ mod plan_listing;
 mod reviewed_plans;
 mod run_terminal;
 mod systemd_units;
+mod unpullable;

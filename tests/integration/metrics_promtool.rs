@@ -78,6 +78,7 @@ fn image(id: &str, tags: &[&str], size: u64) -> Image {
         unique_size: None,
         recorded_use: None,
         first_seen: None,
+        provenance: safeprune::inventory::provenance::Provenance::default(),
     }
 }
 

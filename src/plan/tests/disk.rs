@@ -256,7 +256,7 @@ fn a_recheck_leaves_the_rules_over_all_images_to_the_plan() {
         Kind::Image,
         &["sha256:a"],
         &inv,
-        &disk_policy(85, 70, 3),
+        (&disk_policy(85, 70, 3), &Plan::default()),
         now(),
     );
     assert_eq!(now_rules[0].as_ref().unwrap().rule, Rule::Eligible);

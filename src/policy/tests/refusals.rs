@@ -187,7 +187,7 @@ const BAD_POLICIES: &[(&str, &str)] = &[
     (
         "images:\n  keep_recnet: 2\n",
         "images: unknown field `keep_recnet`, expected one of `enabled`, `mode`, `min_age`, \
-         `keep`, `keep_recent`, `disk` (did you mean `keep_recent`?) at line 2 column 3",
+         `keep`, `keep_recent`, `disk`, `keep_unpullable` (did you mean `keep_recent`?) at line 2 column 3",
     ),
     (
         "shedule: \"0 5 * * 4\"\n",

@@ -669,6 +669,7 @@ fn a_refused_run_a_daemons_period_and_the_watermarks_have_their_series() {
         after_percent: Some(86.25),
         high_percent: Some(85),
         low_percent: Some(80),
+        kept_unpullable: None,
     });
     let series = parse(&render_metrics(&report, Duration::from_secs(1), true)).unwrap();
     let watermark = |level: &str| {

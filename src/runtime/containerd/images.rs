@@ -15,7 +15,7 @@ use containerd_client::services::v1::{Image as ImageRecord, Info};
 use super::convert::{NamespaceData, label, qualified, timestamp};
 use crate::inventory::Image;
 use crate::inventory::{reference_forms, refs};
-use crate::runtime::grpc::containerd::reachable;
+use crate::runtime::grpc::containerd::{provenance_of, reachable};
 
 /// containerd 1.6.22+ and 1.7.3+ pin the sandbox image with this label.
 const LABEL_PINNED: &str = "io.cri-containerd.pinned";
@@ -127,6 +127,7 @@ fn image(
         unique_size: None,
         recorded_use: None,
         first_seen: None,
+        provenance: provenance_of(content.get(digest)),
     }
 }
 

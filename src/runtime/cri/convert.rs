@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use chrono::Utc;
 use k8s_cri::v1::{Container as CriContainer, ContainerStatus, Image as CriImage};
 
+use crate::inventory::provenance::Provenance;
 use crate::inventory::{Container, ContainerState, Image, PodIdentity, Use};
 pub(super) use crate::runtime::grpc::cri::{from_unix_nanos, sandbox_of as sandbox, state};
 
@@ -68,7 +69,8 @@ impl ImageIndex {
 /// One image as CRI lists it. CRI has no pull or tag time: an image is
 /// dated by safeprune's first sighting (`state_dir`). Its size is the
 /// whole image, shared layers counted in each (CRI cannot tell unique
-/// bytes).
+/// bytes). Where it was pulled from CRI cannot tell: its repo digests are
+/// no evidence (an imported image with a digest reference shows one too).
 pub(super) fn image(i: CriImage) -> Image {
     Image {
         id: i.id,
@@ -77,9 +79,16 @@ pub(super) fn image(i: CriImage) -> Image {
         size: (i.size > 0).then_some(i.size),
         pinned: i.pinned,
         cri_pinned: i.pinned,
+        provenance: Provenance::Unknown {
+            why: THROUGH_CRI.to_owned(),
+        },
         ..Image::default()
     }
 }
+
+/// Why no image's provenance is known through CRI alone.
+pub(crate) const THROUGH_CRI: &str = "through CRI alone: CRI's repo digests are no evidence of a pull, \
+     as an image never pulled may carry one too";
 
 /// One container: as listed, with its status (the only place that has its
 /// exit time, its image id and its mounts).

@@ -299,6 +299,8 @@ pub(super) fn image_from_inspect(inspect: ImageInspect, size: Option<u64>) -> Op
         unique_size: None,
         recorded_use: None,
         first_seen: None,
+        // Read by the caller, which knows the image store.
+        provenance: crate::inventory::provenance::Provenance::default(),
     })
 }
 

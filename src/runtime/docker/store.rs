@@ -9,7 +9,8 @@ use bollard::Docker;
 use futures_util::{StreamExt, stream};
 
 use super::{DockerRuntime, convert};
-use crate::inventory::FsUsage;
+use crate::inventory::provenance::Provenance;
+use crate::inventory::{FsUsage, Image};
 use crate::runtime::error::{RuntimeError, socket_path};
 
 impl DockerRuntime {
@@ -37,6 +38,69 @@ impl DockerRuntime {
             );
             crate::inventory::ImageHolds::default()
         })
+    }
+
+    /// On the containerd image store, where each of `images` was pulled
+    /// from, as Docker's containerd labels its content: there Docker
+    /// makes up a repo digest for every tagged image (moby#45122, #48747),
+    /// so only the labels say. When that containerd cannot be read, each
+    /// stays unknown, with a warning. Nothing to do on the graph driver
+    /// store, where the repo digests say (`image`).
+    pub(super) async fn with_provenances(&self, images: &mut [Image]) {
+        if !self.containerd_store || images.is_empty() {
+            return;
+        }
+        let read = match self.docker.info().await {
+            Ok(info) => containerd_store_provenances(&info, images).await,
+            Err(e) => Err(format!("docker's /info: {}", crate::output::Chain(&e))),
+        };
+        match read {
+            Ok(mut found) => {
+                for image in images {
+                    if let Some(provenance) = found.remove(&image.id) {
+                        image.provenance = provenance;
+                    }
+                }
+            }
+            Err(why) => {
+                tracing::warn!(
+                    reason = %why,
+                    "docker's containerd image store: its containerd cannot be read, so no image is known to be one no registry can give back"
+                );
+                for image in images {
+                    image.provenance = Provenance::Unknown {
+                        why: format!("{CONTAINERD_STORE_UNREAD}: {why}"),
+                    };
+                }
+            }
+        }
+    }
+
+    /// What says which images no registry can give back here, as
+    /// `check` says it: the repo digests on the graph driver store, the
+    /// labels of Docker's containerd on its containerd image store.
+    ///
+    /// # Errors
+    /// On the containerd image store, Docker's containerd cannot be read:
+    /// why, in words.
+    pub async fn pull_evidence(&self) -> Result<String, String> {
+        if !self.containerd_store {
+            return Ok("the repo digests a pull or a push records".to_owned());
+        }
+        let info = self
+            .docker
+            .info()
+            .await
+            .map_err(|e| format!("docker's /info: {}", crate::output::Chain(&e)))?;
+        let (socket, namespace, _) =
+            containerd_of(&info).map_err(|why| format!("{CONTAINERD_STORE_UNREAD}: {why}"))?;
+        crate::runtime::grpc::containerd::provenances(&socket, namespace, &[])
+            .await
+            .map_err(|why| format!("{CONTAINERD_STORE_UNREAD}: {why}"))?;
+        Ok(format!(
+            "the distribution-source labels in Docker's containerd at {}",
+            socket.display()
+        ))
     }
 
     /// The file system where the engine keeps its images; `None` when it
@@ -177,6 +241,23 @@ async fn containerd_store_holds(
     let targets: Vec<&str> = images.iter().map(|i| i.id.as_str()).collect();
     crate::runtime::grpc::containerd::image_holds(&socket, namespace, snapshotter, &targets).await
 }
+
+/// Where each image of `images` was pulled from, as the labels of its
+/// content in Docker's containerd ([`containerd_of`]) say. Why not, when
+/// they cannot be read.
+async fn containerd_store_provenances(
+    info: &bollard::models::SystemInfo,
+    images: &[Image],
+) -> Result<std::collections::HashMap<String, Provenance>, String> {
+    let (socket, namespace, _) = containerd_of(info)?;
+    let targets: Vec<&str> = images.iter().map(|i| i.id.as_str()).collect();
+    crate::runtime::grpc::containerd::provenances(&socket, namespace, &targets).await
+}
+
+/// Why an image's provenance is unknown on Docker's containerd image store
+/// until its containerd's labels are read.
+pub(super) const CONTAINERD_STORE_UNREAD: &str = "Docker's containerd image store makes up repo digests for every tagged image, \
+     and its containerd's labels were not read";
 
 /// The root of the snapshotter Docker's containerd image store keeps its
 /// images in: containerd ([`containerd_of`]) names that snapshotter's

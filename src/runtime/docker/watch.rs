@@ -506,6 +506,7 @@ mod tests {
             unique_size: None,
             recorded_use: None,
             first_seen: None,
+            provenance: crate::inventory::provenance::Provenance::default(),
         };
         let mut w =
             Watch::new(Vec::new(), t, true).with_images([image("sha256:a"), image("sha256:c")]);
@@ -604,8 +605,8 @@ mod tests {
                 };
                 let policy = crate::policy::Policy::builtin();
                 let now = chrono::Utc::now();
-                let again = crate::plan::recheck(crate::inventory::Kind::Image, &[image.id.as_str()], &fresh, &policy, now);
-                let whole = crate::plan::recheck(crate::inventory::Kind::Image, &[image.id.as_str()], &inv, &policy, now);
+                let again = crate::plan::recheck(crate::inventory::Kind::Image, &[image.id.as_str()], &fresh, (&policy, &crate::plan::Plan::default()), now);
+                let whole = crate::plan::recheck(crate::inventory::Kind::Image, &[image.id.as_str()], &inv, (&policy, &crate::plan::Plan::default()), now);
                 let rule = |d: &[Option<crate::plan::Decision>]| d[0].as_ref().map(|d| d.rule);
                 if rule(&whole) == Some(crate::plan::Rule::InUse) {
                     proptest::prop_assert_eq!(rule(&again), Some(crate::plan::Rule::InUse));

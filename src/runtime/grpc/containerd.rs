@@ -15,10 +15,11 @@ use containerd_client::services::v1::snapshots::snapshots_client::SnapshotsClien
 use containerd_client::services::v1::{
     Container as NativeContainer, CreateRequest, DeleteContainerRequest, DeleteImageRequest,
     DeleteRequest, DeleteTaskRequest, GetContainerRequest, GetImageRequest, GetRequest,
-    Image as ImageRecord, Info, ListContainersRequest, ListContentRequest, ListImagesRequest,
-    ListNamespacesRequest, ListTasksRequest, containers_client::ContainersClient,
-    content_client::ContentClient, images_client::ImagesClient,
-    namespaces_client::NamespacesClient, tasks_client::TasksClient, version_client::VersionClient,
+    Image as ImageRecord, Info, InfoRequest, ListContainersRequest, ListContentRequest,
+    ListImagesRequest, ListNamespacesRequest, ListTasksRequest,
+    containers_client::ContainersClient, content_client::ContentClient,
+    images_client::ImagesClient, namespaces_client::NamespacesClient, tasks_client::TasksClient,
+    version_client::VersionClient,
 };
 use containerd_client::tonic::metadata::MetadataValue;
 use containerd_client::tonic::transport::Channel;
@@ -225,6 +226,75 @@ pub(crate) async fn content(
         |info| (info.digest.clone(), info),
     )
     .await
+}
+
+/// One content blob's size and labels; `None` when the store does not
+/// hold it.
+pub(crate) async fn content_info(
+    channel: &Channel,
+    namespace: &str,
+    digest: &str,
+) -> Result<Option<Info>, Status> {
+    let answer = ContentClient::new(channel.clone())
+        .info(request(
+            namespace,
+            InfoRequest {
+                digest: digest.to_owned(),
+            },
+        )?)
+        .await;
+    Ok(found(answer)?.and_then(|a| a.into_inner().info))
+}
+
+/// Where each image of `targets` (its target digest; Docker's image id on
+/// its containerd image store) in `namespace` of the containerd at
+/// `socket` was pulled from, as the labels on its target blob say
+/// ([`Provenance::from_labels`](crate::inventory::provenance::Provenance::from_labels));
+/// a target the content store does not hold is unknown. Asked blob by
+/// blob, a few at once.
+///
+/// # Errors
+/// containerd cannot be reached, or a blob's labels cannot be read: why,
+/// in words.
+pub(crate) async fn provenances(
+    socket: &std::path::Path,
+    namespace: &str,
+    targets: &[&str],
+) -> Result<HashMap<String, crate::inventory::provenance::Provenance>, String> {
+    use futures_util::StreamExt;
+    let at = socket.display();
+    let channel = &tokio::time::timeout(CONNECT_TIMEOUT, channel(socket).connect())
+        .await
+        .map_err(|_| format!("containerd at {at} gave no answer within {CONNECT_TIMEOUT:?}"))?
+        .map_err(|e| format!("cannot connect to containerd at {at}: {}", Chain(&e)))?;
+    futures_util::stream::iter(targets)
+        .map(|target| async move {
+            let info = content_info(channel, namespace, target)
+                .await
+                .map_err(|e| format!("the labels of {target}: {}", Chain(&e)))?;
+            Ok::<_, String>(((*target).to_owned(), provenance_of(info.as_ref())))
+        })
+        .buffer_unordered(CONTENT_INFO_CALLS)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect()
+}
+
+/// How many content blobs [`provenances`] asks about at once.
+const CONTENT_INFO_CALLS: usize = 8;
+
+/// Where an image was pulled from, as its target blob's labels say
+/// (every blob a pull fetches is labelled); unknown when the content store
+/// does not hold the target.
+pub(crate) fn provenance_of(target: Option<&Info>) -> crate::inventory::provenance::Provenance {
+    use crate::inventory::provenance::Provenance;
+    match target {
+        Some(info) => Provenance::from_labels(&info.labels),
+        None => Provenance::Unknown {
+            why: "its target is not in the content store".to_owned(),
+        },
+    }
 }
 
 /// The items of a streamed listing, every message's in turn (`items`

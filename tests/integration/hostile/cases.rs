@@ -266,7 +266,7 @@ const FILES: &[File] = &[
     (
         "unknown-key.yaml",
         "unknown field `kep`, expected one of `enabled`, `mode`, `min_age`, `keep`, \
-         `keep_recent`, `disk` (did you mean `keep`?)",
+         `keep_recent`, `disk`, `keep_unpullable` (did you mean `keep`?)",
         Some((2, 3)),
     ),
     (

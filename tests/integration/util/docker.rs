@@ -138,6 +138,12 @@ impl PrivateDockerd {
         self.docker = launch(&mut self.process).await;
     }
 
+    /// The pid of dockerd, the init of the engine's namespaces: its
+    /// network namespace is where it pulls from and pushes to.
+    pub fn pid(&self) -> u32 {
+        self.process.pid().expect("dockerd has answered")
+    }
+
     /// `unix:///tmp/sp-XXXXXX/docker.sock`.
     pub fn endpoint(&self) -> &str {
         &self.endpoint

@@ -33,6 +33,9 @@
 //!   scenario's run was to remove.
 //! - [`daemon`] (`daemon.rs`): `safeprune daemon` run, its log watched,
 //!   and stopped.
+//! - [`registry::Registry`] (`registry.rs`): Debian's docker-registry on
+//!   127.0.0.1:5000 in the network namespace of the test's engine, which
+//!   pushes to and pulls from it as a node does.
 //! - [`image`] (`image.rs`): the container image `scripts/image.sh` builds
 //!   from the binary under test, and its archives read back.
 //! - [`test_runtime`] and [`Missing`] (here): the newer engines from
@@ -63,6 +66,7 @@ pub mod node;
 pub mod oci;
 pub mod pod;
 pub mod pty;
+pub mod registry;
 
 use std::collections::HashMap;
 use std::ffi::OsString;

@@ -112,9 +112,12 @@ impl Cli {
     /// as an operator editing it would. Unless `extra` says how to pace,
     /// `safety.pace` is off: a developer's machine may be a Kubernetes
     /// node, whose pods' cgroup must not pace a test (the default policy
-    /// paces by it).
+    /// paces by it). Unless `extra` names `keep_unpullable`,
+    /// `images.keep_unpullable` is `false`: the fixtures' images are
+    /// imported, which no registry can give back, and a test of another
+    /// rule must not be decided by that one.
     pub fn rewrite(&self, runtime: &Runtime, extra: &str) {
-        let extra = &unpaced(extra);
+        let extra = &keeping_no_unpullable(&unpaced(extra));
         let d = self.dir.path().display();
         // The usage history too, unless the test names its own.
         let state_dir = if extra.contains("state_dir:") {
@@ -217,6 +220,28 @@ fn unpaced(extra: &str) -> String {
             text.push('\n');
         }
         text.push_str("safety:\n  pace: null\n");
+    }
+    text
+}
+
+/// `extra` (top-level policy keys) with `images.keep_unpullable: false`
+/// added, unless it names `keep_unpullable` itself: in its `images`
+/// mapping where it has one (flow `images: { … }` or block `images:` on a
+/// line of its own), else as one.
+fn keeping_no_unpullable(extra: &str) -> String {
+    if extra.contains("keep_unpullable") {
+        return extra.to_owned();
+    }
+    let mut text = extra.to_owned();
+    if let Some(at) = text.find("images: {") {
+        text.insert_str(at + "images: {".len(), " keep_unpullable: false,");
+    } else if let Some(at) = text.find("images:\n") {
+        text.insert_str(at + "images:\n".len(), "  keep_unpullable: false\n");
+    } else {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str("images:\n  keep_unpullable: false\n");
     }
     text
 }

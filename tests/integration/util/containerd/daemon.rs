@@ -124,6 +124,10 @@ disabled_plugins = [
   [plugins."io.containerd.grpc.v1.cri".cni]
     conf_dir = "{d}/cni"
     bin_dir = "{CNI_BIN_DIR}"
+  # A CRI pull's registry hosts (`hosts.toml`), where a test writes them:
+  # the node's /etc/containerd/certs.d stays unread.
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{d}/certs.d"
 "#,
         socket = socket.display(),
     )
@@ -172,6 +176,9 @@ disabled_plugins = [
   # `io.cri-containerd.pinned=pinned`. The harness imports it.
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = "{SANDBOX_IMAGE}"
+  # See `config_toml`.
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = "{d}/certs.d"
 
 [plugins."io.containerd.cri.v1.runtime"]
   restrict_oom_score_adj = true

@@ -8,8 +8,10 @@ use bollard::{API_DEFAULT_VERSION, Docker};
 
 use crate::util::engine::EngineProcess;
 
-/// Becomes dockerd, with the flags after the script as its arguments.
-const EXEC: &str = r#"exec dockerd "$@""#;
+/// Becomes dockerd, with the flags after the script as its arguments, its
+/// network namespace's loopback up: a registry of the test's own listens
+/// there (`util::registry`), and dockerd pulls from it.
+const EXEC: &str = r#"ip link set lo up && exec dockerd "$@""#;
 
 /// The socket dockerd listens on, as a Docker endpoint.
 pub(super) fn endpoint(process: &EngineProcess) -> String {

@@ -18,8 +18,10 @@ use crate::util::node::{Cli, Runtime};
 use crate::util::registry::{ADDRESS, Registry};
 use crate::util::{Required, run_ok};
 
-/// The image decisions of a report (or plan), by every reference of each.
-fn image_rules(report: &Value) -> Vec<(Vec<String>, String)> {
+/// The image decisions of a report (or plan): every reference of each,
+/// its rule and its id.
+fn images_of(report: &Value) -> Vec<(Vec<String>, String, String)> {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
     report["decisions"]
         .as_array()
         .expect("decisions")
@@ -28,13 +30,9 @@ fn image_rules(report: &Value) -> Vec<(Vec<String>, String)> {
         .map(|d| {
             let refs = d["refs"]
                 .as_array()
-                .map(|r| {
-                    r.iter()
-                        .filter_map(|r| r.as_str().map(str::to_owned))
-                        .collect()
-                })
+                .map(|r| r.iter().map(text).collect())
                 .unwrap_or_default();
-            (refs, d["rule"].as_str().unwrap_or_default().to_owned())
+            (refs, text(&d["rule"]), text(&d["id"]))
         })
         .collect()
 }
@@ -43,12 +41,12 @@ fn image_rules(report: &Value) -> Vec<(Vec<String>, String)> {
 /// gives it: `acc/x:1` is `docker.io/acc/x:1` on its containerd store).
 fn rule_of(report: &Value, name: &str) -> String {
     let spellings = [name.to_owned(), format!("docker.io/{name}")];
-    image_rules(report)
+    images_of(report)
         .into_iter()
-        .find(|(refs, _)| refs.iter().any(|r| spellings.contains(r)))
+        .find(|(refs, _, _)| refs.iter().any(|r| spellings.contains(r)))
         .map_or_else(
             || panic!("no image named {name} in {report:#}"),
-            |(_, rule)| rule,
+            |(_, rule, _)| rule,
         )
 }
 
@@ -411,21 +409,21 @@ async fn containerd_keeps_exactly_the_images_no_registry_can_give_back(version: 
         .filter(|d| d["kind"] == "image")
         .filter_map(|d| d["id"].as_str().map(str::to_owned))
         .collect();
-    let lost: BTreeSet<String> = image_rules_with_ids(&plan)
+    let lost: BTreeSet<String> = images_of(&plan)
         .into_iter()
-        .filter(|(refs, id)| {
+        .filter(|(refs, _, id)| {
             removed.contains(id)
                 && refs
                     .iter()
                     .filter(|r| !r.contains('@'))
                     .any(|r| !registry_serves(&registry, r))
         })
-        .map(|(_, id)| id)
+        .map(|(_, _, id)| id)
         .collect();
-    let kept_ids: BTreeSet<String> = image_rules_with_ids(&plan)
+    let kept_ids: BTreeSet<String> = images_of(&plan)
         .into_iter()
-        .filter(|(refs, _)| refs.contains(&imported) || refs.contains(&renamed))
-        .map(|(_, id)| id)
+        .filter(|(refs, _, _)| refs.contains(&imported) || refs.contains(&renamed))
+        .map(|(_, _, id)| id)
         .collect();
     assert!(kept_ids.is_subset(&lost), "{kept_ids:?} {lost:?}");
     assert_eq!(marked_ids(&compared), lost, "{compared:#}");
@@ -488,25 +486,4 @@ async fn through_cri_alone_the_fact_is_unknown(
         explained.contains("provenance:") && explained.contains("unknown (through CRI alone"),
         "{explained}"
     );
-}
-
-/// The image decisions of a plan: every reference of each, and its id.
-fn image_rules_with_ids(report: &Value) -> Vec<(Vec<String>, String)> {
-    report["decisions"]
-        .as_array()
-        .expect("decisions")
-        .iter()
-        .filter(|d| d["kind"] == "image")
-        .map(|d| {
-            let refs = d["refs"]
-                .as_array()
-                .map(|r| {
-                    r.iter()
-                        .filter_map(|r| r.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default();
-            (refs, d["id"].as_str().unwrap_or_default().to_owned())
-        })
-        .collect()
 }

@@ -204,44 +204,42 @@ impl Cli {
 }
 
 /// `extra` (top-level policy keys) with `safety.pace: null` added, unless
-/// it names `pace` itself: in its `safety` mapping where it has one (flow
-/// `safety: { … }` or block `safety:` on a line of its own), else as one.
+/// it names `pace` itself.
 fn unpaced(extra: &str) -> String {
-    if extra.contains("pace") {
-        return extra.to_owned();
-    }
-    let mut text = extra.to_owned();
-    if let Some(at) = text.find("safety: {") {
-        text.insert_str(at + "safety: {".len(), " pace: null,");
-    } else if let Some(at) = text.find("safety:\n") {
-        text.insert_str(at + "safety:\n".len(), "  pace: null\n");
-    } else {
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str("safety:\n  pace: null\n");
-    }
-    text
+    with_key(extra, "pace", ("safety", "pace: null"))
 }
 
 /// `extra` (top-level policy keys) with `images.keep_unpullable: false`
-/// added, unless it names `keep_unpullable` itself: in its `images`
-/// mapping where it has one (flow `images: { … }` or block `images:` on a
-/// line of its own), else as one.
+/// added, unless it names `keep_unpullable` itself.
 fn keeping_no_unpullable(extra: &str) -> String {
-    if extra.contains("keep_unpullable") {
+    with_key(
+        extra,
+        "keep_unpullable",
+        ("images", "keep_unpullable: false"),
+    )
+}
+
+/// `extra` with `entry` (`key: value`) added to its top-level `mapping`,
+/// unless `extra` names `named`: in that mapping where it has one (flow
+/// `mapping: { … }` or block `mapping:` on a line of its own), else as one.
+fn with_key(extra: &str, named: &str, (mapping, entry): (&str, &str)) -> String {
+    if extra.contains(named) {
         return extra.to_owned();
     }
     let mut text = extra.to_owned();
-    if let Some(at) = text.find("images: {") {
-        text.insert_str(at + "images: {".len(), " keep_unpullable: false,");
-    } else if let Some(at) = text.find("images:\n") {
-        text.insert_str(at + "images:\n".len(), "  keep_unpullable: false\n");
+    let (flow, block) = (format!("{mapping}: {{"), format!("{mapping}:\n"));
+    if let Some(at) = text.find(&flow) {
+        text.insert_str(at + flow.len(), &format!(" {entry},"));
+    } else if let Some(at) = text.find(&block) {
+        text.insert_str(at + block.len(), &format!("  {entry}\n"));
     } else {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
-        text.push_str("images:\n  keep_unpullable: false\n");
+        text.push_str(&block);
+        text.push_str("  ");
+        text.push_str(entry);
+        text.push('\n');
     }
     text
 }

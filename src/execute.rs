@@ -567,13 +567,23 @@ async fn recheck<'a, E: Engine>(
     (checked, None)
 }
 
-/// Gives each image of a re-check the last use its plan saw, as a floor:
+/// Gives each image of a re-check where its plan saw it pulled from, and
+/// the last use its plan saw, as a floor:
 /// what the usage history in `state_dir` adds (recorded uses, the first
 /// sighting of an image the runtime gives no time for) is not re-read by an
 /// engine's re-check, and an image without it would look unknown, so young.
 /// A later use the re-check finds still wins.
 fn keep_planned_uses(fresh: &mut Inventory, batch: &[&Decision]) {
     for image in &mut fresh.images {
+        // Where it was pulled from: the plan's evidence, against the names
+        // read now (`Decision::provenance`).
+        if let Some(provenance) = batch
+            .iter()
+            .find(|d| d.kind == Kind::Image && d.id == image.id)
+            .and_then(|d| d.provenance.clone())
+        {
+            image.provenance = provenance;
+        }
         let planned = batch
             .iter()
             .find(|d| d.kind == Kind::Image && d.id == image.id)

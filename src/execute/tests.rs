@@ -738,3 +738,43 @@ async fn a_removal_acts_on_the_object_its_recheck_found() {
 }
 
 mod paced;
+
+#[tokio::test]
+async fn a_name_given_after_planning_to_an_image_that_cannot_come_back_keeps_it() {
+    use crate::inventory::provenance::Provenance;
+    let mut inventory = node();
+    let digest = format!("127.0.0.1:5000/acc/app@sha256:{}", "0".repeat(64));
+    let app = inventory
+        .images
+        .iter_mut()
+        .find(|i| i.id == "sha256:app")
+        .unwrap();
+    app.tags = vec!["127.0.0.1:5000/acc/app:1".into()];
+    app.provenance = Provenance::from_repo_digests(std::slice::from_ref(&digest));
+    app.digests = vec![digest];
+    let mut engine = MemoryEngine::new(inventory);
+    // Tagged here between the plan and its removal; the re-check's answer
+    // carries no evidence of its own (as containerd's does not): the
+    // plan's decides, against the names read now.
+    engine.before_recheck = Some(Box::new(|inv: &mut Inventory| {
+        if let Some(app) = inv.images.iter_mut().find(|i| i.id == "sha256:app") {
+            app.tags.push("app:local".into());
+            app.provenance = Provenance::default();
+        }
+    }));
+    let (planned, outcomes) = run_paced(
+        &engine,
+        &mut Pacer::for_policy(&policy()).unwrap(),
+        &Shutdown::new(),
+    )
+    .await;
+    let d = planned
+        .decisions
+        .iter()
+        .find(|d| d.id == "sha256:app")
+        .unwrap();
+    assert_eq!(d.rule, crate::plan::Rule::Eligible, "{d:?}");
+    assert_eq!(reason(&outcomes, "sha256:app"), Some(Reason::Changed));
+    let app = outcomes.iter().find(|o| o.id == "sha256:app").unwrap();
+    assert_eq!(app.kept_by, Some(crate::plan::Rule::Unpullable), "{app:?}");
+}

@@ -127,6 +127,13 @@ pub struct Decision {
     /// The facts behind the decision, for `explain`: (what, value).
     #[serde(skip)]
     pub facts: Vec<(&'static str, String)>,
+    /// Images: where the plan's inventory says it was pulled from. A
+    /// re-check reads the names again and decides by this evidence: it
+    /// only grows between the two (a pull adds a digest or a label;
+    /// nothing takes one away), so the plan's errs toward keeping, and no
+    /// engine is asked again for it.
+    #[serde(skip)]
+    pub provenance: Option<crate::inventory::provenance::Provenance>,
     /// When it may go among the deletions of its kind: the executor
     /// removes every object of one wave before the next starts. Images
     /// and build cache records go children first (0: nothing of the
@@ -165,6 +172,7 @@ impl Decision {
             last_used: None,
             last_used_source: None,
             facts: Vec::new(),
+            provenance: None,
             wave: 0,
         }
     }

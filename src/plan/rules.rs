@@ -539,9 +539,11 @@ fn hold_parents(
 }
 
 fn image_decision(i: &Image, rule: Rule, detail: String) -> Decision {
-    Decision::new(Kind::Image, &i.id, i.display_name(), rule, detail)
+    let mut d = Decision::new(Kind::Image, &i.id, i.display_name(), rule, detail)
         .with_refs(i.tags.iter().chain(&i.digests).cloned().collect())
-        .with_bytes(i.size)
+        .with_bytes(i.size);
+    d.provenance = Some(i.provenance.clone());
+    d
 }
 
 /// Decides `d` again by a later rule; the rest of it stands.

@@ -48,6 +48,7 @@ fn decision(kind: Kind, id: &str, rule: Rule, bytes: Option<u64>) -> Decision {
         last_used: None,
         last_used_source: None,
         facts: vec![],
+        provenance: None,
     }
 }
 

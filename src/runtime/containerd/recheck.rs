@@ -96,32 +96,6 @@ impl ContainerdRuntime {
         }
     }
 
-    /// Reads again where each image of a re-check's batch was pulled
-    /// from: its target blob's labels (a call per image). An image whose
-    /// labels cannot be read is unknown, said in a warning.
-    async fn with_provenances(&self, images: &mut [Image]) {
-        let asked = images.iter().map(|image| async move {
-            let (namespace, digest) = split_qualified(&image.id)?;
-            Some(
-                native::content_info(&self.channel, namespace, digest)
-                    .await
-                    .map(|info| native::provenance_of(info.as_ref())),
-            )
-        });
-        let answers = join_all(asked).await;
-        for (image, answer) in images.iter_mut().zip(answers) {
-            image.provenance = match answer {
-                Some(Ok(provenance)) => provenance,
-                Some(Err(e)) => {
-                    let why = format!("its labels cannot be read: {}", crate::output::Chain(&e));
-                    tracing::warn!(image = %image.id, reason = %why, "where the image was pulled from is unknown");
-                    crate::inventory::provenance::Provenance::Unknown { why }
-                }
-                None => continue,
-            };
-        }
-    }
-
     /// Every pod sandbox, when the CRI namespace is configured: CRI's list,
     /// or the sandbox containers and their tasks when CRI does not answer.
     async fn sandboxes(&self) -> Result<Vec<PodSandbox>, RuntimeError> {
@@ -362,7 +336,6 @@ impl ContainerdRuntime {
                 .recheck_images_listed(wanted, sandbox_image, cri_answered)
                 .await?;
             self.with_cri_pins(&mut images).await;
-            self.with_provenances(&mut images).await;
             return Ok((images, users));
         };
         let mut images = Vec::new();
@@ -382,7 +355,6 @@ impl ContainerdRuntime {
             images.extend(images_of(&data, &pinned));
         }
         self.with_cri_pins(&mut images).await;
-        self.with_provenances(&mut images).await;
         Ok((images, users))
     }
 

@@ -40,7 +40,6 @@ impl DockerRuntime {
                 let (known, unknown) = split_known(ids, |id| watch.unchanged_image(id));
                 let mut images = self.names_read_again(known).await?;
                 images.extend(self.images_read(&unknown).await?);
-                self.with_provenances(&mut images).await;
                 fresh.images = images;
                 // An image built on one of the batch holds it (the one
                 // definition of use, `inventory::uses`).

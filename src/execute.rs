@@ -580,9 +580,9 @@ fn keep_planned_uses(fresh: &mut Inventory, batch: &[&Decision]) {
         if let Some(provenance) = batch
             .iter()
             .find(|d| d.kind == Kind::Image && d.id == image.id)
-            .and_then(|d| d.provenance.clone())
+            .and_then(|d| d.provenance.as_deref())
         {
-            image.provenance = provenance;
+            image.provenance = provenance.clone();
         }
         let planned = batch
             .iter()

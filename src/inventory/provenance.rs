@@ -9,6 +9,8 @@
 //! whether a registry can give it back. docs/engines.md holds what each
 //! runtime keeps, and the release it was seen on.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 use super::refs;
@@ -22,9 +24,10 @@ pub const DISTRIBUTION_SOURCE: &str = "containerd.io/distribution.source.";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "fact", rename_all = "snake_case")]
 pub enum Provenance {
-    /// The runtime keeps no evidence safeprune can trust, and why. Every
-    /// name then counts as one that can come back.
-    Unknown { why: String },
+    /// The runtime keeps no evidence safeprune can trust, and why (most
+    /// often a fixed sentence: every image of a node shares it, and cloning
+    /// it costs nothing). Every name then counts as one that can come back.
+    Unknown { why: Cow<'static, str> },
     /// The pulls the runtime recorded (none for an image loaded, imported,
     /// built or committed here), and what it was asked for them.
     Pulled {
@@ -38,7 +41,7 @@ pub enum Provenance {
 impl Default for Provenance {
     fn default() -> Self {
         Self::Unknown {
-            why: "the runtime does not say".to_owned(),
+            why: Cow::Borrowed("the runtime does not say"),
         }
     }
 }
@@ -158,7 +161,7 @@ impl Provenance {
     #[must_use]
     pub fn of(&self, name: &str) -> Comeback<'_> {
         match self {
-            Self::Unknown { why } => Comeback::Unknown(why),
+            Self::Unknown { why } => Comeback::Unknown(why.as_ref()),
             Self::Pulled { from, .. } => match locate(name) {
                 Some((registry, repository)) => from
                     .iter()
@@ -309,14 +312,14 @@ mod tests {
     #[test]
     fn an_unknown_fact_loses_nothing() {
         let p = Provenance::Unknown {
-            why: "through CRI alone".to_owned(),
+            why: "through CRI alone".into(),
         };
         assert_eq!(p.of("app:1"), Comeback::Unknown("through CRI alone"));
         assert!(p.lost(&names(&["app:1"])).is_empty());
         assert_eq!(
             Provenance::default(),
             Provenance::Unknown {
-                why: "the runtime does not say".to_owned()
+                why: "the runtime does not say".into()
             }
         );
     }

@@ -132,8 +132,9 @@ pub struct Decision {
     /// only grows between the two (a pull adds a digest or a label;
     /// nothing takes one away), so the plan's errs toward keeping, and no
     /// engine is asked again for it.
+    /// Boxed: only images carry it, and every decision has the field.
     #[serde(skip)]
-    pub provenance: Option<crate::inventory::provenance::Provenance>,
+    pub provenance: Option<Box<crate::inventory::provenance::Provenance>>,
     /// When it may go among the deletions of its kind: the executor
     /// removes every object of one wave before the next starts. Images
     /// and build cache records go children first (0: nothing of the

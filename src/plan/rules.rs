@@ -542,7 +542,7 @@ fn image_decision(i: &Image, rule: Rule, detail: String) -> Decision {
     let mut d = Decision::new(Kind::Image, &i.id, i.display_name(), rule, detail)
         .with_refs(i.tags.iter().chain(&i.digests).cloned().collect())
         .with_bytes(i.size);
-    d.provenance = Some(i.provenance.clone());
+    d.provenance = Some(Box::new(i.provenance.clone()));
     d
 }
 

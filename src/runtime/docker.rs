@@ -348,7 +348,7 @@ impl DockerRuntime {
         // and containerd's labels say instead (`with_provenances`).
         image.provenance = if self.containerd_store {
             Provenance::Unknown {
-                why: store::CONTAINERD_STORE_UNREAD.to_owned(),
+                why: store::CONTAINERD_STORE_UNREAD.into(),
             }
         } else {
             Provenance::from_repo_digests(&image.digests)

@@ -80,7 +80,7 @@ pub(super) fn image(i: CriImage) -> Image {
         pinned: i.pinned,
         cri_pinned: i.pinned,
         provenance: Provenance::Unknown {
-            why: THROUGH_CRI.to_owned(),
+            why: THROUGH_CRI.into(),
         },
         ..Image::default()
     }

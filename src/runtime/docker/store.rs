@@ -69,7 +69,7 @@ impl DockerRuntime {
                 );
                 for image in images {
                     image.provenance = Provenance::Unknown {
-                        why: format!("{CONTAINERD_STORE_UNREAD}: {why}"),
+                        why: format!("{CONTAINERD_STORE_UNREAD}: {why}").into(),
                     };
                 }
             }

@@ -292,7 +292,7 @@ pub(crate) fn provenance_of(target: Option<&Info>) -> crate::inventory::provenan
     match target {
         Some(info) => Provenance::from_labels(&info.labels),
         None => Provenance::Unknown {
-            why: "its target is not in the content store".to_owned(),
+            why: "its target is not in the content store".into(),
         },
     }
 }

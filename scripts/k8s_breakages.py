@@ -4,7 +4,8 @@ was made to show. A check that lets one through has stopped checking.
 Most break the base variant, whose policy paces removals by the stall of
 kubelet's pods' cgroup (safety.pace's default) through the read-only
 cgroup mount; KUBELET breaks examples/kubelet-image-gc, the one whose
-policy sets images.disk.from_kubelet.
+policy sets images.disk.from_kubelet; DOCKER breaks the docker overlay,
+whose pod mounts the directory of Docker's containerd socket.
 """
 
 from __future__ import annotations
@@ -312,6 +313,30 @@ CHECKS: list[tuple[str, str, Mutation]] = [
 ]
 
 
+# What the checks must refuse in the docker overlay, whose pod mounts the
+# directory of Docker's containerd socket for images.keep_unpullable:
+# (what, a word of the problem, mutation).
+DOCKER: list[tuple[str, str, Mutation]] = [
+    (
+        "Docker's containerd not mounted",
+        "hostPath volumes must be exactly",
+        lambda o, _: _unmount(o, "docker-containerd"),
+    ),
+    (
+        "Docker's containerd mounted elsewhere",
+        "same path",
+        lambda o, _: _mount(o, "docker-containerd").update(mountPath="/host/run/containerd"),
+    ),
+    (
+        "Docker's containerd socket alone, which fails the pod where it is not",
+        "hostPath volumes must be exactly",
+        lambda o, _: _volume(o, "docker-containerd")["hostPath"].update(
+            path="/run/containerd/containerd.sock", type="Socket"
+        ),
+    ),
+]
+
+
 # What the checks must refuse in examples/kubelet-image-gc, whose policy
 # reads kubelet's configuration (images.disk.from_kubelet) and whose pod
 # mounts it and the image file system: (what, a word of the problem,
@@ -389,21 +414,28 @@ def self_test(
     version: str,
     kubelet: list[Obj],
     check_kubelet: Callable[[list[Obj], Obj], list[str]],
+    docker: list[Obj],
+    check_docker: Callable[[list[Obj], Obj], list[str]],
 ) -> tuple[int, list[str]]:
     """How many copies were tried, and which ones got through: CHECKS of
     the base with `check`, KUBELET of examples/kubelet-image-gc's objects
-    with `check_kubelet` (which also holds its policy to the base's)."""
+    with `check_kubelet` (which also holds its policy to the base's), and
+    DOCKER of the docker overlay's with `check_docker`."""
     missed = []
     for what, mutate in SCHEMA:
         objs = copy.deepcopy(base)
         mutate(objs, copy.deepcopy(podmonitor))
         if not any(schema_problems(o, version) for o in objs):
             missed.append(f"self-test: Kubernetes {version}'s schemas let through {what}")
-    for objects, checks, breakages in ((base, check, CHECKS), (kubelet, check_kubelet, KUBELET)):
+    for objects, checks, breakages in (
+        (base, check, CHECKS),
+        (kubelet, check_kubelet, KUBELET),
+        (docker, check_docker, DOCKER),
+    ):
         for what, word, mutate in breakages:
             objs, monitor = copy.deepcopy(objects), copy.deepcopy(podmonitor)
             mutate(objs, monitor)
             problems = checks(objs, monitor)
             if not any(word in problem for problem in problems):
                 missed.append(f"self-test: the checks let through {what} (said: {problems})")
-    return len(SCHEMA) + len(CHECKS) + len(KUBELET), missed
+    return len(SCHEMA) + len(CHECKS) + len(KUBELET) + len(DOCKER), missed

@@ -177,6 +177,17 @@ def kubelet_config(policy: Obj) -> str | None:
 # safety.pace reads the PSI stall of kubelet's pods' cgroup, or of the
 # cgroup workloads_cgroup names.
 CGROUP_ROOT = "/sys/fs/cgroup"
+# Where Docker's containerd keeps its socket (Containerd.Address of /info,
+# a containerd of the node's own): on Docker's containerd image store its
+# labels say which images no registry can give back.
+DOCKER_CONTAINERD_DIR = "/run/containerd"
+
+
+def reads_dockers_containerd(policy: Obj) -> bool:
+    """A Docker policy whose images.keep_unpullable is not false reads
+    Docker's containerd (the directory of its socket, DirectoryOrCreate)."""
+    keep = policy.get("images", {}).get("keep_unpullable", "auto")
+    return policy["runtime"]["kind"] == "docker" and keep is not False
 
 
 def paced_by_cgroup(policy: Obj) -> bool:
@@ -217,7 +228,9 @@ def host_path_problems(
     File) and one directory (the image file system the disk rules measure),
     those two readOnly; while safety.pace reads a cgroup's stall (the
     default policy does), the cgroup file system (type Directory,
-    readOnly); each at the same path in the container."""
+    readOnly); on Docker, unless images.keep_unpullable is false, the
+    directory of Docker's containerd socket (DirectoryOrCreate); each at
+    the same path in the container."""
     p = []
     found = {path: kind for path, (_, kind) in host.items()}
     expected = {socket_path(policy): "Socket", STATE_DIR: "DirectoryOrCreate"}
@@ -226,6 +239,8 @@ def host_path_problems(
         expected[CGROUP_ROOT] = "Directory"
         read_only.append(CGROUP_ROOT)
         p += workloads_cgroup_problems(policy)
+    if reads_dockers_containerd(policy):
+        expected[DOCKER_CONTAINERD_DIR] = "DirectoryOrCreate"
     kubelet = kubelet_config(policy)
     if kubelet is not None:
         expected[kubelet] = "File"

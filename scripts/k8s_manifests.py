@@ -362,6 +362,8 @@ def run_check(use_kubectl: bool) -> int:
             checked[0],
             rendered[KUBELET_IMAGE_GC],
             overlay_check(rendered, KUBELET_IMAGE_GC),
+            rendered["docker"],
+            overlay_check(rendered, "docker"),
         )
         problems += missed
         print(f"k8s: self-test: {tried - len(missed)} of {tried} broken or loosened copies refused")

@@ -253,8 +253,9 @@ pub async fn execute<E: Engine>(
                         .or(paced_out.as_ref())
                     {
                         report(not_attempted(d, why));
-                    } else if let Some(slot) =
-                        (at.elapsed() <= FRESH_FOR).then(|| pacer.start()).flatten()
+                    } else if let Some(slot) = (at.elapsed() <= FRESH_FOR)
+                        .then(|| pacer.start(d.bytes))
+                        .flatten()
                     {
                         in_flight
                             .push(async move { (remove(engine, d, target, shutdown).await, slot) });

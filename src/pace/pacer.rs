@@ -493,10 +493,11 @@ impl Pacer {
         b.last_io = Some(io);
     }
 
-    /// Whether a removal may start now: a slot to give back through
-    /// [`Self::completed`], or `None` when the stall budget holds it (the
-    /// executor asks [`Self::gate`] again before the next batch).
-    pub fn start(&mut self) -> Option<Slot> {
+    /// Whether a removal that frees `bytes` (`None`: not known) may start
+    /// now: a slot to give back through [`Self::completed`], or `None`
+    /// when the stall budget holds it (the executor asks [`Self::gate`]
+    /// again before the next batch).
+    pub fn start(&mut self, bytes: Option<u64>) -> Option<Slot> {
         let now = Instant::now();
         self.observe_due(now);
         let stop = self.pace.as_ref().map(|p| p.on_max_delay) == Some(OnMaxDelay::Stop);
@@ -520,7 +521,7 @@ impl Pacer {
             return None;
         }
         b.first_start.get_or_insert(now);
-        Some(Slot(Some(budget.start(b.kind, now))))
+        Some(Slot(Some(budget.start(b.kind, bytes.unwrap_or(0), now))))
     }
 }
 

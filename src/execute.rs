@@ -29,7 +29,7 @@ use crate::policy::Policy;
 use crate::runtime::{Engine, Removal, Target};
 use crate::shutdown::Shutdown;
 
-use crate::pace::{Gate, Pacer};
+use crate::pace::{Gate, Pacer, Weight};
 
 /// What came of one removal attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -254,7 +254,12 @@ pub async fn execute<E: Engine>(
                     {
                         report(not_attempted(d, why));
                     } else if let Some(slot) = (at.elapsed() <= FRESH_FOR)
-                        .then(|| pacer.start(d.bytes))
+                        .then(|| {
+                            pacer.start(Weight {
+                                bytes: d.bytes.unwrap_or(0),
+                                engine: engine.removal_weight(),
+                            })
+                        })
                         .flatten()
                     {
                         in_flight

@@ -67,8 +67,9 @@
 //!   charged the difference as measured).
 //! - While the workloads stall by themselves (their baseline is above
 //!   zero: a short removal's stall is lost in theirs), every removal also
-//!   pays its least cost ([`LEAST_COST`], or [`LEAST_COST_PER_MIB`] of
-//!   what it frees when that is more) from an account of its own,
+//!   pays its least cost ([`LEAST_COST`] times its engine's [`Weight`],
+//!   or [`LEAST_COST_PER_MIB`] of what it frees when that is more) from an
+//!   account of its own,
 //!   credited by the target with time up to [`PACE_BANK`] of it and never
 //!   by the windows: removals go no faster than the target pays for their
 //!   least costs (at 0.1%, about three small objects a second, one image
@@ -139,6 +140,28 @@ pub const LEAST_COST: f64 = 0.000_3;
 /// (BENCHMARKS.md). At 0.07 ms a MiB such an image costs 1 ms, one a
 /// second at 0.1%; objects under 4.3 MiB keep [`LEAST_COST`].
 pub const LEAST_COST_PER_MIB: f64 = 0.000_07;
+
+/// What a removal weighs beyond what its windows show: what its least cost
+/// is made of.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Weight {
+    /// The bytes it frees: its planned size, 0 when not known.
+    pub bytes: u64,
+    /// How much more than Docker's the engine's removals cost the
+    /// workloads beside what their stall shows (`Engine::removal_weight`):
+    /// [`LEAST_COST`] is multiplied by it.
+    pub engine: f64,
+}
+
+impl Default for Weight {
+    /// Nothing known of its size, on an engine that weighs as Docker.
+    fn default() -> Self {
+        Self {
+            bytes: 0,
+            engine: 1.0,
+        }
+    }
+}
 
 /// How far ahead of its least costs a run may get, as the time the target
 /// takes to pay for it: a burst of a few removals after a pause, never a
@@ -299,21 +322,20 @@ impl Budget {
         self.baseline
     }
 
-    /// The least a removal that frees `bytes` costs now: the larger of
-    /// [`Limits::least_cost`] and [`Limits::least_cost_per_mib`] times its
-    /// size while the workloads stall by themselves, when a window cannot
-    /// tell a short removal's stall from theirs; nothing where they stall
-    /// nothing, and any stall a removal makes shows in its windows.
-    fn least_cost(&self, bytes: u64) -> f64 {
+    /// The least a removal of `weight` costs now: the larger of
+    /// [`Limits::least_cost`] times its engine's weight and
+    /// [`Limits::least_cost_per_mib`] times its size while the workloads
+    /// stall by themselves, when a window cannot tell a short removal's
+    /// stall from theirs; nothing where they stall nothing, and any stall
+    /// a removal makes shows in its windows.
+    fn least_cost(&self, weight: Weight) -> f64 {
         if self.baseline > 0.0 {
             #[expect(
                 clippy::cast_precision_loss,
                 reason = "an object's size, far under 2^52 bytes"
             )]
-            let mib = bytes as f64 / f64::from(1_u32 << 20);
-            self.limits
-                .least_cost
-                .max(self.limits.least_cost_per_mib * mib)
+            let mib = weight.bytes as f64 / f64::from(1_u32 << 20);
+            (self.limits.least_cost * weight.engine).max(self.limits.least_cost_per_mib * mib)
         } else {
             0.0
         }
@@ -414,12 +436,12 @@ impl Budget {
         }
     }
 
-    /// A removal of `kind` that frees `bytes` (0 when unknown) starts at
-    /// `now`: it is charged its kind's cost (nothing before one was
-    /// learned: see [`Self::gate`]), and pays its least cost.
-    pub fn start(&mut self, kind: Kind, bytes: u64, now: Instant) -> Ticket {
+    /// A removal of `kind` and `weight` starts at `now`: it is charged its
+    /// kind's cost (nothing before one was learned: see [`Self::gate`]),
+    /// and pays its least cost.
+    pub fn start(&mut self, kind: Kind, weight: Weight, now: Instant) -> Ticket {
         self.credit(now);
-        self.least_paid -= self.least_cost(bytes);
+        self.least_paid -= self.least_cost(weight);
         let ticket = Ticket(self.next_ticket);
         self.next_ticket += 1;
         self.flights.push(Flight {

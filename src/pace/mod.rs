@@ -28,6 +28,7 @@ mod psi;
 mod report;
 mod signal;
 
+pub use budget::Weight;
 pub use pacer::{Gate, Pacer, Slot};
 pub use psi::some_avg10;
 pub use report::{BudgetReport, PaceReport, StallCheck, ceiling_only_note};

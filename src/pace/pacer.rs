@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use super::adapt::{self, Climb};
 use super::baseline;
-use super::budget::{Budget, Limits, Ticket, Verdict};
+use super::budget::{Budget, Limits, Ticket, Verdict, Weight};
 use super::psi::{MIN_WINDOW, share};
 use super::report::ceiling_only_note;
 use super::signal::{NoSignal, Signal, Stall};
@@ -493,11 +493,10 @@ impl Pacer {
         b.last_io = Some(io);
     }
 
-    /// Whether a removal that frees `bytes` (`None`: not known) may start
-    /// now: a slot to give back through [`Self::completed`], or `None`
-    /// when the stall budget holds it (the executor asks [`Self::gate`]
-    /// again before the next batch).
-    pub fn start(&mut self, bytes: Option<u64>) -> Option<Slot> {
+    /// Whether a removal of `weight` may start now: a slot to give back
+    /// through [`Self::completed`], or `None` when the stall budget holds
+    /// it (the executor asks [`Self::gate`] again before the next batch).
+    pub fn start(&mut self, weight: Weight) -> Option<Slot> {
         let now = Instant::now();
         self.observe_due(now);
         let stop = self.pace.as_ref().map(|p| p.on_max_delay) == Some(OnMaxDelay::Stop);
@@ -521,7 +520,7 @@ impl Pacer {
             return None;
         }
         b.first_start.get_or_insert(now);
-        Some(Slot(Some(budget.start(b.kind, bytes.unwrap_or(0), now))))
+        Some(Slot(Some(budget.start(b.kind, weight, now))))
     }
 }
 

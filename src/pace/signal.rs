@@ -182,9 +182,10 @@ impl Signal {
     /// work on the removals, as its I/O pressure does).
     ///
     /// Measured (BENCHMARKS.md): two busy loops outside a probe's cgroup on
-    /// two cores made 9.9% of its operations slower than its idle p99, and
-    /// its `io.pressure` did not move (0.39 s against 0.57 s idle, in 15
-    /// s); its `cpu.pressure` did (0.42 s against 0.15 s). The engines'
+    /// two cores made 3.7% of its operations slower than its idle p99
+    /// (9.9% in a first run), and its `io.pressure` did not move (0.42 s
+    /// against 0.58 s idle, in 15 s); its `cpu.pressure` tripled (0.46 s
+    /// against 0.16 s). The engines'
     /// work on removals is such a load, and a budget over the I/O stall
     /// alone let paced runs slow 2.4% of the probe's operations while it
     /// held its own target.

@@ -260,6 +260,14 @@ impl Engine for Runtime {
         }
     }
 
+    fn removal_weight(&self) -> f64 {
+        match self {
+            Self::Docker(d) => d.removal_weight(),
+            Self::Containerd(c) => c.removal_weight(),
+            Self::Cri(c) => c.removal_weight(),
+        }
+    }
+
     fn frees_when_settled(&self) -> bool {
         match self {
             Self::Docker(d) => d.frees_when_settled(),

@@ -204,6 +204,13 @@ pub trait Engine: Sync {
     /// [frees when settled]: Engine::frees_when_settled
     async fn settle(&self, _kind: Kind) {}
 
+    /// How much more than Docker's this engine's removals cost the node's
+    /// workloads beside what their stall shows: a paced run's least cost
+    /// per removal is multiplied by it (`src/pace/budget.rs`, `Weight`).
+    fn removal_weight(&self) -> f64 {
+        1.0
+    }
+
     /// Whether a removal's bytes go only when its kind settles
     /// (containerd: the garbage collector frees what a removal
     /// unreferenced). A paced run then settles before each pressure

@@ -39,6 +39,8 @@ pub struct MemoryEngine {
     /// Removals free their bytes only when their kind settles, as on
     /// containerd.
     pub frees_when_settled: bool,
+    /// [`Engine::removal_weight`]: 1, as Docker's.
+    pub removal_weight: f64,
     /// How long each removal takes.
     pub removal_delay: Duration,
     pub removed: Mutex<Vec<(Kind, String)>>,
@@ -59,6 +61,7 @@ impl MemoryEngine {
     pub fn new(inventory: Inventory) -> Self {
         Self {
             state: Mutex::new(inventory),
+            removal_weight: 1.0,
             ..Self::default()
         }
     }
@@ -193,6 +196,10 @@ impl Engine for MemoryEngine {
 
     fn frees_when_settled(&self) -> bool {
         self.frees_when_settled
+    }
+
+    fn removal_weight(&self) -> f64 {
+        self.removal_weight
     }
 
     async fn settle(&self, kind: Kind) {

@@ -46,7 +46,7 @@ const TAIL_WINDOWS: u32 = 4;
 /// its [`TAIL`] at the baseline (nothing above it), after which its kind's
 /// cost is learned: `now` moves to the last window's end.
 fn one_removal(budget: &mut Budget, now: &mut Instant, kind: Kind, stalled: Duration) {
-    let ticket = budget.start(kind, 0, *now);
+    let ticket = budget.start(kind, Weight::default(), *now);
     budget.finish(ticket);
     *now += WINDOW;
     budget.observe(*now, stalled);
@@ -87,7 +87,7 @@ fn a_deficit_stops_starts_until_time_pays_it_back() {
     // The workloads stall 1% of the time by themselves.
     let mut budget = Budget::new(LIMITS, 0.01, t0);
     assert_eq!(budget.gate(Kind::Container, t0), Verdict::Start);
-    let ticket = budget.start(Kind::Container, 0, t0);
+    let ticket = budget.start(Kind::Container, Weight::default(), t0);
     budget.finish(ticket);
     // 60 ms stalled in a second: 10 ms the baseline's, 50 ms added.
     // Credited 5 ms: 45 ms short, which at 0.5% takes 9 s to pay back.
@@ -143,7 +143,7 @@ fn concurrency_rises_by_one_per_good_window_and_halves_on_a_deficit() {
     let mut now = Instant::now();
     let mut budget = Budget::new(LIMITS, 0.0, now);
     assert_eq!(budget.concurrency(), 1);
-    let ticket = budget.start(Kind::Image, 0, now);
+    let ticket = budget.start(Kind::Image, Weight::default(), now);
     assert_eq!(budget.gate(Kind::Container, now), Verdict::Full);
     // A removal in flight and no stall: the budget held.
     let mut rises = Vec::new();
@@ -204,10 +204,10 @@ fn a_window_is_shared_by_the_removals_in_flight_during_it() {
     let mut now = Instant::now();
     let mut budget = Budget::new(Limits { max: 8, ..LIMITS }, 0.0, now);
     // A container over two windows, an image in the second only.
-    let container = budget.start(Kind::Container, 0, now);
+    let container = budget.start(Kind::Container, Weight::default(), now);
     now += WINDOW;
     budget.observe(now, ms(6.0));
-    let image = budget.start(Kind::Image, 0, now);
+    let image = budget.start(Kind::Image, Weight::default(), now);
     budget.finish(container);
     budget.finish(image);
     now += WINDOW;
@@ -233,13 +233,13 @@ fn a_kind_with_a_large_cost_is_charged_more_at_start() {
     let mut now = Instant::now();
     let mut budget = learned(&mut now);
     let before = budget.allowance(now);
-    budget.start(Kind::Container, 0, now);
+    budget.start(Kind::Container, Weight::default(), now);
     assert_close(budget.allowance(now), before - 0.002);
-    budget.start(Kind::Image, 0, now);
+    budget.start(Kind::Image, Weight::default(), now);
     assert_close(budget.allowance(now), before - 0.022);
     // A kind not yet learned is charged nothing: its first removals are
     // how it is learned.
-    budget.start(Kind::Volume, 0, now);
+    budget.start(Kind::Volume, Weight::default(), now);
     assert_close(budget.allowance(now), before - 0.022);
 }
 
@@ -252,7 +252,7 @@ fn a_correction_refunds_an_over_charge_and_charges_an_under_charge() {
     let credits = |windows: u32| f64::from(windows) * credit;
     // Charged 20 ms; the window shows 2 ms: 18 ms back once its tail is
     // over (held meanwhile: its late stall may still come).
-    let image = budget.start(Kind::Image, 0, now);
+    let image = budget.start(Kind::Image, Weight::default(), now);
     assert_close(budget.allowance(now), before - 0.020);
     budget.finish(image);
     now += WINDOW;
@@ -268,7 +268,7 @@ fn a_correction_refunds_an_over_charge_and_charges_an_under_charge() {
     let before = budget.allowance(now);
     let charge = budget.cost(Kind::Image).unwrap().as_secs_f64();
     assert_close(charge, 0.0146);
-    let image = budget.start(Kind::Image, 0, now);
+    let image = budget.start(Kind::Image, Weight::default(), now);
     assert_close(budget.allowance(now), before - charge);
     budget.finish(image);
     now += WINDOW;
@@ -286,7 +286,7 @@ fn a_removal_still_in_flight_keeps_what_its_stall_has_not_yet_used() {
     let mut budget = learned(&mut now);
     let before = budget.allowance(now);
     let credit = LIMITS.target * WINDOW.as_secs_f64();
-    let image = budget.start(Kind::Image, 0, now);
+    let image = budget.start(Kind::Image, Weight::default(), now);
     now += WINDOW;
     budget.observe(now, ms(5.0));
     // 5 ms measured, 15 ms of its charge still held: not refunded yet.
@@ -367,7 +367,7 @@ fn a_quieter_workload_lowers_the_baseline_while_removals_go() {
     let mut now = Instant::now();
     // Measured at 4%; the workloads drop to 1% as the removals begin.
     let mut budget = Budget::new(Limits { max: 1, ..LIMITS }, 0.04, now);
-    let ticket = budget.start(Kind::Image, 0, now);
+    let ticket = budget.start(Kind::Image, Weight::default(), now);
     for i in 1..=RECENT {
         now += WINDOW;
         budget.observe(now, ms(2.5));
@@ -395,7 +395,7 @@ fn a_quieter_workload_lowers_the_baseline_while_removals_go() {
 fn the_workloads_ups_and_downs_around_their_baseline_cost_nothing() {
     let mut now = Instant::now();
     let mut budget = Budget::new(LIMITS, 0.02, now);
-    let ticket = budget.start(Kind::Container, 0, now);
+    let ticket = budget.start(Kind::Container, Weight::default(), now);
     // 2% on the whole, in windows of 1% and 3% by turns: what is above
     // the baseline in one is given back by the next.
     for i in 0..40 {
@@ -418,7 +418,7 @@ fn the_workloads_ups_and_downs_around_their_baseline_cost_nothing() {
 fn a_kind_not_yet_learned_goes_one_at_a_time() {
     let mut now = Instant::now();
     let mut budget = Budget::new(LIMITS, 0.0, now);
-    let container = budget.start(Kind::Container, 0, now);
+    let container = budget.start(Kind::Container, Weight::default(), now);
     for _ in 0..3 {
         now += WINDOW;
         budget.observe(now, Duration::ZERO);
@@ -429,11 +429,11 @@ fn a_kind_not_yet_learned_goes_one_at_a_time() {
     assert_eq!(budget.concurrency(), 4);
     tail(&mut budget, &mut now);
     // Containers are learned: as many as the concurrency.
-    budget.start(Kind::Container, 0, now);
+    budget.start(Kind::Container, Weight::default(), now);
     assert_eq!(budget.gate(Kind::Container, now), Verdict::Start);
     // Images are not: one, until it was observed.
     assert_eq!(budget.gate(Kind::Image, now), Verdict::Start);
-    let image = budget.start(Kind::Image, 0, now);
+    let image = budget.start(Kind::Image, Weight::default(), now);
     assert_eq!(budget.gate(Kind::Image, now), Verdict::Full);
     assert_eq!(budget.gate(Kind::Container, now), Verdict::Start);
     budget.finish(image);
@@ -444,7 +444,7 @@ fn a_kind_not_yet_learned_goes_one_at_a_time() {
     budget.observe(now, Duration::ZERO);
     assert_eq!(budget.gate(Kind::Image, now), Verdict::Full, "in its tail");
     tail(&mut budget, &mut now);
-    budget.start(Kind::Image, 0, now);
+    budget.start(Kind::Image, Weight::default(), now);
     assert_eq!(budget.gate(Kind::Image, now), Verdict::Start, "learned");
 }
 
@@ -460,7 +460,7 @@ fn a_burst_in_a_removals_window_holds_the_run_no_longer_than_the_debt() {
     // three times: 220 ms of 250. At half a point each is 42 s of
     // allowance; a few of them held a run still for minutes.
     for _ in 0..3 {
-        let ticket = budget.start(Kind::Container, 0, now);
+        let ticket = budget.start(Kind::Container, Weight::default(), now);
         budget.finish(ticket);
         now += WINDOW;
         budget.observe(now, ms(220.0));
@@ -516,7 +516,7 @@ fn a_removal_dearer_than_the_debt_is_paid_back_in_full() {
 fn a_steady_workloads_noise_does_not_lower_the_baseline() {
     let mut now = Instant::now();
     let mut budget = Budget::new(LIMITS, 0.02, now);
-    let ticket = budget.start(Kind::Container, 0, now);
+    let ticket = budget.start(Kind::Container, Weight::default(), now);
     // 2% on average, in windows of 1.2% to 2.8%: a dozen of them falls
     // under 2% about half the time, never by more than the target.
     for i in 0..48_u32 {
@@ -535,7 +535,7 @@ fn a_removals_late_stall_is_learned_from_its_tail() {
     // An image whose removal stalls little while in flight and much after
     // it returned, in windows with nothing in flight: its cost is the
     // whole of it.
-    let image = budget.start(Kind::Image, 0, now);
+    let image = budget.start(Kind::Image, Weight::default(), now);
     budget.finish(image);
     now += WINDOW;
     budget.observe(now, ms(5.0));
@@ -550,7 +550,7 @@ fn a_removals_late_stall_is_learned_from_its_tail() {
     assert!(budget.concurrency() <= before, "{}", budget.concurrency());
     // A window of tails where the budget holds does not raise it either.
     let mut quiet_budget = Budget::new(Limits { max: 8, ..LIMITS }, 0.0, now);
-    let container = quiet_budget.start(Kind::Container, 0, now);
+    let container = quiet_budget.start(Kind::Container, Weight::default(), now);
     quiet_budget.finish(container);
     now += WINDOW;
     quiet_budget.observe(now, Duration::ZERO);
@@ -572,7 +572,7 @@ fn removals_go_no_faster_than_their_least_costs_while_the_workloads_stall() {
     // A removal pays its least cost when it starts: 1 ms, which a 0.5%
     // target pays back in 200 ms. The allowance is not charged it.
     assert_eq!(budget.gate(Kind::Container, now), Verdict::Start);
-    let ticket = budget.start(Kind::Container, 0, now);
+    let ticket = budget.start(Kind::Container, Weight::default(), now);
     assert_close(budget.allowance(now), 0.0);
     assert_pays_back(budget.gate(Kind::Volume, now), ms(200.0));
     budget.finish(ticket);
@@ -597,7 +597,7 @@ fn removals_go_no_faster_than_their_least_costs_while_the_workloads_stall() {
     assert!(budget.allowance(now) > 0.1, "{}", budget.allowance(now));
     let mut started = 0;
     while budget.gate(Kind::Container, now) == Verdict::Start {
-        let ticket = budget.start(Kind::Container, 0, now);
+        let ticket = budget.start(Kind::Container, Weight::default(), now);
         budget.finish(ticket);
         started += 1;
         assert!(started <= 20, "no end to the burst");
@@ -612,39 +612,58 @@ fn removals_go_no_faster_than_their_least_costs_while_the_workloads_stall() {
     let now = Instant::now();
     let mut idle = Budget::new(limits, 0.0, now);
     assert_eq!(idle.gate(Kind::Container, now), Verdict::Start);
-    let ticket = idle.start(Kind::Container, 0, now);
+    let ticket = idle.start(Kind::Container, Weight::default(), now);
     idle.finish(ticket);
     // Where the first part had to pay 200 ms back, another starts at once.
     assert_eq!(idle.gate(Kind::Volume, now), Verdict::Start);
 }
 
 #[test]
-fn a_removal_that_frees_more_pays_a_least_cost_by_its_size() {
+fn a_removal_pays_a_least_cost_by_its_size_and_its_engine() {
     let now = Instant::now();
     let limits = Limits {
         least_cost: 0.001,
         least_cost_per_mib: 0.000_1,
         ..LIMITS
     };
+    let mib = |n: u64| Weight {
+        bytes: n << 20,
+        ..Weight::default()
+    };
     let mut budget = Budget::new(limits, 0.01, now);
     // 4 MiB: 0.4 ms by its size, under the least cost of 1 ms, which a
     // 0.5% target pays back in 200 ms.
-    let ticket = budget.start(Kind::Image, 4 << 20, now);
+    let ticket = budget.start(Kind::Image, mib(4), now);
     budget.finish(ticket);
     assert_pays_back(budget.gate(Kind::Image, now), ms(200.0));
     // 30 MiB: 3 ms, paid back in 600 ms (after the 200 ms above).
     let later = now + ms(200.0);
-    let ticket = budget.start(Kind::Image, 30 << 20, later);
+    let ticket = budget.start(Kind::Image, mib(30), later);
     budget.finish(ticket);
     assert_pays_back(budget.gate(Kind::Image, later), ms(600.0));
     // A size not known pays the least cost.
     let later = later + ms(600.0);
-    budget.start(Kind::Image, 0, later);
+    let ticket = budget.start(Kind::Image, Weight::default(), later);
+    budget.finish(ticket);
     assert_pays_back(budget.gate(Kind::Volume, later), ms(200.0));
+    // On an engine whose removals weigh half as much again, the least cost
+    // is 1.5 ms (300 ms to pay back); the size's, when more, as it was.
+    let later = later + ms(200.0);
+    let heavier = |n: u64| Weight {
+        engine: 1.5,
+        ..mib(n)
+    };
+    let ticket = budget.start(Kind::Image, heavier(4), later);
+    budget.finish(ticket);
+    assert_pays_back(budget.gate(Kind::Image, later), ms(300.0));
+    let later = later + ms(300.0);
+    let ticket = budget.start(Kind::Image, heavier(30), later);
+    budget.finish(ticket);
+    assert_pays_back(budget.gate(Kind::Image, later), ms(600.0));
 
     // Where the workloads stall nothing, no least cost, whatever the size.
     let mut idle = Budget::new(limits, 0.0, now);
-    let ticket = idle.start(Kind::Container, 1 << 30, now);
+    let ticket = idle.start(Kind::Container, heavier(1 << 10), now);
     idle.finish(ticket);
     assert_eq!(idle.gate(Kind::Volume, now), Verdict::Start);
 }

@@ -86,6 +86,16 @@ impl Baseline {
         }
         level(&self.shares)
     }
+
+    /// The windows' [`spread`], 0 to 1; `None` under [`MIN_WINDOWS`]
+    /// windows.
+    #[must_use]
+    pub fn spread(&self) -> Option<f64> {
+        if self.shares.len() < MIN_WINDOWS {
+            return None;
+        }
+        spread(&self.shares)
+    }
 }
 
 /// Measures a baseline as a run does before its first removal: `some
@@ -128,6 +138,24 @@ pub fn level(shares: &[f64]) -> Option<f64> {
     #[expect(clippy::cast_precision_loss, reason = "a few dozen windows")]
     let rest = (shares.len() - 1) as f64;
     Some(((shares.iter().sum::<f64>() - highest) / rest).max(0.0))
+}
+
+/// How far the workloads' stall moves from window to window: the standard
+/// deviation of `shares` about their [`level`], the highest left out as
+/// there; `None` under two shares. What the stall budget cannot tell from
+/// the removals' own (`budget::NOISE`).
+#[must_use]
+pub fn spread(shares: &[f64]) -> Option<f64> {
+    if shares.len() < 2 {
+        return None;
+    }
+    let level = level(shares)?;
+    let highest = shares.iter().copied().max_by(f64::total_cmp)?;
+    #[expect(clippy::cast_precision_loss, reason = "a few dozen windows")]
+    let rest = (shares.len() - 1) as f64;
+    let squares =
+        shares.iter().map(|s| (s - level).powi(2)).sum::<f64>() - (highest - level).powi(2);
+    Some((squares.max(0.0) / rest).sqrt())
 }
 
 #[cfg(test)]
@@ -189,6 +217,20 @@ mod tests {
         assert_eq!(level(&[]), None);
         assert_eq!(level(&[0.3]), Some(0.3));
         assert!(close(level(&[0.0, 0.02, 0.04, 1.0]).unwrap(), 0.02));
+    }
+
+    #[test]
+    fn the_spread_is_the_windows_deviation_about_their_level_less_the_highest() {
+        assert_eq!(spread(&[0.3]), None);
+        // A steady stall does not move.
+        assert!(close(spread(&[0.02; 6]).unwrap(), 0.0));
+        // 1% and 3% about 2%, one burst left out as the level leaves it.
+        assert!(close(spread(&[0.01, 0.03, 0.01, 0.03, 0.9]).unwrap(), 0.01));
+        // Read off a baseline's windows: 5 and 15 ms of 250, and a burst.
+        let b = windows(Instant::now(), &[5, 15, 5, 15, 100, 5, 15]);
+        assert!(close(b.spread().unwrap(), 0.02), "{:?}", b.spread());
+        let few = windows(Instant::now(), &[5; MIN_WINDOWS - 1]);
+        assert_eq!(few.spread(), None);
     }
 
     #[test]

@@ -48,8 +48,15 @@
 //!   [`DEBT`] alone, at 0.1% (30 ms of stall) images that cost more went
 //!   one per 30 s, and a run added 1.53 s in about 240 s, six times its
 //!   target.
+//! - A deficit holds removals only beyond the workloads' own noise: the
+//!   spread of their windows (measured with the baseline, and again in
+//!   each pause) summed over [`DEBT`], [`NOISE`] times; the floor is as
+//!   much deeper. At a low target the allowance is a walk on that noise
+//!   (at 0.1%, 30 ms credited against 56-81 ms of the workloads' own
+//!   spread over 30 s): held at every deficit, a run waited half its time
+//!   on nothing the removals did, and its pace was set by chance.
 //! - A removal starts only while the allowance, less what the removals in
-//!   flight are expected to cost, is not negative, and while the last
+//!   flight are expected to cost and more the noise's tolerance, is not negative, and while the last
 //!   window's share is not above the ceiling (the policy's absolute
 //!   `io_pressure_percent`), whatever the baseline.
 //! - What a removal costs is learned per kind: each observed window's stall
@@ -67,8 +74,8 @@
 //!   charged the difference as measured).
 //! - While the workloads stall by themselves (their baseline is above
 //!   zero: a short removal's stall is lost in theirs), every removal also
-//!   pays its least cost ([`LEAST_COST`] times its engine's [`Weight`],
-//!   or [`LEAST_COST_PER_MIB`] of what it frees when that is more) from an
+//!   pays its least cost ([`LEAST_COST`](limits::LEAST_COST) times its engine's [`Weight`],
+//!   or [`LEAST_COST_PER_MIB`](limits::LEAST_COST_PER_MIB) of what it frees when that is more) from an
 //!   account of its own,
 //!   credited by the target with time up to [`PACE_BANK`] of it and never
 //!   by the windows: removals go no faster than the target pays for their
@@ -93,121 +100,16 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::inventory::Kind;
+use crate::pace::baseline;
 use flight::Flight;
 pub use flight::Ticket;
+use limits::{BANK, DEBT, LEARNING, NOISE, PACE_BANK, TAIL};
+pub use limits::{Limits, Weight};
 use pause::{Pause, Quiet, RECENT};
 
 mod flight;
+mod limits;
 mod pause;
-
-/// How much of the target the allowance may hold, as the time it takes to
-/// grow it: as much as a deficit may hold ([`DEBT`]), so that the
-/// windows' noise about the baseline, as often under it as over, gives
-/// back what it took. A long quiet spell pays for at most half a minute's
-/// target at once (30 ms at 0.1%), spread by the concurrency's climb.
-pub const BANK: Duration = Duration::from_secs(30);
-
-/// How far a removal's measured stall moves its kind's cost: a few
-/// removals' weight, so that the cost follows a kind whose objects get
-/// dearer (images with more layers) and one odd removal does not swing it.
-pub const LEARNING: f64 = 0.3;
-
-/// How long after a removal finished its stall is still watched, shared
-/// with whatever else is in flight, before its kind's cost is learned from
-/// it: an image's stall comes mostly after its removal returned, within a
-/// second (BENCHMARKS.md: at 0.1%, 151 images in 91 s of paced time went
-/// in bursts 10 ms apart, each learned from its own window).
-pub const TAIL: Duration = Duration::from_secs(1);
-
-/// The least a removal costs, seconds of stall, whatever its windows
-/// showed, paid from an account the windows never credit (see the
-/// module): on containerd the workloads' tail grew with the removals' rate
-/// where their PSI showed nothing added (at 0.1%, 5.27% of the probe's
-/// operations past its idle p99 at 9.76 objects a second with 0.0 s
-/// added; BENCHMARKS.md), each removal's stall too short for a window to
-/// resolve beside the workloads' own, and on Docker a run whose baseline
-/// sat high went at 39 a second with 5.01%. At a target of 0.1% it holds
-/// the removals to about three a second; at 1%, thirty.
-pub const LEAST_COST: f64 = 0.000_3;
-
-/// What a removal's least cost grows by with the bytes it frees, seconds of
-/// stall per MiB: its least cost is the larger of [`LEAST_COST`] and this
-/// times its size. A file system mounted with `discard` trims the blocks
-/// freed at its journal's next commit, which every workload's `fsync`
-/// waits for, in no cgroup's I/O stall: on containerd's quiet node images
-/// of 14.6 MiB at 2.5 a second put 3.4-4.1% of the probe's operations
-/// past its idle p99, where containers of 2 MiB at the same rate put 1%
-/// (BENCHMARKS.md). At 0.07 ms a MiB such an image costs 1 ms, one a
-/// second at 0.1%; objects under 4.3 MiB keep [`LEAST_COST`].
-pub const LEAST_COST_PER_MIB: f64 = 0.000_07;
-
-/// What a removal weighs beyond what its windows show: what its least cost
-/// is made of.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Weight {
-    /// The bytes it frees: its planned size, 0 when not known.
-    pub bytes: u64,
-    /// How much more than Docker's the engine's removals cost the
-    /// workloads beside what their stall shows (`Engine::removal_weight`):
-    /// [`LEAST_COST`] is multiplied by it.
-    pub engine: f64,
-}
-
-impl Default for Weight {
-    /// Nothing known of its size, on an engine that weighs as Docker.
-    fn default() -> Self {
-        Self {
-            bytes: 0,
-            engine: 1.0,
-        }
-    }
-}
-
-/// How far ahead of its least costs a run may get, as the time the target
-/// takes to pay for it: a burst of a few removals after a pause, never a
-/// run's worth. The allowance's own noise, paid back over [`BANK`], went
-/// into bursts of hundreds (on containerd's busy node, 352 removals in the
-/// first 40 s).
-pub const PACE_BANK: Duration = Duration::from_secs(2);
-
-/// The most a deficit holds, as the time it takes to pay back (see the
-/// module): half a minute, long enough to pay back a burst and short
-/// enough that a run held by one never looks hung.
-pub const DEBT: Duration = Duration::from_secs(30);
-
-/// What the policy asks of the budget.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Limits {
-    /// The share of wall time (0 to 1: 0.005 is 0.5%) the removals may add
-    /// to the time some workload task waits on I/O, above the baseline.
-    /// Above 0.
-    pub target: f64,
-    /// The share of a window stalled (0 to 1) above which no removal
-    /// starts, whatever the baseline: `io_pressure_percent / 100`.
-    pub ceiling: f64,
-    /// The most removals in flight: the policy's concurrency.
-    pub max: usize,
-    /// The least a removal is charged, seconds: [`LEAST_COST`].
-    pub least_cost: f64,
-    /// What the least cost grows by per MiB freed, seconds:
-    /// [`LEAST_COST_PER_MIB`].
-    pub least_cost_per_mib: f64,
-}
-
-impl Limits {
-    /// The policy's target, ceiling and concurrency (see the fields), with
-    /// the law's [`LEAST_COST`] and [`LEAST_COST_PER_MIB`].
-    #[must_use]
-    pub fn new(target: f64, ceiling: f64, max: usize) -> Self {
-        Self {
-            target,
-            ceiling,
-            max,
-            least_cost: LEAST_COST,
-            least_cost_per_mib: LEAST_COST_PER_MIB,
-        }
-    }
-}
 
 /// Whether a removal may start now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -253,6 +155,9 @@ pub struct Budget {
     limits: Limits,
     /// The workloads' own stalled share, 0 to 1.
     baseline: f64,
+    /// How far their stall moves from window to window (its standard
+    /// deviation, a share): measured with the baseline.
+    spread: f64,
     /// Seconds of added stall allowed, credited by time and debited by the
     /// stall measured above baseline, charges aside. Negative: a deficit.
     measured: f64,
@@ -295,6 +200,7 @@ impl Budget {
         Self {
             limits,
             baseline,
+            spread: 0.0,
             measured: 0.0,
             least_paid: 0.0,
             credited_at: now,
@@ -313,6 +219,15 @@ impl Budget {
                 ..Accounts::default()
             },
         }
+    }
+
+    /// The same budget, the workloads' stall moving by `spread` (a
+    /// window's share's standard deviation: `baseline::spread`) from window
+    /// to window: a deficit within its [`NOISE`] holds nothing.
+    #[must_use]
+    pub fn with_spread(mut self, spread: f64) -> Self {
+        self.spread = spread.max(0.0);
+        self
     }
 
     /// The workloads' own stalled share, 0 to 1: measured before the
@@ -385,7 +300,7 @@ impl Budget {
     /// nothing would all go before the first window ends.
     pub fn gate(&mut self, kind: Kind, now: Instant) -> Verdict {
         self.credit(now);
-        let balance = (self.measured - self.reserved()).min(self.least_paid);
+        let balance = (self.measured - self.reserved() + self.tolerance()).min(self.least_paid);
         let verdict = if self.last_share > self.limits.ceiling {
             Verdict::Ceiling
         } else if balance < 0.0 {
@@ -530,8 +445,9 @@ impl Budget {
         // The last in flight taken in: a pause may begin.
         self.pause = self.flights.is_empty().then(|| Pause::new(now));
         self.lower_baseline();
+        let in_deficit = self.measured + self.tolerance() < 0.0;
         let accounts = &mut self.accounts;
-        if self.measured < 0.0 {
+        if in_deficit {
             self.concurrency = (self.concurrency / 2).max(1);
             accounts.lowest_concurrency = Some(
                 accounts
@@ -546,10 +462,11 @@ impl Budget {
 
     /// `excess` seconds of stall above the baseline (negative: under it)
     /// spent, within the cap and the floor: [`DEBT`] of the target, or
-    /// the dearest kind's learned cost when more.
+    /// the dearest kind's learned cost when more, and the noise's
+    /// tolerance beyond it.
     fn spend(&mut self, excess: f64) {
         let dearest = self.costs.values().copied().fold(0.0, f64::max);
-        let floor = -(self.limits.target * DEBT.as_secs_f64()).max(dearest);
+        let floor = -(self.limits.target * DEBT.as_secs_f64()).max(dearest) - self.tolerance();
         self.measured = (self.measured - excess).clamp(floor, self.cap());
         self.added += excess;
         self.accounts.added_stall = Duration::from_secs_f64(self.added.max(0.0));
@@ -567,6 +484,7 @@ impl Budget {
             self.accounts.remeasured += 1;
         }
         self.baseline = measured.baseline;
+        self.spread = measured.spread;
         self.spend(-measured.back);
     }
 
@@ -596,6 +514,12 @@ impl Budget {
             .entry(kind)
             .and_modify(|cost| *cost += LEARNING * (stall - *cost))
             .or_insert(stall);
+    }
+
+    /// The deficit the workloads' own noise explains, seconds: [`NOISE`]
+    /// times the spread of their windows' sum over [`DEBT`].
+    fn tolerance(&self) -> f64 {
+        NOISE * self.spread * (baseline::INTERVAL.as_secs_f64() * DEBT.as_secs_f64()).sqrt()
     }
 
     /// What removals in flight are still charged, seconds.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::pace::baseline::{MIN_WINDOWS, level};
+use crate::pace::baseline::{MIN_WINDOWS, level, spread};
 
 /// How long after the last removal in flight was taken in a pause's
 /// windows begin to count as the workloads' own: what a removal leaves
@@ -65,6 +65,8 @@ pub struct Pause {
 pub struct Measured {
     /// The workloads' level now, 0 to 1.
     pub baseline: f64,
+    /// How far their windows move about it (`baseline::spread`).
+    pub spread: f64,
     /// What the pause's windows were charged beyond it, seconds: to give
     /// back (negative: to take again).
     pub back: f64,
@@ -107,6 +109,7 @@ impl Pause {
             .map(|q| (q.stalled / q.window).min(1.0))
             .collect();
         let baseline = level(&shares)?;
+        let spread = spread(&shares).unwrap_or(0.0);
         let first = !std::mem::replace(&mut self.measured, true);
         let back = self
             .windows
@@ -116,6 +119,7 @@ impl Pause {
             .sum();
         Some(Measured {
             baseline,
+            spread,
             back,
             first,
         })

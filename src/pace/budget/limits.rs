@@ -1,0 +1,126 @@
+//! The stall budget's constants and what the policy asks of it: how much
+//! its accounts hold, how fast it learns, and the least a removal costs.
+
+use std::time::Duration;
+
+/// How much of the target the allowance may hold, as the time it takes to
+/// grow it: as much as a deficit may hold ([`DEBT`]), so that the
+/// windows' noise about the baseline, as often under it as over, gives
+/// back what it took. A long quiet spell pays for at most half a minute's
+/// target at once (30 ms at 0.1%), spread by the concurrency's climb.
+pub const BANK: Duration = Duration::from_secs(30);
+
+/// How far a removal's measured stall moves its kind's cost: a few
+/// removals' weight, so that the cost follows a kind whose objects get
+/// dearer (images with more layers) and one odd removal does not swing it.
+pub const LEARNING: f64 = 0.3;
+
+/// How long after a removal finished its stall is still watched, shared
+/// with whatever else is in flight, before its kind's cost is learned from
+/// it: an image's stall comes mostly after its removal returned, within a
+/// second (BENCHMARKS.md: at 0.1%, 151 images in 91 s of paced time went
+/// in bursts 10 ms apart, each learned from its own window).
+pub const TAIL: Duration = Duration::from_secs(1);
+
+/// The least a removal costs, seconds of stall, whatever its windows
+/// showed, paid from an account the windows never credit (see the
+/// budget's module): on containerd the workloads' tail grew with the removals' rate
+/// where their PSI showed nothing added (at 0.1%, 5.27% of the probe's
+/// operations past its idle p99 at 9.76 objects a second with 0.0 s
+/// added; BENCHMARKS.md), each removal's stall too short for a window to
+/// resolve beside the workloads' own, and on Docker a run whose baseline
+/// sat high went at 39 a second with 5.01%. At a target of 0.1% it holds
+/// the removals to about three a second; at 1%, thirty.
+pub const LEAST_COST: f64 = 0.000_3;
+
+/// What a removal's least cost grows by with the bytes it frees, seconds of
+/// stall per MiB: its least cost is the larger of [`LEAST_COST`] and this
+/// times its size. A file system mounted with `discard` trims the blocks
+/// freed at its journal's next commit, which every workload's `fsync`
+/// waits for, in no cgroup's I/O stall: on containerd's quiet node images
+/// of 14.6 MiB at 2.5 a second put 3.4-4.1% of the probe's operations
+/// past its idle p99, where containers of 2 MiB at the same rate put 1%
+/// (BENCHMARKS.md). At 0.07 ms a MiB such an image costs 1 ms, one a
+/// second at 0.1%; objects under 4.3 MiB keep [`LEAST_COST`].
+pub const LEAST_COST_PER_MIB: f64 = 0.000_07;
+
+/// What a removal weighs beyond what its windows show: what its least cost
+/// is made of.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Weight {
+    /// The bytes it frees: its planned size, 0 when not known.
+    pub bytes: u64,
+    /// How much more than Docker's the engine's removals cost the
+    /// workloads beside what their stall shows (`Engine::removal_weight`):
+    /// [`LEAST_COST`] is multiplied by it.
+    pub engine: f64,
+}
+
+impl Default for Weight {
+    /// Nothing known of its size, on an engine that weighs as Docker.
+    fn default() -> Self {
+        Self {
+            bytes: 0,
+            engine: 1.0,
+        }
+    }
+}
+
+/// How far ahead of its least costs a run may get, as the time the target
+/// takes to pay for it: a burst of a few removals after a pause, never a
+/// run's worth. The allowance's own noise, paid back over [`BANK`], went
+/// into bursts of hundreds (on containerd's busy node, 352 removals in the
+/// first 40 s).
+pub const PACE_BANK: Duration = Duration::from_secs(2);
+
+/// The most a deficit holds, as the time it takes to pay back (see the
+/// budget's module): half a minute, long enough to pay back a burst and short
+/// enough that a run held by one never looks hung.
+pub const DEBT: Duration = Duration::from_secs(30);
+
+/// How many standard deviations of the workloads' own noise a deficit must
+/// pass before it holds removals: within [`NOISE`] times the spread of
+/// what their windows sum to over [`DEBT`] (`baseline::spread` of a
+/// window's share, times `sqrt(window × DEBT)`), a deficit is not told from
+/// their ups and downs. At 0.1% the allowance grows 30 ms over [`DEBT`],
+/// and the workloads' windows sum to a spread of 56 to 81 ms over it
+/// (the benchmark's probe alone and with its writer, 250-ms windows of
+/// 1.4-2.4% spread): held at every deficit, a run waited on that noise
+/// half its time, and containerd's busy fixture took 748 s. Two, as a
+/// test of the mean against its noise; the floor is as much deeper, so
+/// that a deficit beyond the noise is still paid back over [`DEBT`].
+pub const NOISE: f64 = 2.0;
+
+/// What the policy asks of the budget.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// The share of wall time (0 to 1: 0.005 is 0.5%) the removals may add
+    /// to the time some workload task waits on I/O, above the baseline.
+    /// Above 0.
+    pub target: f64,
+    /// The share of a window stalled (0 to 1) above which no removal
+    /// starts, whatever the baseline: `io_pressure_percent / 100`.
+    pub ceiling: f64,
+    /// The most removals in flight: the policy's concurrency.
+    pub max: usize,
+    /// The least a removal is charged, seconds: [`LEAST_COST`].
+    pub least_cost: f64,
+    /// What the least cost grows by per MiB freed, seconds:
+    /// [`LEAST_COST_PER_MIB`].
+    pub least_cost_per_mib: f64,
+}
+
+impl Limits {
+    /// The policy's target, ceiling and concurrency (see the fields), with
+    /// the law's [`LEAST_COST`] and [`LEAST_COST_PER_MIB`].
+    #[must_use]
+    pub fn new(target: f64, ceiling: f64, max: usize) -> Self {
+        Self {
+            target,
+            ceiling,
+            max,
+            least_cost: LEAST_COST,
+            least_cost_per_mib: LEAST_COST_PER_MIB,
+        }
+    }
+}

@@ -317,9 +317,11 @@ pub async fn execute<E: Engine>(
                 {
                     break;
                 }
-                // The stall budget observes while removals go, not only
-                // at batch edges.
-                let observe_at = pacer.observe_at().filter(|_| !in_flight.is_empty());
+                // The stall budget observes while removals go and in their
+                // tails, not only at batch edges.
+                let observe_at = pacer
+                    .observe_at()
+                    .filter(|_| !in_flight.is_empty() || pacer.watching());
                 tokio::select! {
                     () = pause.wait(pacer, shutdown), if pause.on() => {}
                     () = tokio::time::sleep_until(observe_at.unwrap_or_else(Instant::now)), if observe_at.is_some() => {

@@ -4,8 +4,9 @@
 //! Before the first removal, and whenever removals pause, the pacer reads
 //! PSI `some total` every [`INTERVAL`] for about [`SPAN`]. Each pair of
 //! successive readings is a window, with the share of it in which some
-//! workload task waited on I/O; the baseline is the MEAN of those shares
-//! LESS THE HIGHEST (see [`level`]).
+//! workload task waited on I/O; the baseline is their MEAN, THE HIGHEST
+//! CLIPPED to [`BURST`] standard deviations above the others' (see
+//! [`level`]).
 //!
 //! Not their median, as it was first: the budget spends each window's
 //! stall above the baseline and gets back what a window stalls under it,
@@ -17,9 +18,14 @@
 //! for every window it removed in, never paid it back (0 objects/s in 220
 //! s). Nor the plain mean: a burst the workloads will not repeat (a log
 //! rotation) in one window of a dozen would raise it for the whole run,
-//! and let the removals add their stall on top of a burst that has ended.
-//! Leaving out the highest window ignores one such burst; bursts that
-//! recur, in two windows or more, count.
+//! and let the removals add their stall on top of a burst that has ended;
+//! clipped, such a burst counts as the others' noise would. Nor the mean
+//! less the highest, as it was next: of a dozen windows that move by a
+//! spread of `s` (1.4-2.4% beside the benchmark's probe), the highest
+//! stands about 1.6 `s` above their mean, and leaving it out lowered the
+//! baseline by 0.15 `s`, 0.2-0.36%: two to four times a target of 0.1%,
+//! charged to the removals in every window. Bursts that recur, in two
+//! windows or more, raise the others' deviation and count in full.
 
 use std::time::Duration;
 
@@ -126,22 +132,55 @@ pub async fn measure(
     }
 }
 
-/// The baseline of windows' stalled `shares`: their mean less the
-/// highest (see the module); the one share when there is one, `None` when
-/// there is none.
-#[must_use]
-pub fn level(shares: &[f64]) -> Option<f64> {
-    let highest = shares.iter().copied().max_by(f64::total_cmp)?;
-    if shares.len() == 1 {
-        return Some(highest);
+/// How many of their standard deviations a window may stand above the
+/// others before it counts as a burst the workloads will not repeat: the
+/// highest window is clipped to the others' mean and that many deviations
+/// (see the module).
+pub const BURST: f64 = 3.0;
+
+/// `shares` with the highest clipped to [`BURST`] deviations above the
+/// others' mean; `None` when there are none.
+fn clipped(shares: &[f64]) -> Option<Vec<f64>> {
+    let (top, _) = shares
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))?;
+    let rest: Vec<f64> = shares
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != top)
+        .map(|(_, s)| *s)
+        .collect();
+    let mut clipped = shares.to_vec();
+    if let Some((mean, deviation)) = moments(&rest) {
+        clipped[top] = shares[top].min(mean + BURST * deviation);
+    }
+    Some(clipped)
+}
+
+/// The mean and standard deviation of `shares`; `None` when there are none.
+fn moments(shares: &[f64]) -> Option<(f64, f64)> {
+    if shares.is_empty() {
+        return None;
     }
     #[expect(clippy::cast_precision_loss, reason = "a few dozen windows")]
-    let rest = (shares.len() - 1) as f64;
-    Some(((shares.iter().sum::<f64>() - highest) / rest).max(0.0))
+    let n = shares.len() as f64;
+    let mean = shares.iter().sum::<f64>() / n;
+    let variance = shares.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / n;
+    Some((mean, variance.sqrt()))
+}
+
+/// The baseline of windows' stalled `shares`: their mean, the highest
+/// clipped to [`BURST`] deviations above the others' (see the module); the
+/// one share when there is one, `None` when there is none.
+#[must_use]
+pub fn level(shares: &[f64]) -> Option<f64> {
+    let (mean, _) = moments(&clipped(shares)?)?;
+    Some(mean.max(0.0))
 }
 
 /// How far the workloads' stall moves from window to window: the standard
-/// deviation of `shares` about their [`level`], the highest left out as
+/// deviation of `shares` about their [`level`], the highest clipped as
 /// there; `None` under two shares. What the stall budget cannot tell from
 /// the removals' own (`budget::NOISE`).
 #[must_use]
@@ -149,13 +188,8 @@ pub fn spread(shares: &[f64]) -> Option<f64> {
     if shares.len() < 2 {
         return None;
     }
-    let level = level(shares)?;
-    let highest = shares.iter().copied().max_by(f64::total_cmp)?;
-    #[expect(clippy::cast_precision_loss, reason = "a few dozen windows")]
-    let rest = (shares.len() - 1) as f64;
-    let squares =
-        shares.iter().map(|s| (s - level).powi(2)).sum::<f64>() - (highest - level).powi(2);
-    Some((squares.max(0.0) / rest).sqrt())
+    let (_, deviation) = moments(&clipped(shares)?)?;
+    Some(deviation)
 }
 
 #[cfg(test)]
@@ -206,29 +240,49 @@ mod tests {
         // 21% of every window they go in, 40 times a 0.5% target.
         let stalled: Vec<u64> = (0..12).map(|i| if i % 4 == 1 { 220 } else { 10 }).collect();
         let b = windows(Instant::now(), &stalled);
-        // Less the highest: 2 bursts and 9 quiet windows of the 11 left.
-        let expected = (2.0 * 0.88 + 9.0 * 0.04) / 11.0;
+        // All of it: the highest is no further above the others than
+        // their own bursts.
+        let expected = (3.0 * 0.88 + 9.0 * 0.04) / 12.0;
         assert!(close(b.share().unwrap(), expected), "{:?}", b.share());
-        assert!(b.share().unwrap() > 0.19, "{:?}", b.share());
+        assert!(b.share().unwrap() > 0.249, "{:?}", b.share());
     }
 
     #[test]
     fn level_of_few_or_none() {
         assert_eq!(level(&[]), None);
         assert_eq!(level(&[0.3]), Some(0.3));
-        assert!(close(level(&[0.0, 0.02, 0.04, 1.0]).unwrap(), 0.02));
+        // 1.0 clipped to 3 deviations above 0, 2 and 4%.
+        let clip = 0.02 + BURST * (0.0008_f64 / 3.0).sqrt();
+        assert!(close(
+            level(&[0.0, 0.02, 0.04, 1.0]).unwrap(),
+            (0.06 + clip) / 4.0
+        ));
     }
 
     #[test]
-    fn the_spread_is_the_windows_deviation_about_their_level_less_the_highest() {
-        assert_eq!(spread(&[0.3]), None);
-        // A steady stall does not move.
-        assert!(close(spread(&[0.02; 6]).unwrap(), 0.0));
-        // 1% and 3% about 2%, one burst left out as the level leaves it.
-        assert!(close(spread(&[0.01, 0.03, 0.01, 0.03, 0.9]).unwrap(), 0.01));
-        // Read off a baseline's windows: 5 and 15 ms of 250, and a burst.
-        let b = windows(Instant::now(), &[5, 15, 5, 15, 100, 5, 15]);
+    fn noise_without_bursts_is_its_mean_and_spread() {
+        // 1% and 3% by turns: their mean is 2%, however many of the 3%
+        // windows are highest (left out, the baseline was 1.9%, and the
+        // removals were charged the difference in every window).
+        let shares: Vec<f64> = (0..12)
+            .map(|i| if i % 2 == 0 { 0.01 } else { 0.03 })
+            .collect();
+        assert!(close(level(&shares).unwrap(), 0.02));
+        assert!(close(spread(&shares).unwrap(), 0.01));
+        // Read off a baseline's windows: 5 and 15 ms of 250.
+        let b = windows(Instant::now(), &[5, 15, 5, 15, 5, 15]);
+        assert!(close(b.share().unwrap(), 0.04), "{:?}", b.share());
         assert!(close(b.spread().unwrap(), 0.02), "{:?}", b.spread());
+    }
+
+    #[test]
+    fn one_burst_adds_no_spread() {
+        assert_eq!(spread(&[0.3]), None);
+        let mut shares = [0.02; 6];
+        assert!(close(spread(&shares).unwrap(), 0.0));
+        shares[3] = 0.9;
+        assert!(close(level(&shares).unwrap(), 0.02));
+        assert!(close(spread(&shares).unwrap(), 0.0));
         let few = windows(Instant::now(), &[5; MIN_WINDOWS - 1]);
         assert_eq!(few.spread(), None);
     }

@@ -91,6 +91,10 @@
 //!   window without removals says nothing of how they weigh and changes
 //!   nothing.
 //!
+//! - A window longer than [`STOPPED`] (the pacer's process was stopped or
+//!   starved) is charged nothing and teaches nothing: no removal can be
+//!   told from the workloads over it.
+//!
 //! The budget holds no clock: every call takes the time it happens at, so
 //! that its tests pass the times.
 
@@ -103,7 +107,7 @@ use crate::inventory::Kind;
 use crate::pace::baseline;
 use flight::Flight;
 pub use flight::Ticket;
-use limits::{BANK, DEBT, LEARNING, NOISE, PACE_BANK, TAIL};
+use limits::{BANK, DEBT, LEARNING, NOISE, PACE_BANK, STOPPED, TAIL};
 pub use limits::{Limits, Weight};
 use pause::{Pause, Quiet, RECENT};
 
@@ -262,6 +266,14 @@ impl Budget {
         self.concurrency
     }
 
+    /// Removals in flight or in their [`TAIL`]: while there are, the
+    /// windows must come every 250 ms (a longer one than [`STOPPED`] is
+    /// charged nothing).
+    #[must_use]
+    pub fn watching(&self) -> bool {
+        !self.flights.is_empty()
+    }
+
     /// Removals started and not finished.
     #[must_use]
     pub fn in_flight(&self) -> usize {
@@ -397,9 +409,16 @@ impl Budget {
         }
         let began = self.observed_at;
         self.observed_at = now;
+        let stopped = window > STOPPED;
         let (window, stalled) = (window.as_secs_f64(), stalled.as_secs_f64());
         let share = (stalled / window).min(1.0);
         self.last_share = (io.as_secs_f64() / window).min(1.0);
+        if stopped {
+            // The pacer was not running: the workloads' own, whatever
+            // they stalled.
+            self.accounts.windows += 1;
+            return;
+        }
         if self.recent.len() == RECENT {
             self.recent.pop_front();
         }

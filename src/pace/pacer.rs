@@ -450,6 +450,16 @@ impl Pacer {
         Some(b.last.map_or(now + OBSERVE, |(at, _)| at + OBSERVE))
     }
 
+    /// Whether removals are in flight or in their tail, whose windows the
+    /// budget must observe every [`OBSERVE`], in flight or not.
+    #[must_use]
+    pub fn watching(&self) -> bool {
+        self.budgeted
+            .as_ref()
+            .and_then(|b| b.budget.as_ref())
+            .is_some_and(Budget::watching)
+    }
+
     /// Observes the workloads' stall when [`OBSERVE`] has passed since the
     /// last observation.
     pub fn observe_due(&mut self, now: Instant) {

@@ -203,7 +203,7 @@ impl fmt::Display for StallCheck {
         if let Some(share) = self.baseline {
             write!(
                 f,
-                "; {own} own now: {:.2}% (mean of {} ms windows over {} s, less the highest)",
+                "; {own} own now: {:.2}% (mean of {} ms windows over {} s, one burst clipped)",
                 share * 100.0,
                 baseline::INTERVAL.as_millis(),
                 baseline::SPAN.as_secs()

@@ -475,7 +475,7 @@ async fn check_says_whose_stall_the_budget_reads_and_what_it_is_now() {
     let percent: f64 = percent.parse().unwrap();
     // 5 ms in each 250 ms window and a shell's sleep: about 2%.
     assert!((1.0..=2.5).contains(&percent), "{line}");
-    assert_eq!(rest, "(mean of 250 ms windows over 3 s, less the highest)");
+    assert_eq!(rest, "(mean of 250 ms windows over 3 s, one burst clipped)");
 
     let missing = Cli::new(
         &runtime,

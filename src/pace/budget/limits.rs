@@ -91,6 +91,15 @@ pub const DEBT: Duration = Duration::from_secs(30);
 /// that a deficit beyond the noise is still paid back over [`DEBT`].
 pub const NOISE: f64 = 2.0;
 
+/// The longest window whose stall is charged: eight of the pacer's 250-ms
+/// windows. A longer one means the pacer was not running (its process
+/// stopped or starved of CPU): what the workloads stalled then is taken as
+/// their own, charged to no removal and learned by no kind. The benchmark
+/// stops a run (SIGSTOP) for 40 s between its blocks; charged, each stop
+/// put the workloads' noise over those 40 s (and a baseline's error 160
+/// times over) on the one removal then in flight or in its tail.
+pub const STOPPED: Duration = Duration::from_secs(2);
+
 /// What the policy asks of the budget.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {

@@ -77,6 +77,7 @@ fn the_allowance_grows_with_time_and_no_more_than_the_cap() {
     // deficit however long the quiet before.
     let mut budget = Budget::new(LIMITS, 0.0, t0);
     let t1 = t0 + Duration::from_secs(3600);
+    budget.observe(t1 - WINDOW, Duration::ZERO);
     budget.observe(t1, ms(200.0));
     assert_close(budget.allowance(t1), -0.050);
 }
@@ -354,7 +355,7 @@ fn a_pause_measures_the_baseline_again_and_gives_back_what_it_charged() {
     assert_close(budget.allowance(now), expected + 2.0 * credit - 0.005);
     assert_eq!(budget.accounts().remeasured, 1, "the same pause");
     // A removal ends the pause; the next measures again.
-    now += Duration::from_secs(10);
+    quiet(&mut budget, &mut now, 40, ms(10.0));
     assert_eq!(budget.gate(Kind::Container, now), Verdict::Start);
     one_removal(&mut budget, &mut now, Kind::Container, ms(10.0));
     quiet(&mut budget, &mut now, settle + MIN_WINDOWS, ms(5.0));
@@ -449,3 +450,33 @@ fn a_kind_not_yet_learned_goes_one_at_a_time() {
 }
 
 mod floors;
+
+#[test]
+fn a_window_the_pacer_was_stopped_through_is_charged_to_no_removal() {
+    let mut now = Instant::now();
+    let mut budget = Budget::new(LIMITS, 0.04, now);
+    let ticket = budget.start(Kind::Container, Weight::default(), now);
+    budget.finish(ticket);
+    // The process stopped for 40 s (the benchmark's SIGSTOP, a starved
+    // node) while the workloads stalled 10%: theirs, not the removal's.
+    now += Duration::from_secs(40);
+    budget.observe(now, Duration::from_secs(4));
+    assert_close(budget.allowance(now), LIMITS.target * BANK.as_secs_f64());
+    assert_eq!(budget.accounts().added_stall, Duration::ZERO);
+    assert_eq!(budget.accounts().windows, 1);
+    // Its window and tail at the baseline: it taught its kind nothing.
+    now += WINDOW;
+    budget.observe(now, WINDOW.mul_f64(0.04));
+    tail(&mut budget, &mut now);
+    assert_eq!(budget.cost(Kind::Container), Some(Duration::ZERO));
+    // The same stall in a window of the pacer's own is the removal's.
+    let mut charged = Budget::new(LIMITS, 0.04, now);
+    let ticket = charged.start(Kind::Container, Weight::default(), now);
+    charged.finish(ticket);
+    now += STOPPED;
+    charged.observe(now, STOPPED.mul_f64(0.10));
+    assert_close(
+        charged.accounts().added_stall.as_secs_f64(),
+        STOPPED.as_secs_f64() * 0.06,
+    );
+}

@@ -422,18 +422,18 @@ impl Pacer {
             );
             0.0
         });
+        let spread = baseline.spread().unwrap_or(0.0);
         tracing::info!(
             signal = b.signal.whose(),
             path = %b.stall.io().path().display(),
             cpu = b.stall.cpu().is_some(),
             baseline_percent = share * 100.0,
-            spread_percent = baseline.spread().unwrap_or(0.0) * 100.0,
+            spread_percent = spread * 100.0,
             "safety.pace: the workloads' own I/O stall before the removals"
         );
         b.baseline = Some(share);
         b.last = last;
         b.last_io = b.io_read;
-        let spread = baseline.spread().unwrap_or(0.0);
         b.budget = Some(Budget::new(limits, share, Instant::now()).with_spread(spread));
     }
 

@@ -606,6 +606,22 @@ async fn over_high_percent_the_budget_yields_to_the_ceiling_alone() {
     assert_eq!(json["disk_emergency"], true);
 }
 
+/// A run at +0.1% (1 ms of stall a second) over `engine`, whose removals
+/// the workloads' 1% shows nothing of: the plan, the seconds it spent
+/// removing (after the 3-s baseline) and the pace's report, every object
+/// deleted.
+async fn least_cost_run(
+    workloads: &Workloads,
+    engine: &MemoryEngine,
+) -> (Plan, f64, crate::pace::PaceReport) {
+    let mut pacer = workloads.pacer(0.1, "1h", crate::policy::OnMaxDelay::Continue);
+    let began = tokio::time::Instant::now();
+    let (plan, outcomes) = run_paced(engine, &mut pacer, &Shutdown::new()).await;
+    assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
+    let removing = began.elapsed().as_secs_f64() - 3.0;
+    (plan, removing, pacer.report().unwrap())
+}
+
 #[tokio::test(start_paused = true)]
 async fn removals_that_add_nothing_still_go_no_faster_than_their_least_cost() {
     // Removals the workloads' stall shows nothing of are charged 0.3 ms
@@ -613,12 +629,7 @@ async fn removals_that_add_nothing_still_go_no_faster_than_their_least_cost() {
     // second: forty in ten seconds or more, the allowance beginning empty.
     let workloads = Workloads::new(10);
     let engine = workloads.engine(node_of_containers(40), Duration::ZERO);
-    let mut pacer = workloads.pacer(0.1, "1h", crate::policy::OnMaxDelay::Continue);
-    let began = tokio::time::Instant::now();
-    let (_, outcomes) = run_paced(&engine, &mut pacer, &Shutdown::new()).await;
-    assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
-    let report = pacer.report().unwrap();
-    let removing = began.elapsed().as_secs_f64() - 3.0;
+    let (_, removing, report) = least_cost_run(&workloads, &engine).await;
     assert!(removing >= 10.0, "{removing} s: {report:?}");
     let rate = report.budget.objects_per_second.unwrap();
     assert!(rate <= 0.001 / 0.000_3 * 1.1, "{report:?}");
@@ -639,10 +650,7 @@ async fn removals_that_free_more_pay_a_least_cost_by_their_size() {
         c.size = Some(14 << 20);
     }
     let engine = workloads.engine(node, Duration::ZERO);
-    let mut pacer = workloads.pacer(0.1, "1h", crate::policy::OnMaxDelay::Continue);
-    let began = tokio::time::Instant::now();
-    let (plan, outcomes) = run_paced(&engine, &mut pacer, &Shutdown::new()).await;
-    assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
+    let (plan, removing, report) = least_cost_run(&workloads, &engine).await;
     assert!(
         plan.decisions
             .iter()
@@ -650,8 +658,6 @@ async fn removals_that_free_more_pay_a_least_cost_by_their_size() {
             .all(|d| d.bytes == Some(14 << 20)),
         "the plan's sizes are what the pacer is given"
     );
-    let report = pacer.report().unwrap();
-    let removing = began.elapsed().as_secs_f64() - 3.0;
     assert!(removing >= 17.0, "{removing} s: {report:?}");
     let rate = report.budget.objects_per_second.unwrap();
     // Twenty least costs, less the 2 ms the account may hold ahead.
@@ -667,12 +673,7 @@ async fn removals_on_an_engine_that_weighs_more_pay_its_least_cost() {
     let workloads = Workloads::new(10);
     let mut engine = workloads.engine(node_of_containers(40), Duration::ZERO);
     engine.removal_weight = 1.5;
-    let mut pacer = workloads.pacer(0.1, "1h", crate::policy::OnMaxDelay::Continue);
-    let began = tokio::time::Instant::now();
-    let (_, outcomes) = run_paced(&engine, &mut pacer, &Shutdown::new()).await;
-    assert!(outcomes.iter().all(|o| o.result == RemovalResult::Deleted));
-    let report = pacer.report().unwrap();
-    let removing = began.elapsed().as_secs_f64() - 3.0;
+    let (_, removing, report) = least_cost_run(&workloads, &engine).await;
     assert!(removing >= 16.0, "{removing} s: {report:?}");
     let rate = report.budget.objects_per_second.unwrap();
     assert!(rate <= 40.0 / (40.0 * 0.45 - 2.0) * 1.05, "{report:?}");

@@ -26,17 +26,19 @@
 //! - The baseline is measured again whenever removals pause: the windows
 //!   in which no removal was in flight, from `SETTLE` after the last
 //!   one was taken in, are the workloads' own, and once a pause has
-//!   `MIN_WINDOWS` of them their level (of the latest [`RECENT`]: see
-//!   `baseline::level`; `pause.rs`) is the baseline. What those windows
+//!   `MIN_WINDOWS` of them their level (`baseline::level`) pooled with
+//!   earlier pauses' windows, two minutes of them (`pause::POOL`), is the
+//!   baseline; a pause whose own level stands beyond the noise from the
+//!   pool's (the workloads changed) replaces it. What those windows
 //!   were charged above it is given back: a workload that got busier
 //!   while the removals waited is not the removals' doing, and the run
 //!   neither crawls nor stops for it. The settling windows are charged again at the new baseline: what
 //!   they stalled above it stands (a removal's late stall shows there),
 //!   what the workloads' new level explains of it does not. And while
 //!   removals go, the mean of the latest [`RECENT`] windows lowers the
-//!   baseline when it falls under it by more than the target (removals
-//!   only add stall): a workload that got quieter does not leave the
-//!   removals its old stall to add on top of the target.
+//!   baseline when it falls under it by more than the target and its own
+//!   noise (removals only add stall): a workload that got quieter does not
+//!   leave the removals its old stall to add on top of the target.
 //! - A deficit holds at most [`DEBT`] of the target, or the dearest
 //!   kind's learned cost when that is more: what a window's burst cost,
 //!   the removals' or the workloads' own (in a window with a removal in
@@ -109,7 +111,7 @@ use flight::Flight;
 pub use flight::Ticket;
 use limits::{BANK, DEBT, LEARNING, NOISE, PACE_BANK, STOPPED, TAIL};
 pub use limits::{Limits, Weight};
-use pause::{Pause, Quiet, RECENT};
+use pause::{Pause, Pool, Quiet, RECENT};
 
 mod flight;
 mod limits;
@@ -185,6 +187,8 @@ pub struct Budget {
     held_since: Option<Instant>,
     /// Removals paused, since when, and the pause's windows.
     pause: Option<Pause>,
+    /// Earlier pauses' windows, the baseline's with the pause's.
+    pool: Pool,
     /// The latest [`RECENT`] windows' shares, removals or not.
     recent: VecDeque<f64>,
     /// The stall above baseline, in all, seconds (see [`Accounts`]).
@@ -216,6 +220,7 @@ impl Budget {
             concurrency: 1,
             held_since: None,
             pause: None,
+            pool: Pool::default(),
             recent: VecDeque::with_capacity(RECENT),
             added: 0.0,
             accounts: Accounts {
@@ -461,7 +466,11 @@ impl Budget {
         for flight in done {
             self.learn(flight.kind, flight.stall);
         }
-        // The last in flight taken in: a pause may begin.
+        // The last in flight taken in: a pause may begin; one that had
+        // begun has ended.
+        if let Some(pause) = self.pause.take() {
+            self.pool.fold(&pause);
+        }
         self.pause = self.flights.is_empty().then(|| Pause::new(now));
         self.lower_baseline();
         let in_deficit = self.measured + self.tolerance() < 0.0;
@@ -496,7 +505,7 @@ impl Budget {
     /// workloads' level, it is the baseline.
     fn paused(&mut self, began: Instant, quiet: Quiet) {
         let pause = self.pause.get_or_insert_with(|| Pause::new(began));
-        let Some(measured) = pause.take(began, quiet) else {
+        let Some(measured) = pause.take(began, quiet, &self.pool) else {
             return;
         };
         if measured.first {
@@ -508,21 +517,27 @@ impl Budget {
     }
 
     /// While removals go, the mean of the latest windows, when it is
-    /// under the baseline by more than the target, lowers it to it:
-    /// removals only add stall, so the workloads themselves stall less
-    /// now. Their mean, not their level, and only by more than the target:
-    /// a dozen windows of a steady workload fall under its baseline about
-    /// half the time, and a level (which leaves out the highest) more
-    /// often, so that lowering on either would ratchet the baseline down
-    /// window by window and charge the removals for the workloads' noise.
+    /// under the baseline by more than the target and [`NOISE`] times its
+    /// own error, lowers it to that error above it: removals only add
+    /// stall, so the workloads themselves stall less now, and earlier
+    /// pauses' windows no longer count. Their mean, not their level, and
+    /// only beyond their noise: a dozen windows of a steady workload fall
+    /// under its baseline half the time, by 0.4-0.7% beside the
+    /// benchmark's probe, and lowering on less (the target alone, 0.1%)
+    /// ratcheted the baseline down to the dozen's lowest and charged the
+    /// removals for the workloads' noise.
     fn lower_baseline(&mut self) {
         if self.recent.len() < RECENT {
             return;
         }
         #[expect(clippy::cast_precision_loss, reason = "RECENT windows")]
-        let mean = self.recent.iter().sum::<f64>() / self.recent.len() as f64;
-        if mean < self.baseline - self.limits.target {
-            self.baseline = mean;
+        let (mean, error) = (
+            self.recent.iter().sum::<f64>() / self.recent.len() as f64,
+            NOISE * self.spread / (RECENT as f64).sqrt(),
+        );
+        if mean + error < self.baseline - self.limits.target {
+            self.baseline = mean + error;
+            self.pool.clear();
         }
     }
 

@@ -363,6 +363,78 @@ fn a_pause_measures_the_baseline_again_and_gives_back_what_it_charged() {
     assert_eq!(budget.accounts().remeasured, 2);
 }
 
+/// `n` windows as [`quiet`], stalled `low` and `high` by turns.
+fn quiet_by_turns(budget: &mut Budget, now: &mut Instant, n: usize, low: f64, high: f64) {
+    for i in 0..n {
+        quiet(budget, now, 1, ms(if i % 2 == 0 { low } else { high }));
+    }
+}
+
+#[test]
+fn pauses_pool_their_windows_until_the_workloads_change() {
+    let mut now = Instant::now();
+    let mut budget = Budget::new(LIMITS, 0.02, now).with_spread(0.01);
+    let settle = usize::try_from(SETTLE.as_millis() / WINDOW.as_millis()).unwrap();
+    // A first pause: 40 windows of 1.5% and 3.5% by turns, 2.5%.
+    one_removal(&mut budget, &mut now, Kind::Container, ms(5.0));
+    quiet_by_turns(&mut budget, &mut now, settle + 40, 3.75, 8.75);
+    assert_close(budget.baseline(), 0.025);
+    // A second, of 8 windows at 1% and 3%: 2% alone, within their noise
+    // of the first's 2.5%. The baseline is the 48 windows' level, not the
+    // last few's (a dozen windows' level moves by a third of their
+    // spread, several times a low target).
+    one_removal(&mut budget, &mut now, Kind::Container, ms(5.0));
+    quiet_by_turns(&mut budget, &mut now, settle + 8, 2.5, 7.5);
+    assert_close(budget.baseline(), (40.0 * 0.025 + 8.0 * 0.02) / 48.0);
+    assert_eq!(budget.accounts().remeasured, 2);
+    // A writer starts: the third pause's windows stand at 6%, beyond the
+    // noise of the pool's 2.4%. Its own level is the baseline.
+    one_removal(&mut budget, &mut now, Kind::Container, ms(15.0));
+    quiet_by_turns(&mut budget, &mut now, settle + 6, 12.5, 17.5);
+    assert_close(budget.baseline(), 0.06);
+    // And the pool begins again from its windows: a fourth pause at 5.5%
+    // is pooled with them alone.
+    one_removal(&mut budget, &mut now, Kind::Container, ms(15.0));
+    quiet_by_turns(&mut budget, &mut now, settle + 6, 11.25, 16.25);
+    assert_close(budget.baseline(), 0.0575);
+    assert_eq!(budget.accounts().remeasured, 4);
+}
+
+#[test]
+fn the_workloads_noise_while_removals_go_lowers_nothing() {
+    let mut now = Instant::now();
+    // 2% measured, windows moving by 1%; a dozen with removals in flight
+    // at 1.6% on average are within their noise (their mean's error is
+    // 0.29%: lowering needs a mean under 2% less the target 0.5% and
+    // twice that, 0.92%), and lowering on them would charge the removals
+    // the difference.
+    let mut budget = Budget::new(Limits { max: 1, ..LIMITS }, 0.02, now).with_spread(0.01);
+    let ticket = budget.start(Kind::Image, Weight::default(), now);
+    for _ in 0..RECENT {
+        now += WINDOW;
+        budget.observe(now, ms(4.0));
+    }
+    assert_close(budget.baseline(), 0.02);
+    // Then at 0.5%: the seventh such window leaves the dozen's mean at
+    // 0.96%, within; the eighth at 0.87%, beyond. The baseline is lowered
+    // to that mean and its error, 1.44%, and the windows at 0.5% after
+    // it, within the noise of that, do not ratchet it down further.
+    #[expect(clippy::cast_precision_loss, reason = "RECENT windows")]
+    let error = NOISE * 0.01 / (RECENT as f64).sqrt();
+    for i in 1..=RECENT {
+        now += WINDOW;
+        budget.observe(now, ms(1.25));
+        if i == 7 {
+            assert_close(budget.baseline(), 0.02);
+        }
+    }
+    assert_close(
+        budget.baseline(),
+        (8.0 * 0.005 + 4.0 * 0.016) / 12.0 + error,
+    );
+    budget.finish(ticket);
+}
+
 #[test]
 fn a_quieter_workload_lowers_the_baseline_while_removals_go() {
     let mut now = Instant::now();

@@ -109,9 +109,9 @@ use crate::inventory::Kind;
 use crate::pace::baseline;
 use flight::Flight;
 pub use flight::Ticket;
-use limits::{BANK, DEBT, LEARNING, NOISE, PACE_BANK, STOPPED, TAIL};
+use limits::{BANK, DEBT, LEARNING, NOISE, PACE_BANK, RECENT, STOPPED, TAIL};
 pub use limits::{Limits, Weight};
-use pause::{Pause, Pool, Quiet, RECENT};
+use pause::{Pause, Pool, Quiet};
 
 mod flight;
 mod limits;

@@ -100,6 +100,11 @@ pub const NOISE: f64 = 2.0;
 /// times over) on the one removal then in flight or in its tail.
 pub const STOPPED: Duration = Duration::from_secs(2);
 
+/// How many of the latest windows while removals go are a mean that may
+/// lower the baseline: as many as the first measuring has
+/// (`baseline::SPAN` read every `baseline::INTERVAL`).
+pub const RECENT: usize = 12;
+
 /// What the policy asks of the budget.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {

@@ -24,11 +24,6 @@ pub const SETTLE: Duration = Duration::from_secs(5);
 /// `psi::MIN_WINDOW` (100 ms) long, so [`SETTLE`] holds at most 50.
 const SETTLING: usize = 64;
 
-/// How many of the latest windows while removals go are a level that may
-/// lower the baseline: as many as the first measuring has
-/// (`baseline::SPAN` read every `baseline::INTERVAL`).
-pub const RECENT: usize = 12;
-
 /// How many quiet windows, of this pause and the earlier ones since the
 /// workloads last changed, the baseline is the level of: two minutes of
 /// them. A pause's own dozen windows (3 s) put its level 0.4-0.7% off

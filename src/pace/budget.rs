@@ -511,6 +511,13 @@ impl Budget {
         if measured.first {
             self.accounts.remeasured += 1;
         }
+        tracing::trace!(
+            baseline_percent = measured.baseline * 100.0,
+            spread_percent = measured.spread * 100.0,
+            shifted = measured.shifted,
+            first = measured.first,
+            "safety.pace: the workloads' level measured again in a pause"
+        );
         self.baseline = measured.baseline;
         self.spread = measured.spread;
         self.spend(-measured.back);
@@ -536,6 +543,11 @@ impl Budget {
             NOISE * self.spread / (RECENT as f64).sqrt(),
         );
         if mean + error < self.baseline - self.limits.target {
+            tracing::trace!(
+                from_percent = self.baseline * 100.0,
+                to_percent = (mean + error) * 100.0,
+                "safety.pace: the workloads' level lowered while removals go"
+            );
             self.baseline = mean + error;
             self.pool.clear();
         }

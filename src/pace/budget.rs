@@ -518,6 +518,11 @@ impl Budget {
             first = measured.first,
             "safety.pace: the workloads' level measured again in a pause"
         );
+        if measured.shifted {
+            // The windows before the workloads changed say nothing of
+            // their level now: not a mean to lower it on.
+            self.recent.clear();
+        }
         self.baseline = measured.baseline;
         self.spread = measured.spread;
         self.spend(-measured.back);
@@ -528,11 +533,12 @@ impl Budget {
     /// own error, lowers it to that error above it: removals only add
     /// stall, so the workloads themselves stall less now, and earlier
     /// pauses' windows no longer count. Their mean, not their level, and
-    /// only beyond their noise: a dozen windows of a steady workload fall
-    /// under its baseline half the time, by 0.4-0.7% beside the
-    /// benchmark's probe, and lowering on less (the target alone, 0.1%)
-    /// ratcheted the baseline down to the dozen's lowest and charged the
-    /// removals for the workloads' noise.
+    /// only beyond their noise, over [`RECENT`] (30 s) of them: a dozen
+    /// windows of a steady workload fall under its baseline half the
+    /// time, by 0.4-0.7% beside the benchmark's probe, and lowering on
+    /// less than their noise (the target alone, 0.1%), or on their noise
+    /// over a dozen, ratcheted the baseline down and charged the removals
+    /// for the workloads' noise.
     fn lower_baseline(&mut self) {
         if self.recent.len() < RECENT {
             return;

@@ -31,10 +31,9 @@
 //!   baseline; a pause whose own level stands beyond the noise from the
 //!   pool's (the workloads changed) replaces it. What those windows
 //!   were charged above it is given back: a workload that got busier
-//!   while the removals waited is not the removals' doing, and the run
-//!   neither crawls nor stops for it. The settling windows are charged again at the new baseline: what
-//!   they stalled above it stands (a removal's late stall shows there),
-//!   what the workloads' new level explains of it does not. And while
+//!   while the removals waited is not the removals' doing. The settling
+//!   windows are charged again at the new baseline: what they stalled
+//!   above it stands (a removal's late stall shows there). And while
 //!   removals go, the mean of the latest [`RECENT`] windows lowers the
 //!   baseline when it falls under it by more than the target and its own
 //!   noise (removals only add stall): a workload that got quieter does not
@@ -519,8 +518,7 @@ impl Budget {
             "safety.pace: the workloads' level measured again in a pause"
         );
         if measured.shifted {
-            // The windows before the workloads changed say nothing of
-            // their level now: not a mean to lower it on.
+            // The windows before the workloads changed: not theirs now.
             self.recent.clear();
         }
         self.baseline = measured.baseline;
@@ -533,12 +531,9 @@ impl Budget {
     /// own error, lowers it to that error above it: removals only add
     /// stall, so the workloads themselves stall less now, and earlier
     /// pauses' windows no longer count. Their mean, not their level, and
-    /// only beyond their noise, over [`RECENT`] (30 s) of them: a dozen
-    /// windows of a steady workload fall under its baseline half the
-    /// time, by 0.4-0.7% beside the benchmark's probe, and lowering on
-    /// less than their noise (the target alone, 0.1%), or on their noise
-    /// over a dozen, ratcheted the baseline down and charged the removals
-    /// for the workloads' noise.
+    /// only beyond their noise, over [`RECENT`] of them: on less (the
+    /// target alone, or a dozen windows' noise) the workloads' own noise
+    /// ratcheted the baseline down, charging it to the removals.
     fn lower_baseline(&mut self) {
         if self.recent.len() < RECENT {
             return;

@@ -28,8 +28,8 @@
 //!   one was taken in, are the workloads' own, and once a pause has
 //!   `MIN_WINDOWS` of them their level (`baseline::level`) pooled with
 //!   earlier pauses' windows, two minutes of them (`pause::POOL`), is the
-//!   baseline; a pause whose own level stands beyond the noise from the
-//!   pool's (the workloads changed) replaces it. What those windows
+//!   baseline; a pause whose own level stands [`SHIFT`](pause::SHIFT)
+//!   errors from the pool's (the workloads changed) replaces it. What those windows
 //!   were charged above it is given back: a workload that got busier
 //!   while the removals waited is not the removals' doing. The settling
 //!   windows are charged again at the new baseline: what they stalled
@@ -543,13 +543,14 @@ impl Budget {
             self.recent.iter().sum::<f64>() / self.recent.len() as f64,
             NOISE * self.spread / (RECENT as f64).sqrt(),
         );
-        if mean + error < self.baseline - self.limits.target {
+        let lowered = mean + error;
+        if lowered < self.baseline - self.limits.target {
             tracing::trace!(
                 from_percent = self.baseline * 100.0,
-                to_percent = (mean + error) * 100.0,
+                to_percent = lowered * 100.0,
                 "safety.pace: the workloads' level lowered while removals go"
             );
-            self.baseline = mean + error;
+            self.baseline = lowered;
             self.pool.clear();
         }
     }

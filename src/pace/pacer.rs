@@ -335,7 +335,7 @@ impl Pacer {
             }
             Verdict::Start | Verdict::Full => return Gate::Go(most),
             Verdict::PayBack(d) => d.clamp(MIN_WAIT, OBSERVE),
-            Verdict::Ceiling => OBSERVE,
+            Verdict::Ceiling | Verdict::Rest => OBSERVE,
         };
         if left.is_zero() {
             tracing::warn!(

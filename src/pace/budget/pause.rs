@@ -153,6 +153,9 @@ pub struct Measured {
     pub back: f64,
     /// It is the pause's first measurement.
     pub first: bool,
+    /// How many of the pause's windows it is the level of (the pool's
+    /// aside).
+    pub windows: usize,
     /// The workloads changed: the pause's own level, not the pool's.
     pub shifted: bool,
 }
@@ -203,6 +206,7 @@ impl Pause {
             spread,
             back,
             first,
+            windows: self.windows.len(),
             shifted,
         })
     }

@@ -1,0 +1,73 @@
+//! Rests: removals go at most [`REST`] after the baseline was last
+//! measured, whether or not a deficit paused them.
+
+use super::*;
+use crate::pace::budget::limits::RESTED;
+
+/// Removals one after another from `now` until `REST` has passed since
+/// `since`, each window at the baseline: nothing spent, no deficit, and
+/// no pause long enough to measure. Each may start.
+fn removals_until_the_rest(budget: &mut Budget, now: &mut Instant, since: Instant) {
+    while now.duration_since(since) < REST {
+        let at = now.duration_since(since);
+        assert_eq!(
+            budget.gate(Kind::Container, *now),
+            Verdict::Start,
+            "at {at:?}"
+        );
+        let at_baseline = WINDOW.mul_f64(budget.baseline());
+        one_removal(budget, now, Kind::Container, at_baseline);
+    }
+}
+
+#[test]
+fn removals_rest_a_minute_after_the_baseline_was_measured_and_the_rest_measures_it() {
+    let mut now = Instant::now();
+    let began = now;
+    // 3% measured before the first removal.
+    let mut budget = Budget::new(LIMITS, 0.03, now);
+    removals_until_the_rest(&mut budget, &mut now, began);
+    assert_close(budget.baseline(), 0.03);
+    assert!(budget.allowance(now) >= 0.0, "{}", budget.allowance(now));
+    // A minute on: a rest, though the budget holds.
+    assert_eq!(budget.gate(Kind::Container, now), Verdict::Rest);
+    // The workloads stall 2% now. The rest lasts until its pause has
+    // RESTED windows from SETTLE on (a pause's level is taken from
+    // MIN_WINDOWS on, but a rest waits for more).
+    let settle = usize::try_from(SETTLE.as_millis() / WINDOW.as_millis()).unwrap();
+    let rest_began = now;
+    quiet(&mut budget, &mut now, settle + RESTED - 1, ms(5.0));
+    assert_close(budget.baseline(), 0.02);
+    assert_eq!(budget.gate(Kind::Container, now), Verdict::Rest);
+    quiet(&mut budget, &mut now, 1, ms(5.0));
+    let rested = now;
+    assert_eq!(budget.gate(Kind::Container, now), Verdict::Start);
+    assert_eq!(budget.accounts().remeasured, 1);
+    // The rest counts as time held back, from its first verdict to the
+    // one that let removals go.
+    assert_eq!(budget.accounts().waited, rested - rest_began);
+    // The next comes a minute after this one's measure, not sooner.
+    removals_until_the_rest(&mut budget, &mut now, rested);
+    assert_eq!(budget.gate(Kind::Container, now), Verdict::Rest);
+}
+
+#[test]
+fn a_pause_of_a_deficit_that_measured_enough_puts_the_rest_off() {
+    let mut now = Instant::now();
+    let began = now;
+    let mut budget = Budget::new(LIMITS, 0.02, now);
+    // Half a minute of removals, then a pause of the deficit's making
+    // that measures RESTED windows: the baseline is as fresh as a rest's.
+    let half = began + REST / 2;
+    while now < half {
+        let at_baseline = WINDOW.mul_f64(budget.baseline());
+        one_removal(&mut budget, &mut now, Kind::Container, at_baseline);
+    }
+    let settle = usize::try_from(SETTLE.as_millis() / WINDOW.as_millis()).unwrap();
+    quiet(&mut budget, &mut now, settle + RESTED, ms(5.0));
+    let measured = now;
+    assert!(measured.duration_since(began) < REST);
+    removals_until_the_rest(&mut budget, &mut now, measured);
+    assert!(now.duration_since(began) > REST + REST / 2);
+    assert_eq!(budget.gate(Kind::Container, now), Verdict::Rest);
+}

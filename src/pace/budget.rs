@@ -152,7 +152,8 @@ pub struct Budget {
     /// Removals paused, since when, and the pause's windows.
     pause: Option<Pause>,
     /// When the baseline was last measured (before the first removal, or
-    /// in a pause of [`RESTED`] windows): removals rest [`REST`] after it.
+    /// in a pause of [`RESTED`] windows), moved on by the windows longer
+    /// than [`STOPPED`]: removals rest [`REST`] after it.
     measured_at: Instant,
     /// Earlier pauses' windows, the baseline's with the pause's.
     pool: Pool,
@@ -390,8 +391,9 @@ impl Budget {
         self.last_share = (io.as_secs_f64() / window).min(1.0);
         if stopped {
             // The pacer was not running: the workloads' own, whatever
-            // they stalled.
+            // they stalled. Nor did removals go: the rest's clock stops.
             self.accounts.windows += 1;
+            self.measured_at += now.saturating_duration_since(began);
             return;
         }
         if self.recent.len() == RECENT {

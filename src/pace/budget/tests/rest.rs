@@ -71,3 +71,23 @@ fn a_pause_of_a_deficit_that_measured_enough_puts_the_rest_off() {
     assert!(now.duration_since(began) > REST + REST / 2);
     assert_eq!(budget.gate(Kind::Container, now), Verdict::Rest);
 }
+
+#[test]
+fn the_time_the_pacer_was_stopped_does_not_bring_the_rest_sooner() {
+    let mut now = Instant::now();
+    let began = now;
+    let mut budget = Budget::new(LIMITS, 0.02, now);
+    // Half a minute of removals, then the process stopped for 40 s (one
+    // window of that length, with nothing in flight), then removals again.
+    let half = began + REST / 2;
+    while now < half {
+        let at_baseline = WINDOW.mul_f64(budget.baseline());
+        one_removal(&mut budget, &mut now, Kind::Container, at_baseline);
+    }
+    let stop = Duration::from_secs(40);
+    now += stop;
+    budget.observe(now, stop.mul_f64(0.02));
+    // The rest comes a minute of going after the measure, the stop aside.
+    removals_until_the_rest(&mut budget, &mut now, began + stop);
+    assert_eq!(budget.gate(Kind::Container, now), Verdict::Rest);
+}

@@ -116,10 +116,9 @@ pub const RECENT: usize = 120;
 /// (before the first removal, or in a pause of [`RESTED`] windows) before
 /// they rest for a pause to measure it again: the last removal's tail,
 /// [`SETTLE`](super::pause::SETTLE) and [`RESTED`] windows, about 9 s.
-/// The pauses a
-/// deficit makes come after the workloads' stall rose (a burst of theirs
-/// spends the budget as a removal's would) and so measure them high, and
-/// on containerd's busy node a run made none in 400 s: its baseline was
+/// The pauses a deficit makes come after the workloads' stall rose (a
+/// burst of theirs spends the budget as a removal's would) and so measure
+/// them high, and on containerd's busy node a run made none in 400 s: its baseline was
 /// what 3 s before the first removal showed, 8.02% where the idle blocks
 /// stood at 6.4%, until the mean of its windows lowered it, and its first
 /// two 40-s blocks put 3.5% and 3.9% of the probe's operations past its

@@ -4,20 +4,25 @@
 use super::*;
 use crate::pace::budget::limits::RESTED;
 
-/// Removals one after another from `now` until `REST` has passed since
-/// `since`, each window at the baseline: nothing spent, no deficit, and
-/// no pause long enough to measure. Each may start.
-fn removals_until_the_rest(budget: &mut Budget, now: &mut Instant, since: Instant) {
-    while now.duration_since(since) < REST {
-        let at = now.duration_since(since);
+/// Removals one after another from `now` until `until`, each window at
+/// the baseline: nothing spent, no deficit, and no pause long enough to
+/// measure. Each may start.
+fn removals_until(budget: &mut Budget, now: &mut Instant, until: Instant) {
+    while *now < until {
+        let left = until.duration_since(*now);
         assert_eq!(
             budget.gate(Kind::Container, *now),
             Verdict::Start,
-            "at {at:?}"
+            "{left:?} before {until:?}"
         );
         let at_baseline = WINDOW.mul_f64(budget.baseline());
         one_removal(budget, now, Kind::Container, at_baseline);
     }
+}
+
+/// [`removals_until`] `REST` has passed since `since`.
+fn removals_until_the_rest(budget: &mut Budget, now: &mut Instant, since: Instant) {
+    removals_until(budget, now, since + REST);
 }
 
 #[test]
@@ -58,11 +63,7 @@ fn a_pause_of_a_deficit_that_measured_enough_puts_the_rest_off() {
     let mut budget = Budget::new(LIMITS, 0.02, now);
     // Half a minute of removals, then a pause of the deficit's making
     // that measures RESTED windows: the baseline is as fresh as a rest's.
-    let half = began + REST / 2;
-    while now < half {
-        let at_baseline = WINDOW.mul_f64(budget.baseline());
-        one_removal(&mut budget, &mut now, Kind::Container, at_baseline);
-    }
+    removals_until(&mut budget, &mut now, began + REST / 2);
     let settle = usize::try_from(SETTLE.as_millis() / WINDOW.as_millis()).unwrap();
     quiet(&mut budget, &mut now, settle + RESTED, ms(5.0));
     let measured = now;
@@ -79,11 +80,7 @@ fn the_time_the_pacer_was_stopped_does_not_bring_the_rest_sooner() {
     let mut budget = Budget::new(LIMITS, 0.02, now);
     // Half a minute of removals, then the process stopped for 40 s (one
     // window of that length, with nothing in flight), then removals again.
-    let half = began + REST / 2;
-    while now < half {
-        let at_baseline = WINDOW.mul_f64(budget.baseline());
-        one_removal(&mut budget, &mut now, Kind::Container, at_baseline);
-    }
+    removals_until(&mut budget, &mut now, began + REST / 2);
     let stop = Duration::from_secs(40);
     now += stop;
     budget.observe(now, stop.mul_f64(0.02));

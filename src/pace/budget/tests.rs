@@ -304,6 +304,11 @@ fn a_removal_still_in_flight_keeps_what_its_stall_has_not_yet_used() {
     );
 }
 
+/// How many windows of [`WINDOW`] a pause's [`SETTLE`] holds.
+fn settling_windows() -> usize {
+    usize::try_from(SETTLE.as_millis() / WINDOW.as_millis()).unwrap()
+}
+
 /// `n` windows of [`WINDOW`] from `now`, each stalled `stalled`, with
 /// nothing in flight: `now` moves to the last one's end.
 fn quiet(budget: &mut Budget, now: &mut Instant, n: usize, stalled: Duration) {
@@ -323,7 +328,7 @@ fn a_pause_measures_the_baseline_again_and_gives_back_what_it_charged() {
     // Then a writer among them starts: 4% of every window, with no removal
     // in flight. Until SETTLE has passed and MIN_WINDOWS windows after it
     // came, that is charged: 7.5 ms a window above the old 1%.
-    let settle = usize::try_from(SETTLE.as_millis() / WINDOW.as_millis()).unwrap();
+    let settle = settling_windows();
     quiet(&mut budget, &mut now, settle + MIN_WINDOWS - 1, ms(10.0));
     assert_close(budget.baseline(), 0.01);
     assert!(budget.allowance(now) < -0.04, "{}", budget.allowance(now));
@@ -374,7 +379,7 @@ fn quiet_by_turns(budget: &mut Budget, now: &mut Instant, n: usize, low: f64, hi
 fn pauses_pool_their_windows_until_the_workloads_change() {
     let mut now = Instant::now();
     let mut budget = Budget::new(LIMITS, 0.02, now).with_spread(0.01);
-    let settle = usize::try_from(SETTLE.as_millis() / WINDOW.as_millis()).unwrap();
+    let settle = settling_windows();
     // A first pause: 40 windows of 1.5% and 3.5% by turns, 2.5%.
     one_removal(&mut budget, &mut now, Kind::Container, ms(5.0));
     quiet_by_turns(&mut budget, &mut now, settle + 40, 3.75, 8.75);

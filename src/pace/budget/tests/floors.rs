@@ -298,7 +298,7 @@ fn a_pause_measures_how_far_the_workloads_stall_moves() {
     one_removal(&mut budget, &mut now, Kind::Container, ms(10.0));
     // In the pause their windows move between 2% and 6%: 2% about their
     // 4%.
-    let settle = usize::try_from(SETTLE.as_millis() / WINDOW.as_millis()).unwrap();
+    let settle = settling_windows();
     quiet(&mut budget, &mut now, settle, ms(10.0));
     for stalled in [5.0, 15.0, 5.0, 15.0, 5.0, 15.0] {
         quiet(&mut budget, &mut now, 1, ms(stalled));

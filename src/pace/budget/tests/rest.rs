@@ -39,7 +39,7 @@ fn removals_rest_a_minute_after_the_baseline_was_measured_and_the_rest_measures_
     // The workloads stall 2% now. The rest lasts until its pause has
     // RESTED windows from SETTLE on (a pause's level is taken from
     // MIN_WINDOWS on, but a rest waits for more).
-    let settle = usize::try_from(SETTLE.as_millis() / WINDOW.as_millis()).unwrap();
+    let settle = settling_windows();
     let rest_began = now;
     quiet(&mut budget, &mut now, settle + RESTED - 1, ms(5.0));
     assert_close(budget.baseline(), 0.02);
@@ -64,7 +64,7 @@ fn a_pause_of_a_deficit_that_measured_enough_puts_the_rest_off() {
     // Half a minute of removals, then a pause of the deficit's making
     // that measures RESTED windows: the baseline is as fresh as a rest's.
     removals_until(&mut budget, &mut now, began + REST / 2);
-    let settle = usize::try_from(SETTLE.as_millis() / WINDOW.as_millis()).unwrap();
+    let settle = settling_windows();
     quiet(&mut budget, &mut now, settle + RESTED, ms(5.0));
     let measured = now;
     assert!(measured.duration_since(began) < REST);

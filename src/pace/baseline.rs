@@ -83,6 +83,12 @@ impl Baseline {
         self.shares.len()
     }
 
+    /// Each window's stalled share, 0 to 1, in order.
+    #[must_use]
+    pub fn shares(&self) -> &[f64] {
+        &self.shares
+    }
+
     /// The windows' [`level`], 0 to 1; `None` under [`MIN_WINDOWS`]
     /// windows.
     #[must_use]

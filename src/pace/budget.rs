@@ -23,21 +23,21 @@
 //!   charged, and a run goes at the pace its removals' cost sets, where a
 //!   cap of 2 s against a floor of 30 s turned that zero-mean noise into
 //!   waits (on a busy node at 0.1%, a third of the rate the cost set).
-//! - The baseline is measured again whenever removals pause, and they
-//!   rest for it [`REST`] after it was last measured: the windows
-//!   in which no removal was in flight, from `SETTLE` after the last
-//!   one was taken in, are the workloads' own, and once a pause has
+//! - The baseline is measured again in rests: removals rest [`REST`]
+//!   after it was last measured, and the windows in which no removal was
+//!   in flight, from `SETTLE` after the last one was taken in and from
+//!   when the rest began, are the workloads' own; once a rest has
 //!   `MIN_WINDOWS` of them their level (`baseline::level`) pooled with
-//!   earlier pauses' windows, two minutes of them (`pause::POOL`), is the
-//!   baseline; a pause whose own level stands [`SHIFT`](pause::SHIFT)
-//!   errors from the pool's (the workloads changed) replaces it. What those windows
-//!   were charged above it is given back: a workload that got busier
-//!   while the removals waited is not the removals' doing. The settling
-//!   windows are charged again at the new baseline: what they stalled
-//!   above it stands (a removal's late stall shows there). And while
-//!   removals go, the mean of the latest [`RECENT`] windows lowers the
-//!   baseline when it falls under it by more than the target and its own
-//!   noise (removals only add stall): a workload that got quieter does not
+//!   earlier rests' windows and those measured before the first removal,
+//!   two minutes of them (`pause::POOL`), is the baseline; a rest whose
+//!   own level stands [`SHIFT`](pause::SHIFT) errors from the pool's (the
+//!   workloads changed) replaces it. What the pause's windows were charged
+//!   above it is given back: a workload that got busier while the
+//!   removals waited is not the removals' doing. The settling windows are
+//!   charged again at the new baseline: what they stalled above it stands
+//!   (a removal's late stall shows there). A rest ends at [`RESTED`]
+//!   windows, whatever they showed; a pause a deficit made measures
+//!   nothing, its end chosen by its windows (see `pause`). And while
 //!   leave the removals its old stall to add on top of the target.
 //! - A deficit holds at most [`DEBT`] of the target, or the dearest
 //!   kind's learned cost when that is more: what a window's burst cost,
@@ -152,10 +152,12 @@ pub struct Budget {
     /// Removals paused, since when, and the pause's windows.
     pause: Option<Pause>,
     /// When the baseline was last measured (before the first removal, or
-    /// in a pause of [`RESTED`] windows), moved on by the windows longer
+    /// by a rest's [`RESTED`] windows), moved on by the windows longer
     /// than [`STOPPED`]: removals rest [`REST`] after it.
     measured_at: Instant,
-    /// Earlier pauses' windows, the baseline's with the pause's.
+    /// Since when removals rest: the first verdict that said so.
+    rest_from: Option<Instant>,
+    /// Earlier rests' windows, the baseline's with the rest's.
     pool: Pool,
     /// The latest [`RECENT`] windows' shares, removals or not.
     recent: VecDeque<f64>,
@@ -189,6 +191,7 @@ impl Budget {
             held_since: None,
             pause: None,
             measured_at: now,
+            rest_from: None,
             pool: Pool::default(),
             recent: VecDeque::with_capacity(RECENT),
             added: 0.0,
@@ -202,14 +205,26 @@ impl Budget {
     /// The same budget, the workloads' stall moving by `spread` (a
     /// window's share's standard deviation: `baseline::spread`) from window
     /// to window: a deficit within its [`NOISE`] holds nothing.
+    #[cfg(test)]
     #[must_use]
     pub fn with_spread(mut self, spread: f64) -> Self {
         self.spread = spread.max(0.0);
         self
     }
 
+    /// The same budget, its baseline measured over windows of these
+    /// stalled `shares` before the first removal: how far they move (see
+    /// [`Self::with_spread`]), and the first of the windows the rests'
+    /// are pooled with.
+    #[must_use]
+    pub fn with_windows(mut self, shares: &[f64]) -> Self {
+        self.spread = baseline::spread(shares).unwrap_or(0.0).max(0.0);
+        self.pool.extend(shares.iter().copied());
+        self
+    }
+
     /// The workloads' own stalled share, 0 to 1: measured before the
-    /// first removal, then again in pauses (see the module).
+    /// first removal, then again in rests (see the module).
     #[must_use]
     pub fn baseline(&self) -> f64 {
         self.baseline
@@ -302,6 +317,9 @@ impl Budget {
         } else {
             Verdict::Start
         };
+        if verdict == Verdict::Rest {
+            self.rest_from.get_or_insert(now);
+        }
         self.held(verdict, now);
         verdict
     }
@@ -473,13 +491,15 @@ impl Budget {
     }
 
     /// A window begun at `began` with no removal in flight during it: the
-    /// pause's (see [`Pause::take`]); once the pause measures the
-    /// workloads' level, it is the baseline.
+    /// pause's (see [`Pause::take`]); once a rest in it measures the
+    /// workloads' level, it is the baseline, and at [`RESTED`] windows the
+    /// rest is over.
     fn paused(&mut self, began: Instant, quiet: Quiet) {
         let pause = self.pause.get_or_insert_with(|| Pause::new(began));
-        let Some(measured) = pause.take(began, quiet, &self.pool) else {
+        let Some(measured) = pause.take(began, quiet, &self.pool, self.rest_from) else {
             return;
         };
+        let rested = (measured.windows >= RESTED).then(|| pause.rested());
         if measured.first {
             self.accounts.remeasured += 1;
         }
@@ -488,7 +508,7 @@ impl Budget {
             spread_percent = measured.spread * 100.0,
             shifted = measured.shifted,
             first = measured.first,
-            "safety.pace: the workloads' level measured again in a pause"
+            "safety.pace: the workloads' level measured again in a rest"
         );
         if measured.shifted {
             // The windows before the workloads changed: not theirs now.
@@ -496,10 +516,16 @@ impl Budget {
         }
         self.baseline = measured.baseline;
         self.spread = measured.spread;
-        if measured.windows >= RESTED {
-            self.measured_at = self.observed_at;
-        }
         self.spend(-measured.back);
+        if let Some(rested) = rested {
+            // Its windows join the pool now: the pause may go on (a
+            // deficit), and what it shows then measures nothing.
+            self.measured_at = self.observed_at;
+            self.rest_from = None;
+            if let Some(done) = self.pause.replace(rested) {
+                self.pool.fold(&done);
+            }
+        }
     }
 
     /// While removals go, the mean of the latest windows, when it is

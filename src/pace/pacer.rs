@@ -434,7 +434,7 @@ impl Pacer {
         b.baseline = Some(share);
         b.last = last;
         b.last_io = b.io_read;
-        b.budget = Some(Budget::new(limits, share, Instant::now()).with_spread(spread));
+        b.budget = Some(Budget::new(limits, share, Instant::now()).with_windows(baseline.shares()));
     }
 
     /// When the stall budget observes next, while removals go; `None`

@@ -58,9 +58,9 @@ pub struct BudgetReport {
     /// removal, or a stop first).
     pub baseline_io_pressure_percent: Option<f64>,
     /// The baseline at the run's end, percent (3 decimals): measured again
-    /// in pauses, lowered while removals went; `null` as the first.
+    /// in rests, lowered while removals went; `null` as the first.
     pub last_baseline_io_pressure_percent: Option<f64>,
-    /// How many pauses measured the baseline again.
+    /// How many rests measured the baseline again.
     pub baseline_remeasured: u64,
     /// The policy's target: what the removals may add, percent.
     pub added_io_pressure_percent: f64,
@@ -101,8 +101,8 @@ impl fmt::Display for PaceReport {
             write!(f, " ({last:.2}% at the end")?;
             match budget.baseline_remeasured {
                 0 => {}
-                1 => f.write_str(", measured again in a pause")?,
-                n => write!(f, ", measured again in {n} pauses")?,
+                1 => f.write_str(", measured again in a rest")?,
+                n => write!(f, ", measured again in {n} rests")?,
             }
             f.write_str(")")?;
         }

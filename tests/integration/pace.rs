@@ -863,7 +863,7 @@ async fn on_docker_the_workloads_stall_slows_a_paced_run_and_the_report_says_so(
         (waited_in_table(&table) - waited).abs() <= 0.05 + 1e-9,
         "{table}\n{pace}"
     );
-    // The baseline, then (when it was measured again in a pause, or moved)
+    // The baseline, then (when it was measured again in a rest, or moved)
     // where it ended, then the added stall and the wait.
     let line = table
         .lines()

@@ -113,12 +113,13 @@ pub const STOPPED: Duration = Duration::from_secs(2);
 pub const RECENT: usize = 120;
 
 /// How long removals go, at most, after the baseline was last measured
-/// (before the first removal, or in a pause of [`RESTED`] windows) before
+/// (before the first removal, or by a rest of [`RESTED`] windows) before
 /// they rest for a pause to measure it again: the last removal's tail,
 /// [`SETTLE`](super::pause::SETTLE) and [`RESTED`] windows, about 9 s.
-/// The pauses a deficit makes come after the workloads' stall rose (a
-/// burst of theirs spends the budget as a removal's would) and so measure
-/// them high, and on containerd's busy node a run made none in 400 s: its baseline was
+/// Only a rest measures: a pause a deficit makes ends when its windows
+/// paid the deficit back, stood low (see `pause`). Before the rests, such
+/// pauses alone measured, and on containerd's busy node a run made none
+/// in 400 s: its baseline was
 /// what 3 s before the first removal showed, 8.02% where the idle blocks
 /// stood at 6.4%, until the mean of its windows lowered it, and its first
 /// two 40-s blocks put 3.5% and 3.9% of the probe's operations past its
@@ -129,9 +130,9 @@ pub const RECENT: usize = 120;
 /// rests, a quarter of containerd's busy run's 680 s of paced blocks.
 pub const REST: Duration = Duration::from_secs(60);
 
-/// How many windows a pause measures before it counts as a rest (see
-/// [`REST`]): 3 s of them, as many as the measuring before the first
-/// removal has. A pause's windows join the pool of earlier ones, which the
+/// How many windows a rest measures (see [`REST`]), whatever they show:
+/// 3 s of them, as many as the measuring before the first removal has.
+/// A rest's windows join the pool of earlier ones, which the
 /// baseline is the level of: on 5, the least a level is taken on, a
 /// rest's level on containerd's busy node (windows of 2.3% spread) has a
 /// standard error of a point, and the pool fills slower.

@@ -1,6 +1,16 @@
-//! The budget's pauses: where the workloads' own stall is measured again
-//! beside the removals, and the pool of earlier pauses' windows that the
-//! baseline is the level of while the workloads stay as they were.
+//! The budget's pauses: where, in a rest, the workloads' own stall is
+//! measured again beside the removals, and the pool of earlier rests'
+//! windows that the baseline is the level of while the workloads stay as
+//! they were.
+//!
+//! Only a rest measures (see `limits::REST`): it begins on the clock and
+//! takes a fixed count of windows, whatever they show. A pause a deficit
+//! made ends when its windows have paid the deficit back, that is when
+//! they stood under the baseline: pooled, such windows drew the baseline
+//! under the workloads' level pause after pause (0.1-0.3 points under
+//! the idle blocks' on both engines' busy node, two to three times a
+//! target of 0.1%, and each window with removals in flight was charged
+//! that: the runs went at 1.1-1.8 objects a second and took 643-680 s).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -20,12 +30,17 @@ use crate::pace::baseline::{MIN_WINDOWS, level, spread};
 pub const SETTLE: Duration = Duration::from_secs(5);
 
 /// The most settling windows a pause keeps: windows are at least
-/// `psi::MIN_WINDOW` (100 ms) long, so [`SETTLE`] holds at most 50.
-const SETTLING: usize = 64;
+/// `psi::MIN_WINDOW` (100 ms) long, so [`SETTLE`] holds at most 50, and a
+/// deficit's pause before a rest, at most [`REST`](super::limits::REST)
+/// and [`SETTLE`] long, 650: all of them are charged again at what the
+/// rest measures, and a writer that started while the removals waited is
+/// given back (kept to [`SETTLE`]'s, a drift's minute stood charged to
+/// the removals, 2.2 s of stall where they added 0.24).
+const SETTLING: usize = 1024;
 
-/// How many quiet windows, of this pause and the earlier ones since the
-/// workloads last changed, the baseline is the level of: two minutes of
-/// them. A pause's own dozen windows (3 s) put its level 0.4-0.7% off
+/// How many quiet windows, of this rest and the earlier ones since the
+/// workloads last changed (and the measuring before the first removal),
+/// the baseline is the level of: two minutes of them. A pause's own dozen windows (3 s) put its level 0.4-0.7% off
 /// beside the benchmark's probe (windows of 1.4-2.4% spread), four to
 /// seven times a target of 0.1%, charged to (or left to) the removals
 /// until the next pause: containerd's busy fixture counted 2.44 s added
@@ -74,9 +89,11 @@ impl Quiet {
 #[derive(Debug, Clone)]
 pub struct Pause {
     since: Instant,
-    /// Its windows from [`SETTLE`] after `since`, the latest [`POOL`].
-    windows: VecDeque<Quiet>,
-    /// Its windows within [`SETTLE`] after `since`.
+    /// Its rest's windows: from [`SETTLE`] after `since` and from when the
+    /// rest began.
+    windows: Vec<Quiet>,
+    /// Its other windows: within [`SETTLE`] after `since`, or before the
+    /// rest began.
     settling: Vec<Quiet>,
     /// It has measured the baseline again.
     measured: bool,
@@ -85,8 +102,8 @@ pub struct Pause {
     shifted: bool,
 }
 
-/// The quiet windows' shares of earlier pauses since the workloads last
-/// changed, the latest [`POOL`]: each pause's windows join them when it
+/// The quiet windows' shares of earlier rests since the workloads last
+/// changed, the latest [`POOL`]: each rest's windows join them when it
 /// ends.
 #[derive(Debug, Clone, Default)]
 pub struct Pool {
@@ -100,17 +117,23 @@ impl Pool {
         self.shares.clear();
     }
 
-    /// `pause` has ended: its windows join the pool, or replace it when
-    /// the workloads had changed.
+    /// `pause` has ended: its rest's windows join the pool, or replace it
+    /// when the workloads had changed.
     pub fn fold(&mut self, pause: &Pause) {
         if pause.shifted {
             self.shares.clear();
         }
-        for quiet in &pause.windows {
+        self.extend(pause.windows.iter().map(Quiet::share));
+    }
+
+    /// `shares` join the pool: the windows measured before the first
+    /// removal, chosen by nothing they showed.
+    pub fn extend(&mut self, shares: impl IntoIterator<Item = f64>) {
+        for share in shares {
             if self.shares.len() == POOL {
                 self.shares.pop_front();
             }
-            self.shares.push_back(quiet.share());
+            self.shares.push_back(share);
         }
     }
 
@@ -151,9 +174,9 @@ pub struct Measured {
     /// What the pause's windows were charged beyond it, seconds: to give
     /// back (negative: to take again).
     pub back: f64,
-    /// It is the pause's first measurement.
+    /// It is the rest's first measurement.
     pub first: bool,
-    /// How many of the pause's windows it is the level of (the pool's
+    /// How many of the rest's windows it is the level of (the pool's
     /// aside).
     pub windows: usize,
     /// The workloads changed: the pause's own level, not the pool's.
@@ -165,29 +188,41 @@ impl Pause {
     pub fn new(since: Instant) -> Self {
         Self {
             since,
-            windows: VecDeque::new(),
+            windows: Vec::new(),
             settling: Vec::new(),
             measured: false,
             shifted: false,
         }
     }
 
-    /// A window begun at `began` with no removal in flight during it;
-    /// once the pause has [`MIN_WINDOWS`] from [`SETTLE`] on, their level
-    /// pooled with `pool`'s (see [`Pool`]) is the baseline, and its
-    /// windows, the settling ones too, are charged again at it (the
-    /// budget's module says why).
-    pub fn take(&mut self, began: Instant, quiet: Quiet, pool: &Pool) -> Option<Measured> {
-        if began.saturating_duration_since(self.since) < SETTLE {
+    /// The same pause, its rest over: its windows measure nothing until
+    /// another rest begins in it.
+    #[must_use]
+    pub fn rested(&self) -> Self {
+        Self::new(self.since)
+    }
+
+    /// A window begun at `began` with no removal in flight during it, a
+    /// rest under way since `rest` (`None`: none); once the rest has
+    /// [`MIN_WINDOWS`] from [`SETTLE`] on, their level pooled with
+    /// `pool`'s (see [`Pool`]) is the baseline, and the pause's windows,
+    /// the settling ones too, are charged again at it (the budget's module
+    /// says why).
+    pub fn take(
+        &mut self,
+        began: Instant,
+        quiet: Quiet,
+        pool: &Pool,
+        rest: Option<Instant>,
+    ) -> Option<Measured> {
+        let resting = rest.is_some_and(|from| began >= from);
+        if !resting || began.saturating_duration_since(self.since) < SETTLE {
             if self.settling.len() < SETTLING {
                 self.settling.push(quiet);
             }
             return None;
         }
-        if self.windows.len() == POOL {
-            self.windows.pop_front();
-        }
-        self.windows.push_back(quiet);
+        self.windows.push(quiet);
         if self.windows.len() < MIN_WINDOWS {
             return None;
         }

@@ -33,7 +33,7 @@ pub struct Accounts {
     /// away): what the removals added, and what the workloads stalled on
     /// beyond their baseline meanwhile; none while removals paused.
     pub added_stall: Duration,
-    /// How many pauses measured the baseline again.
+    /// How many rests measured the baseline again.
     pub remeasured: u64,
     /// Windows observed.
     pub windows: u64,

@@ -142,10 +142,10 @@ fn removals_go_no_faster_than_their_least_costs_while_the_workloads_stall() {
     let credited = f64::from(TAIL_WINDOWS + 1) * WINDOW.as_secs_f64() * LIMITS.target;
     assert_close(budget.allowance(now), credited);
     // However much the windows give back, the least costs' account holds
-    // at most PACE_BANK of the target: after a minute of windows under the
+    // at most PACE_BANK of the target: after 50 s of windows under the
     // baseline, ten removals of 1 ms at once (10 ms) and one more on
     // credit, then one per 200 ms.
-    for _ in 0..240 {
+    for _ in 0..200 {
         now += WINDOW;
         budget.observe(now, ms(1.0));
     }
@@ -291,22 +291,30 @@ fn a_deficit_beyond_the_noise_is_paid_back_over_the_debt() {
 }
 
 #[test]
-fn a_pause_measures_how_far_the_workloads_stall_moves() {
+fn a_rest_measures_how_far_the_workloads_stall_moves() {
     let mut now = Instant::now();
     // Steady at 4% when the run began: every deficit holds.
     let mut budget = Budget::new(LIMITS, 0.04, now);
-    one_removal(&mut budget, &mut now, Kind::Container, ms(10.0));
-    // In the pause their windows move between 2% and 6%: 2% about their
+    // In the rest their windows move between 2% and 6%: 2% about their
     // 4%.
-    let settle = settling_windows();
-    quiet(&mut budget, &mut now, settle, ms(10.0));
-    for stalled in [5.0, 15.0, 5.0, 15.0, 5.0, 15.0] {
-        quiet(&mut budget, &mut now, 1, ms(stalled));
+    rest(&mut budget, &mut now);
+    for _ in 0..RESTED / 2 {
+        quiet(&mut budget, &mut now, 1, ms(5.0));
+        quiet(&mut budget, &mut now, 1, ms(15.0));
     }
     assert_close(budget.baseline(), 0.04);
     assert_eq!(budget.accounts().remeasured, 1);
-    // A removal 100 ms above it leaves a deficit that holds nothing:
-    // within what that noise explains (110 ms at two deviations).
+    // A removal spends the minute's allowance; another 100 ms above the
+    // baseline leaves a deficit that holds nothing: within what that
+    // noise explains (110 ms at two deviations).
+    assert_eq!(budget.gate(Kind::Volume, now), Verdict::Start);
+    let allowance = budget.allowance(now);
+    one_removal(
+        &mut budget,
+        &mut now,
+        Kind::Volume,
+        ms(10.0 + allowance * 1000.0),
+    );
     assert_eq!(budget.gate(Kind::Container, now), Verdict::Start);
     one_removal(&mut budget, &mut now, Kind::Container, ms(110.0));
     let deficit = -budget.allowance(now);

@@ -1,24 +1,9 @@
 //! Rests: removals go at most [`REST`] after the baseline was last
-//! measured, whether or not a deficit paused them.
+//! measured, whether or not a deficit paused them, and only a rest
+//! measures it.
 
 use super::*;
 use crate::pace::budget::limits::RESTED;
-
-/// Removals one after another from `now` until `until`, each window at
-/// the baseline: nothing spent, no deficit, and no pause long enough to
-/// measure. Each may start.
-fn removals_until(budget: &mut Budget, now: &mut Instant, until: Instant) {
-    while *now < until {
-        let left = until.duration_since(*now);
-        assert_eq!(
-            budget.gate(Kind::Container, *now),
-            Verdict::Start,
-            "{left:?} before {until:?}"
-        );
-        let at_baseline = WINDOW.mul_f64(budget.baseline());
-        one_removal(budget, now, Kind::Container, at_baseline);
-    }
-}
 
 /// [`removals_until`] `REST` has passed since `since`.
 fn removals_until_the_rest(budget: &mut Budget, now: &mut Instant, since: Instant) {
@@ -57,20 +42,34 @@ fn removals_rest_a_minute_after_the_baseline_was_measured_and_the_rest_measures_
 }
 
 #[test]
-fn a_pause_of_a_deficit_that_measured_enough_puts_the_rest_off() {
+fn a_deficits_pause_measures_nothing_and_puts_no_rest_off() {
     let mut now = Instant::now();
     let began = now;
     let mut budget = Budget::new(LIMITS, 0.02, now);
-    // Half a minute of removals, then a pause of the deficit's making
-    // that measures RESTED windows: the baseline is as fresh as a rest's.
+    // Half a minute of removals, then a pause as long as a rest with the
+    // workloads at 6%: a deficit, and no measure. The pause ends when its
+    // windows pay the deficit back, so when they stood under the
+    // baseline: pooled, such windows drew it under the workloads' level.
     removals_until(&mut budget, &mut now, began + REST / 2);
     let settle = settling_windows();
-    quiet(&mut budget, &mut now, settle + RESTED, ms(5.0));
-    let measured = now;
-    assert!(measured.duration_since(began) < REST);
-    removals_until_the_rest(&mut budget, &mut now, measured);
-    assert!(now.duration_since(began) > REST + REST / 2);
+    quiet(&mut budget, &mut now, settle + RESTED, ms(15.0));
+    assert!(matches!(
+        budget.gate(Kind::Container, now),
+        Verdict::PayBack(_)
+    ));
+    assert_close(budget.baseline(), 0.02);
+    assert_eq!(budget.accounts().remeasured, 0);
+    // Nor does it put the rest off: a minute after the first measure,
+    // whatever holds the removals then, they rest.
+    while now < began + REST {
+        assert_ne!(budget.gate(Kind::Container, now), Verdict::Rest);
+        quiet(&mut budget, &mut now, 1, ms(5.0));
+    }
     assert_eq!(budget.gate(Kind::Container, now), Verdict::Rest);
+    // And the rest measures the workloads' 6% once more.
+    quiet(&mut budget, &mut now, MIN_WINDOWS, ms(15.0));
+    assert_close(budget.baseline(), 0.06);
+    assert_eq!(budget.accounts().remeasured, 1);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The workloads' own stall before the removals: what the stall budget
 //! (see [`super::budget`]) measures the removals' added stall above.
 //!
-//! Before the first removal, and whenever removals pause, the pacer reads
+//! Before the first removal, and in each rest, the pacer reads
 //! PSI `some total` every [`INTERVAL`] for about [`SPAN`]. Each pair of
 //! successive readings is a window, with the share of it in which some
 //! workload task waited on I/O; the baseline is their MEAN, THE HIGHEST

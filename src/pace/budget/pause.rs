@@ -72,7 +72,8 @@ pub struct Quiet {
 }
 
 impl Quiet {
-    fn share(&self) -> f64 {
+    /// Its stalled share, 0 to 1.
+    pub fn share(&self) -> f64 {
         (self.stalled / self.window).min(1.0)
     }
 
@@ -195,6 +196,12 @@ impl Pause {
         }
     }
 
+    /// Whether a window begun at `began` is past its [`SETTLE`]: what a
+    /// removal left behind has shown.
+    pub fn settled(&self, began: Instant) -> bool {
+        began.saturating_duration_since(self.since) >= SETTLE
+    }
+
     /// The same pause, its rest over: its windows measure nothing until
     /// another rest begins in it.
     #[must_use]
@@ -216,7 +223,7 @@ impl Pause {
         rest: Option<Instant>,
     ) -> Option<Measured> {
         let resting = rest.is_some_and(|from| began >= from);
-        if !resting || began.saturating_duration_since(self.since) < SETTLE {
+        if !resting || !self.settled(began) {
             if self.settling.len() < SETTLING {
                 self.settling.push(quiet);
             }

@@ -35,7 +35,7 @@
 //!   above it is given back: a workload that got busier while the
 //!   removals waited is not the removals' doing. The settling windows are
 //!   charged again at the new baseline: what they stalled above it stands
-//!   (a removal's late stall shows there). A rest ends at [`RESTED`]
+//!   (a removal's late stall shows there). A rest ends at [`RESTED`](limits::RESTED)
 //!   windows, whatever they showed; a pause a deficit made measures
 //!   nothing, its end chosen by its windows (see `pause`). And while
 //!   leave the removals its old stall to add on top of the target.
@@ -52,7 +52,7 @@
 //!   target.
 //! - A deficit holds removals only beyond the workloads' own noise: the
 //!   spread of their windows (measured with the baseline, and again in
-//!   each pause) summed over [`DEBT`], [`NOISE`] times; the floor is as
+//!   each pause) summed over [`DEBT`], [`NOISE`](limits::NOISE) times; the floor is as
 //!   much deeper. At a low target the allowance is a walk on that noise
 //!   (at 0.1%, 30 ms credited against 56-81 ms of the workloads' own
 //!   spread over 30 s): held at every deficit, a run waited half its time
@@ -109,12 +109,15 @@ use crate::inventory::Kind;
 use crate::pace::baseline;
 use flight::Flight;
 pub use flight::Ticket;
-use limits::{BANK, DEBT, LEARNING, NOISE, PACE_BANK, RECENT, REST, RESTED, STOPPED, TAIL};
+use limits::{BANK, DEBT, LEARNING, PACE_BANK, RECENT, REST, STOPPED, TAIL};
 pub use limits::{Limits, Weight};
+#[cfg(test)]
+use limits::{NOISE, RESTED};
 use pause::{Pause, Pool, Quiet};
 pub use verdict::{Accounts, Verdict};
 
 mod flight;
+mod level;
 mod limits;
 mod pause;
 mod verdict;
@@ -158,7 +161,7 @@ pub struct Budget {
     /// Removals paused, since when, and the pause's windows.
     pause: Option<Pause>,
     /// When the baseline was last measured (before the first removal, or
-    /// by a rest's [`RESTED`] windows), moved on by the windows longer
+    /// by a rest's [`RESTED`](limits::RESTED) windows), moved on by the windows longer
     /// than [`STOPPED`]: removals rest [`REST`] after it.
     measured_at: Instant,
     /// Since when removals rest: the first verdict that said so.
@@ -212,7 +215,7 @@ impl Budget {
 
     /// The same budget, the workloads' stall moving by `spread` (a
     /// window's share's standard deviation: `baseline::spread`) from window
-    /// to window: a deficit within its [`NOISE`] holds nothing.
+    /// to window: a deficit within its [`NOISE`](limits::NOISE) holds nothing.
     #[cfg(test)]
     #[must_use]
     pub fn with_spread(mut self, spread: f64) -> Self {
@@ -498,85 +501,6 @@ impl Budget {
         self.accounts.added_stall = Duration::from_secs_f64(self.added.max(0.0));
     }
 
-    /// A window begun at `began` with no removal in flight during it: the
-    /// pause's (see [`Pause::take`]); once a rest in it measures the
-    /// workloads' level, it is the baseline, and at [`RESTED`] windows the
-    /// rest is over.
-    fn paused(&mut self, began: Instant, quiet: Quiet) {
-        let pause = self.pause.get_or_insert_with(|| Pause::new(began));
-        if pause.settled(began) {
-            if self.quiet.len() == RECENT {
-                self.quiet.pop_front();
-            }
-            self.quiet.push_back(quiet.share());
-            if self.quiet.len() == RECENT {
-                self.quiet_spread = baseline::spread(self.quiet.make_contiguous()).unwrap_or(0.0);
-            }
-        }
-        let Some(measured) = pause.take(began, quiet, &self.pool, self.rest_from) else {
-            return;
-        };
-        let rested = (measured.windows >= RESTED).then(|| pause.rested());
-        if measured.first {
-            self.accounts.remeasured += 1;
-        }
-        tracing::trace!(
-            baseline_percent = measured.baseline * 100.0,
-            spread_percent = measured.spread * 100.0,
-            shifted = measured.shifted,
-            first = measured.first,
-            "safety.pace: the workloads' level measured again in a rest"
-        );
-        if measured.shifted {
-            // The windows before the workloads changed: not theirs now.
-            self.recent.clear();
-        }
-        self.baseline = measured.baseline;
-        self.spread = measured.spread;
-        self.spend(-measured.back);
-        if let Some(rested) = rested {
-            // Its windows join the pool now: the pause may go on (a
-            // deficit), and what it shows then measures nothing.
-            self.measured_at = self.observed_at;
-            self.rest_from = None;
-            if let Some(done) = self.pause.replace(rested) {
-                self.pool.fold(&done);
-            }
-        }
-    }
-
-    /// While removals go, the mean of the latest windows, when it is
-    /// under the baseline by more than the target and [`NOISE`] times its
-    /// own error, lowers it to that mean: removals only add stall, so the
-    /// workloads themselves stall less now, and earlier pauses' windows
-    /// no longer count. Their mean, not their level, and only beyond
-    /// their noise, over [`RECENT`] of them: on less (the target alone, or
-    /// a dozen windows' noise) the workloads' own noise ratcheted the
-    /// baseline down, charging it to the removals. To the mean, not that
-    /// error above it: the mean holds what the removals added too, and
-    /// the error left the baseline 0.4 points over the workloads' level
-    /// on containerd's busy node (windows of 2.3% spread), the removals
-    /// adding that on top of the target.
-    fn lower_baseline(&mut self) {
-        if self.recent.len() < RECENT {
-            return;
-        }
-        #[expect(clippy::cast_precision_loss, reason = "RECENT windows")]
-        let (mean, error) = (
-            self.recent.iter().sum::<f64>() / self.recent.len() as f64,
-            NOISE * self.noise() / (RECENT as f64).sqrt(),
-        );
-        if mean + error < self.baseline - self.limits.target {
-            tracing::trace!(
-                from_percent = self.baseline * 100.0,
-                to_percent = mean * 100.0,
-                "safety.pace: the workloads' level lowered while removals go"
-            );
-            self.baseline = mean;
-            self.pool.clear();
-        }
-    }
-
     /// A finished removal of `kind` stalled the workloads `stall` seconds
     /// above baseline: the first sets its kind's cost, later ones move it.
     fn learn(&mut self, kind: Kind, stall: f64) {
@@ -584,27 +508,6 @@ impl Budget {
             .entry(kind)
             .and_modify(|cost| *cost += LEARNING * (stall - *cost))
             .or_insert(stall);
-    }
-
-    /// How far the workloads' stall moves from window to window: the
-    /// larger of the spread measured with the baseline and that of the
-    /// latest [`RECENT`] settled quiet windows, a deficit's pauses' too.
-    /// The workloads' stall comes in bursts, and the dozen windows a
-    /// baseline is first measured on mostly miss them: on containerd's
-    /// busy node they spread 0.5-0.8% where the run's settled quiet
-    /// windows spread 1.5% (all its windows 2.1%), so that a deficit held
-    /// removals on a third of the workloads' own noise and the 30-s mean
-    /// lowered the baseline on a third of its. Not the windows with
-    /// removals in flight: their stall is the removals' to pay for, not
-    /// noise to forgive.
-    fn noise(&self) -> f64 {
-        self.spread.max(self.quiet_spread)
-    }
-
-    /// The deficit the workloads' own noise explains, seconds: [`NOISE`]
-    /// times the spread of their windows' sum over [`DEBT`].
-    fn tolerance(&self) -> f64 {
-        NOISE * self.noise() * (baseline::INTERVAL.as_secs_f64() * DEBT.as_secs_f64()).sqrt()
     }
 
     /// What removals in flight are still charged, seconds.

@@ -51,8 +51,9 @@
 //!   one per 30 s, and a run added 1.53 s in about 240 s, six times its
 //!   target.
 //! - A deficit holds removals only beyond the workloads' own noise: the
-//!   spread of their windows (measured with the baseline, and again in
-//!   each pause) summed over [`DEBT`], [`NOISE`](limits::NOISE) times; the floor is as
+//!   spread of their windows (measured with the baseline and again in
+//!   each rest, or that of the latest settled quiet windows when more)
+//!   summed over [`DEBT`], [`NOISE`](limits::NOISE) times; the floor is as
 //!   much deeper. At a low target the allowance is a walk on that noise
 //!   (at 0.1%, 30 ms credited against 56-81 ms of the workloads' own
 //!   spread over 30 s): held at every deficit, a run waited half its time
@@ -113,7 +114,7 @@ use limits::{BANK, DEBT, LEARNING, PACE_BANK, RECENT, REST, STOPPED, TAIL};
 pub use limits::{Limits, Weight};
 #[cfg(test)]
 use limits::{NOISE, RESTED};
-use pause::{Pause, Pool, Quiet};
+use pause::{Pause, Pool, Quiet, keep_latest};
 pub use verdict::{Accounts, Verdict};
 
 mod flight;
@@ -425,10 +426,7 @@ impl Budget {
             self.measured_at += now.saturating_duration_since(began);
             return;
         }
-        if self.recent.len() == RECENT {
-            self.recent.pop_front();
-        }
-        self.recent.push_back(share);
+        keep_latest(&mut self.recent, share, RECENT);
         let excess = stalled - self.baseline * window;
         self.spend(excess);
         self.accounts.windows += 1;

@@ -5,7 +5,7 @@
 use tokio::time::Instant;
 
 use super::limits::{DEBT, NOISE, RECENT, RESTED};
-use super::pause::Quiet;
+use super::pause::{Quiet, keep_latest};
 use super::{Budget, Pause};
 use crate::pace::baseline;
 
@@ -17,10 +17,7 @@ impl Budget {
     pub(super) fn paused(&mut self, began: Instant, quiet: Quiet) {
         let pause = self.pause.get_or_insert_with(|| Pause::new(began));
         if pause.settled(began) {
-            if self.quiet.len() == RECENT {
-                self.quiet.pop_front();
-            }
-            self.quiet.push_back(quiet.share());
+            keep_latest(&mut self.quiet, quiet.share(), RECENT);
             if self.quiet.len() == RECENT {
                 self.quiet_spread = baseline::spread(self.quiet.make_contiguous()).unwrap_or(0.0);
             }
@@ -60,7 +57,7 @@ impl Budget {
     /// While removals go, the mean of the latest windows, when it is
     /// under the baseline by more than the target and [`NOISE`] times its
     /// own error, lowers it to that mean: removals only add stall, so the
-    /// workloads themselves stall less now, and earlier pauses' windows
+    /// workloads themselves stall less now, and earlier rests' windows
     /// no longer count. Their mean, not their level, and only beyond
     /// their noise, over [`RECENT`] of them: on less (the target alone, or
     /// a dozen windows' noise) the workloads' own noise ratcheted the

@@ -40,8 +40,8 @@ const SETTLING: usize = 1024;
 
 /// How many quiet windows, of this rest and the earlier ones since the
 /// workloads last changed (and the measuring before the first removal),
-/// the baseline is the level of: two minutes of them. A pause's own dozen windows (3 s) put its level 0.4-0.7% off
-/// beside the benchmark's probe (windows of 1.4-2.4% spread), four to
+/// the baseline is the level of: two minutes of them. A rest's own
+/// dozen windows (3 s) put its level 0.4-0.7% off beside the benchmark's probe (windows of 1.4-2.4% spread), four to
 /// seven times a target of 0.1%, charged to (or left to) the removals
 /// until the next pause: containerd's busy fixture counted 2.44 s added
 /// where its workloads' PSI, read from outside, showed 0.03 s, and took
@@ -103,6 +103,14 @@ pub struct Pause {
     shifted: bool,
 }
 
+/// `share` joins `shares`, of which the latest `most` are kept.
+pub fn keep_latest(shares: &mut VecDeque<f64>, share: f64, most: usize) {
+    if shares.len() == most {
+        shares.pop_front();
+    }
+    shares.push_back(share);
+}
+
 /// The quiet windows' shares of earlier rests since the workloads last
 /// changed, the latest [`POOL`]: each rest's windows join them when it
 /// ends.
@@ -131,10 +139,7 @@ impl Pool {
     /// removal, chosen by nothing they showed.
     pub fn extend(&mut self, shares: impl IntoIterator<Item = f64>) {
         for share in shares {
-            if self.shares.len() == POOL {
-                self.shares.pop_front();
-            }
-            self.shares.push_back(share);
+            keep_latest(&mut self.shares, share, POOL);
         }
     }
 

@@ -38,7 +38,10 @@
 //!   (a removal's late stall shows there). A rest ends at [`RESTED`](limits::RESTED)
 //!   windows, whatever they showed; a pause a deficit made measures
 //!   nothing, its end chosen by its windows (see `pause`). And while
-//!   leave the removals its old stall to add on top of the target.
+//!   removals go, the mean of the latest [`RECENT`] windows lowers the
+//!   baseline when it falls under it by more than the target and its
+//!   noise (removals only add stall): a workload that got quieter does
+//!   not leave the removals its old stall to add on top of the target.
 //! - A deficit holds at most [`DEBT`] of the target, or the dearest
 //!   kind's learned cost when that is more: what a window's burst cost,
 //!   the removals' or the workloads' own (in a window with a removal in
@@ -95,8 +98,8 @@
 //!   nothing.
 //!
 //! - A window longer than [`STOPPED`] (the pacer's process was stopped or
-//!   starved) is charged nothing and teaches nothing: no removal can be
-//!   told from the workloads over it.
+//!   starved) is charged nothing, teaches nothing and credits nothing: no
+//!   removal can be told from the workloads over it, and none could go.
 //!
 //! The budget holds no clock: every call takes the time it happens at, so
 //! that its tests pass the times.
@@ -408,6 +411,13 @@ impl Budget {
     /// (the workloads' I/O and CPU waits, summed), `io` of it their I/O
     /// waits alone, which the ceiling (`io_pressure_percent`) is about.
     pub fn observe_with_io(&mut self, now: Instant, stalled: Duration, io: Duration) {
+        if now.saturating_duration_since(self.observed_at) > STOPPED {
+            // The pacer was stopped or starved: removals could not go, and
+            // the time earns nothing (the benchmark stops a run 40 s
+            // between its blocks; credited, each resume spent the stop's
+            // in a burst the paced blocks alone were judged on).
+            self.credited_at = self.credited_at.max(now);
+        }
         self.credit(now);
         let window = now.saturating_duration_since(self.observed_at);
         if window.is_zero() {

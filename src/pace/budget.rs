@@ -35,8 +35,8 @@
 //!   above it is given back: a workload that got busier while the
 //!   removals waited is not the removals' doing. The settling windows are
 //!   charged again at the new baseline: what they stalled above it stands
-//!   (a removal's late stall shows there). A rest ends at [`RESTED`](limits::RESTED)
-//!   windows, whatever they showed; a pause a deficit made measures
+//!   (a removal's late stall shows there). A rest ends at
+//!   [`RESTED`](limits::RESTED) windows, whatever they showed; a pause a deficit made measures
 //!   nothing, its end chosen by its windows (see `pause`). And while
 //!   removals go, the mean of the latest [`RECENT`] windows lowers the
 //!   baseline when it falls under it by more than the target and its
@@ -411,21 +411,21 @@ impl Budget {
     /// (the workloads' I/O and CPU waits, summed), `io` of it their I/O
     /// waits alone, which the ceiling (`io_pressure_percent`) is about.
     pub fn observe_with_io(&mut self, now: Instant, stalled: Duration, io: Duration) {
-        if now.saturating_duration_since(self.observed_at) > STOPPED {
-            // The pacer was stopped or starved: removals could not go, and
-            // the time earns nothing (the benchmark stops a run 40 s
-            // between its blocks; credited, each resume spent the stop's
+        let window = now.saturating_duration_since(self.observed_at);
+        let stopped = window > STOPPED;
+        if stopped {
+            // The pacer was not running: removals could not go, and the
+            // time earns nothing (the benchmark stops a run 80 s between
+            // its pairs of blocks; credited, each resume spent the stop's
             // in a burst the paced blocks alone were judged on).
             self.credited_at = self.credited_at.max(now);
         }
         self.credit(now);
-        let window = now.saturating_duration_since(self.observed_at);
         if window.is_zero() {
             return;
         }
         let began = self.observed_at;
         self.observed_at = now;
-        let stopped = window > STOPPED;
         let (window, stalled) = (window.as_secs_f64(), stalled.as_secs_f64());
         let share = (stalled / window).min(1.0);
         self.last_share = (io.as_secs_f64() / window).min(1.0);

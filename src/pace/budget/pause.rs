@@ -41,11 +41,11 @@ const SETTLING: usize = 1024;
 /// How many quiet windows, of this rest and the earlier ones since the
 /// workloads last changed (and the measuring before the first removal),
 /// the baseline is the level of: two minutes of them. A rest's own
-/// dozen windows (3 s) put its level 0.4-0.7% off beside the benchmark's probe (windows of 1.4-2.4% spread), four to
-/// seven times a target of 0.1%, charged to (or left to) the removals
-/// until the next pause: containerd's busy fixture counted 2.44 s added
-/// where its workloads' PSI, read from outside, showed 0.03 s, and took
-/// 664 s. Pooled over 480 windows the level is within about 0.1%.
+/// dozen windows (3 s) put its level 0.4-0.7% off beside the benchmark's
+/// probe (windows of 1.4-2.4% spread), four to seven times a target of
+/// 0.1%, charged to (or left to) the removals until the next pause:
+/// containerd's busy fixture counted 2.44 s added where its workloads'
+/// PSI, read from outside, showed 0.03 s, and took 664 s. Pooled over 480 windows the level is within about 0.1%.
 pub const POOL: usize = 480;
 
 /// How many standard errors a pause's own level must stand from the

@@ -58,7 +58,11 @@ impl Budget {
     /// under the baseline by more than the target and [`NOISE`] times its
     /// own error, lowers it to that mean: removals only add stall, so the
     /// workloads themselves stall less now, and earlier rests' windows
-    /// no longer count. Their mean, not their level, and only beyond
+    /// no longer count: the pool begins again from these windows. Emptied
+    /// instead, it was the next rests' dozens alone, a level half a point
+    /// under the idle blocks' for the rest of a containerd busy run (5.3%
+    /// to 5.5% against 5.8% to 6.5%), and the run waited 333 s on deficits
+    /// for its last 81 removals. Their mean, not their level, and only beyond
     /// their noise, over [`RECENT`] of them: on less (the target alone, or
     /// a dozen windows' noise) the workloads' own noise ratcheted the
     /// baseline down, charging it to the removals. To the mean, not that
@@ -82,7 +86,7 @@ impl Budget {
                 "safety.pace: the workloads' level lowered while removals go"
             );
             self.baseline = mean;
-            self.pool.clear();
+            self.pool.begin_again(&self.recent);
         }
     }
 

@@ -121,9 +121,11 @@ pub struct Pool {
 
 impl Pool {
     /// The workloads changed (their stall fell while removals went): the
-    /// earlier pauses' windows say nothing of them now.
-    pub fn clear(&mut self) {
+    /// earlier pauses' windows say nothing of them now, and the windows
+    /// it fell in, `shares`, are the pool.
+    pub fn begin_again(&mut self, shares: &VecDeque<f64>) {
         self.shares.clear();
+        self.extend(shares.iter().copied());
     }
 
     /// `pause` has ended: its rest's windows join the pool, or replace it

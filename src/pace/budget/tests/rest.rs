@@ -87,3 +87,35 @@ fn the_time_the_pacer_was_stopped_does_not_bring_the_rest_sooner() {
     removals_until_the_rest(&mut budget, &mut now, began + stop);
     assert_eq!(budget.gate(Kind::Container, now), Verdict::Rest);
 }
+
+#[test]
+fn a_lowered_baseline_is_pooled_with_the_windows_it_was_lowered_on() {
+    let mut now = Instant::now();
+    // Measured at 4%, on 40 windows of 3% and 5% by turns.
+    let first: Vec<f64> = (0..40)
+        .map(|i| if i % 2 == 0 { 0.03 } else { 0.05 })
+        .collect();
+    let mut budget = Budget::new(Limits { max: 1, ..LIMITS }, 0.04, now).with_windows(&first);
+    // The workloads drop to 2% as a removal goes: RECENT windows of 1%
+    // and 3% by turns lower the baseline to their mean.
+    let ticket = budget.start(Kind::Image, Weight::default(), now);
+    for i in 0..RECENT {
+        now += WINDOW;
+        budget.observe(now, ms(if i % 2 == 0 { 2.5 } else { 7.5 }));
+    }
+    assert_close(budget.baseline(), 0.02);
+    budget.finish(ticket);
+    tail(&mut budget, &mut now);
+    // The next rest's dozen windows stand at 1.5% (0.5% and 2.5%), within
+    // their noise of those 120: pooled with them, not taken alone, as
+    // they were when the lowering emptied the pool.
+    rest(&mut budget, &mut now);
+    quiet_by_turns(&mut budget, &mut now, RESTED, 1.25, 6.25);
+    #[expect(clippy::cast_precision_loss, reason = "a few hundred windows")]
+    let (recent, rested) = (RECENT as f64, RESTED as f64);
+    assert_close(
+        budget.baseline(),
+        (recent * 0.02 + rested * 0.015) / (recent + rested),
+    );
+    assert_eq!(budget.accounts().remeasured, 1);
+}

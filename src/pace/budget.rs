@@ -36,8 +36,9 @@
 //!   removals waited is not the removals' doing. The settling windows are
 //!   charged again at the new baseline: what they stalled above it stands
 //!   (a removal's late stall shows there). A rest ends at
-//!   [`RESTED`](limits::RESTED) windows, whatever they showed; a pause a deficit made measures
-//!   nothing, its end chosen by its windows (see `pause`). And while
+//!   [`RESTED`](limits::RESTED) windows, whatever they showed; a pause a
+//!   deficit made measures nothing, its end chosen by its windows (see
+//!   `pause`). And while
 //!   removals go, the mean of the latest [`RECENT`] windows lowers the
 //!   baseline when it falls under it by more than the target and its
 //!   noise (removals only add stall): a workload that got quieter does

@@ -86,7 +86,7 @@ impl Budget {
                 "safety.pace: the workloads' level lowered while removals go"
             );
             self.baseline = mean;
-            self.pool.begin_again(&self.recent);
+            self.pool.begin_again(self.recent.iter().copied());
         }
     }
 

@@ -45,7 +45,8 @@ const SETTLING: usize = 1024;
 /// probe (windows of 1.4-2.4% spread), four to seven times a target of
 /// 0.1%, charged to (or left to) the removals until the next pause:
 /// containerd's busy fixture counted 2.44 s added where its workloads'
-/// PSI, read from outside, showed 0.03 s, and took 664 s. Pooled over 480 windows the level is within about 0.1%.
+/// PSI, read from outside, showed 0.03 s, and took 664 s. Pooled over
+/// 480 windows the level is within about 0.1%.
 pub const POOL: usize = 480;
 
 /// How many standard errors a pause's own level must stand from the
@@ -123,18 +124,20 @@ impl Pool {
     /// The workloads changed (their stall fell while removals went): the
     /// earlier pauses' windows say nothing of them now, and the windows
     /// it fell in, `shares`, are the pool.
-    pub fn begin_again(&mut self, shares: &VecDeque<f64>) {
+    pub fn begin_again(&mut self, shares: impl IntoIterator<Item = f64>) {
         self.shares.clear();
-        self.extend(shares.iter().copied());
+        self.extend(shares);
     }
 
     /// `pause` has ended: its rest's windows join the pool, or replace it
     /// when the workloads had changed.
     pub fn fold(&mut self, pause: &Pause) {
+        let shares = pause.windows.iter().map(Quiet::share);
         if pause.shifted {
-            self.shares.clear();
+            self.begin_again(shares);
+        } else {
+            self.extend(shares);
         }
-        self.extend(pause.windows.iter().map(Quiet::share));
     }
 
     /// `shares` join the pool: the windows measured before the first

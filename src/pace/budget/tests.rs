@@ -391,54 +391,6 @@ fn a_rest_measures_the_baseline_again_and_gives_back_what_it_charged() {
     assert_eq!(budget.accounts().remeasured, 2);
 }
 
-/// `n` windows as [`quiet`], stalled `low` and `high` by turns.
-fn quiet_by_turns(budget: &mut Budget, now: &mut Instant, n: usize, low: f64, high: f64) {
-    for i in 0..n {
-        quiet(budget, now, 1, ms(if i % 2 == 0 { low } else { high }));
-    }
-}
-
-#[test]
-fn rests_pool_their_windows_until_the_workloads_change() {
-    let mut now = Instant::now();
-    // Measured before the first removal: 40 windows of 1.5% and 3.5% by
-    // turns, 2.5%.
-    let first: Vec<f64> = (0..40)
-        .map(|i| if i % 2 == 0 { 0.015 } else { 0.035 })
-        .collect();
-    let mut budget = Budget::new(LIMITS, 0.025, now).with_windows(&first);
-    // A first rest, of 12 windows at 1% and 3%: 2% alone, within their
-    // noise of the first's 2.5%. The baseline is the 52 windows' level,
-    // not the last few's (a dozen windows' level moves by a third of their
-    // spread, several times a low target).
-    rest(&mut budget, &mut now);
-    quiet_by_turns(&mut budget, &mut now, RESTED, 2.5, 7.5);
-    assert_close(budget.baseline(), (40.0 * 0.025 + 12.0 * 0.02) / 52.0);
-    // A second, of 12 windows at 2.5% and 4.5%: 3.5%, some three and a
-    // half errors (0.32%) over the pool's 2.38%, as a rest's level
-    // stands by chance now and then. Pooled too, not taken alone.
-    rest(&mut budget, &mut now);
-    quiet_by_turns(&mut budget, &mut now, RESTED, 6.25, 11.25);
-    assert_close(
-        budget.baseline(),
-        (40.0 * 0.025 + 12.0 * 0.02 + 12.0 * 0.035) / 64.0,
-    );
-    // A writer starts: the third rest's windows stand at 6%, far beyond
-    // the noise of the pool's 2.56%, from its fifth on. Its own level is
-    // the baseline.
-    rest(&mut budget, &mut now);
-    quiet_by_turns(&mut budget, &mut now, 6, 12.5, 17.5);
-    assert_close(budget.baseline(), 0.06);
-    quiet_by_turns(&mut budget, &mut now, RESTED - 6, 12.5, 17.5);
-    assert_close(budget.baseline(), 0.06);
-    // And the pool begins again from its windows: a fourth rest at 5.5%
-    // is pooled with them alone.
-    rest(&mut budget, &mut now);
-    quiet_by_turns(&mut budget, &mut now, 6, 11.25, 16.25);
-    assert_close(budget.baseline(), (12.0 * 0.06 + 6.0 * 0.055) / 18.0);
-    assert_eq!(budget.accounts().remeasured, 4);
-}
-
 #[test]
 fn the_workloads_noise_while_removals_go_lowers_nothing() {
     let mut now = Instant::now();

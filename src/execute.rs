@@ -199,7 +199,9 @@ pub async fn execute<E: Engine>(
     // is spent under `on_max_delay: stop`.
     let mut paced_out: Option<String> = None;
     if total > 0 {
-        pacer.measure_baseline(shutdown).await;
+        pacer
+            .measure_baseline(engine.frees_when_settled(), shutdown)
+            .await;
     }
     // While the image file system is over `images.disk.high_percent`, a
     // paced run yields to the ceiling alone: a full disk is an outage too.

@@ -84,12 +84,21 @@
 //!   pays its least cost ([`LEAST_COST`](limits::LEAST_COST) times its engine's [`Weight`],
 //!   or [`LEAST_COST_PER_MIB`](limits::LEAST_COST_PER_MIB) of what it frees when that is more) from an
 //!   account of its own,
-//!   credited by the target with time up to [`PACE_BANK`] of it and never
+//!   credited by the target with time up to [`PACE_BANK`] of it (times the
+//!   batch) and never
 //!   by the windows: removals go no faster than the target pays for their
 //!   least costs (at 0.1%, about three small objects a second, one image
 //!   of 14 MiB), however the windows' noise runs. A
 //!   kind not yet learned goes one at a time until one of its removals
 //!   was observed.
+//! - Where the engine frees what removals unreferenced only when they
+//!   settle (containerd's garbage collector, which otherwise runs after
+//!   each delete), a learned kind's removals go in batches of up to
+//!   [`Limits::batch`]: a batch begins once the allowance holds its
+//!   kind's cost for each removal in it beyond the first, then goes whole,
+//!   in flight together, and settles once. One collection then frees what
+//!   many removals unreferenced, where removals paced one by one paid one
+//!   each. A batch is never more than the allowance can hold.
 //! - Concurrency starts at one, rises by one after each window with
 //!   removals in flight where the budget held, and halves after one that
 //!   ended in deficit, within `1..=max`. A window with only tails in it
@@ -178,6 +187,10 @@ pub struct Budget {
     /// The stall above baseline, in all, seconds (see [`Accounts`]).
     added: f64,
     accounts: Accounts,
+    /// The batch under way (see [`Limits::batch`]): its kind, and how many
+    /// of it may still start whatever the allowance, which covered it
+    /// whole when it began.
+    batch: Option<(Kind, usize)>,
 }
 
 impl Budget {
@@ -215,6 +228,7 @@ impl Budget {
                 highest_concurrency: 1,
                 ..Accounts::default()
             },
+            batch: None,
         }
     }
 
@@ -265,10 +279,11 @@ impl Budget {
         }
     }
 
-    /// The most removals in flight now.
+    /// The most removals in flight now: a batch under way's whole.
     #[must_use]
     pub fn concurrency(&self) -> usize {
-        self.concurrency
+        let batch = self.batch.map_or(0, |(_, left)| self.in_flight() + left);
+        self.concurrency.max(batch)
     }
 
     /// Removals in flight or in their [`TAIL`]: while there are, the
@@ -277,6 +292,12 @@ impl Budget {
     #[must_use]
     pub fn watching(&self) -> bool {
         !self.flights.is_empty()
+    }
+
+    /// Whether a batch is under way (see [`Limits::batch`]).
+    #[must_use]
+    pub fn in_batch(&self) -> bool {
+        self.batch.is_some()
     }
 
     /// Removals started and not finished.
@@ -317,14 +338,22 @@ impl Budget {
     /// nothing would all go before the first window ends.
     pub fn gate(&mut self, kind: Kind, now: Instant) -> Verdict {
         self.credit(now);
-        let balance = (self.measured - self.reserved() + self.tolerance()).min(self.least_paid);
+        if self.batch.is_some_and(|(of, _)| of != kind) {
+            self.batch = None;
+        }
+        let (size, need) = self.batch_of(kind);
+        let balance =
+            (self.measured - self.reserved() + self.tolerance()).min(self.least_paid + need);
         let verdict = if self.last_share > self.limits.ceiling {
             Verdict::Ceiling
         } else if now.saturating_duration_since(self.measured_at) >= REST {
             Verdict::Rest
-        } else if balance < 0.0 {
+        } else if self.batch.is_some_and(|(_, left)| left > 0) {
+            Verdict::Start
+        } else if balance < need {
             Verdict::PayBack(
-                Duration::try_from_secs_f64(-balance / self.limits.target).unwrap_or(Duration::MAX),
+                Duration::try_from_secs_f64((need - balance) / self.limits.target)
+                    .unwrap_or(Duration::MAX),
             )
         } else if self.in_flight() >= self.concurrency
             || (!self.costs.contains_key(&kind) && self.flights.iter().any(|f| f.kind == kind))
@@ -336,8 +365,33 @@ impl Budget {
         if verdict == Verdict::Rest {
             self.rest_from.get_or_insert(now);
         }
+        // A batch begins once the last has all started, its removals
+        // possibly still in flight.
+        if verdict == Verdict::Start && size > 1 && self.batch.is_none_or(|(_, left)| left == 0) {
+            self.batch = Some((kind, size));
+        }
         self.held(verdict, now);
         verdict
+    }
+
+    /// How many removals of `kind` go together now, and what the allowance
+    /// must hold beyond one removal's room for them all: its learned cost
+    /// for each of the others. A kind not yet learned goes alone; a batch
+    /// is never more than the allowance can hold, nor the most in flight.
+    fn batch_of(&self, kind: Kind) -> (usize, f64) {
+        let Some(cost) = self.costs.get(&kind).map(|c| c.max(0.0)) else {
+            return (1, 0.0);
+        };
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "a positive count, at most the batch"
+        )]
+        let fits = 1 + (self.cap() / cost.max(f64::EPSILON)).min(1e6) as usize;
+        let size = self.limits.batch.min(self.limits.max).min(fits).max(1);
+        #[expect(clippy::cast_precision_loss, reason = "a handful")]
+        let need = (size - 1) as f64 * cost;
+        (size, need)
     }
 
     /// Whether a removal may start at `now` while the disk is over
@@ -379,6 +433,9 @@ impl Budget {
     pub fn start(&mut self, kind: Kind, weight: Weight, now: Instant) -> Ticket {
         self.credit(now);
         self.least_paid -= self.least_cost(weight);
+        if let Some((_, left)) = &mut self.batch {
+            *left = left.saturating_sub(1);
+        }
         let ticket = Ticket(self.next_ticket);
         self.next_ticket += 1;
         self.flights.push(Flight {
@@ -397,6 +454,11 @@ impl Budget {
     pub fn finish(&mut self, ticket: Ticket) {
         if let Some(flight) = self.flights.iter_mut().find(|f| f.ticket == ticket) {
             flight.finished = true;
+        }
+        // A batch is over when none of it is in flight: one whose objects
+        // went otherwise (gone, changed) does not stay open.
+        if self.in_flight() == 0 {
+            self.batch = None;
         }
     }
 
@@ -538,8 +600,10 @@ impl Budget {
     fn credit(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.credited_at);
         self.measured = self.credited(now);
+        #[expect(clippy::cast_precision_loss, reason = "a handful")]
+        let bank = PACE_BANK.as_secs_f64() * self.limits.batch as f64;
         self.least_paid = (self.least_paid + self.limits.target * elapsed.as_secs_f64())
-            .min(self.limits.target * PACE_BANK.as_secs_f64());
+            .min(self.limits.target * bank);
         self.credited_at = self.credited_at.max(now);
     }
 }

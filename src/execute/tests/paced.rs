@@ -66,6 +66,13 @@ async fn paced_on_an_engine_that_frees_when_settled_the_collector_runs_between_b
     // two settles with no removal between them.
     assert_eq!(settles.last(), Some(&12), "{settles:?}");
     assert!(pacer.report().unwrap().readings >= settles.len() as u64 - 1);
+    // The first goes alone (its cost is not known yet); once learned,
+    // removals go in batches, as many as the concurrency (4), that one
+    // collection frees.
+    assert_eq!(settles[0], 1, "{settles:?}");
+    let batches: Vec<usize> = settles.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(batches.iter().all(|&n| n <= 4), "{settles:?}");
+    assert!(batches.iter().any(|&n| n > 1), "{settles:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -13,6 +13,7 @@ const LIMITS: Limits = Limits {
     max: 4,
     least_cost: 0.0,
     least_cost_per_mib: 0.0,
+    batch: 1,
 };
 
 /// A window of the pacer's timer.
@@ -513,6 +514,7 @@ fn a_kind_not_yet_learned_goes_one_at_a_time() {
     assert_eq!(budget.gate(Kind::Image, now), Verdict::Start, "learned");
 }
 
+mod batch;
 mod floors;
 
 #[test]

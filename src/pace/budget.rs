@@ -341,7 +341,9 @@ impl Budget {
         if self.batch.is_some_and(|(of, _)| of != kind) {
             self.batch = None;
         }
-        let (size, need) = self.batch_of(kind);
+        let (size, need) = self
+            .limits
+            .batch_of(self.costs.get(&kind).copied(), self.cap());
         let balance =
             (self.measured - self.reserved() + self.tolerance()).min(self.least_paid + need);
         let verdict = if self.last_share > self.limits.ceiling {
@@ -372,26 +374,6 @@ impl Budget {
         }
         self.held(verdict, now);
         verdict
-    }
-
-    /// How many removals of `kind` go together now, and what the allowance
-    /// must hold beyond one removal's room for them all: its learned cost
-    /// for each of the others. A kind not yet learned goes alone; a batch
-    /// is never more than the allowance can hold, nor the most in flight.
-    fn batch_of(&self, kind: Kind) -> (usize, f64) {
-        let Some(cost) = self.costs.get(&kind).map(|c| c.max(0.0)) else {
-            return (1, 0.0);
-        };
-        #[expect(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            reason = "a positive count, at most the batch"
-        )]
-        let fits = 1 + (self.cap() / cost.max(f64::EPSILON)).min(1e6) as usize;
-        let size = self.limits.batch.min(self.limits.max).min(fits).max(1);
-        #[expect(clippy::cast_precision_loss, reason = "a handful")]
-        let need = (size - 1) as f64 * cost;
-        (size, need)
     }
 
     /// Whether a removal may start at `now` while the disk is over

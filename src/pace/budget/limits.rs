@@ -189,6 +189,28 @@ impl Limits {
         }
     }
 
+    /// How many removals of a kind that costs `cost` (`None`: not yet
+    /// learned) go together now, and what the allowance must hold beyond
+    /// one removal's room for them all: the cost of each of the others. A
+    /// kind not yet learned goes alone; a batch is never more than the
+    /// allowance holds at most (`cap`), nor than the most in flight.
+    #[must_use]
+    pub fn batch_of(&self, cost: Option<f64>, cap: f64) -> (usize, f64) {
+        let Some(cost) = cost.map(|c| c.max(0.0)) else {
+            return (1, 0.0);
+        };
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "a positive count, at most the batch"
+        )]
+        let fits = 1 + (cap / cost.max(f64::EPSILON)).min(1e6) as usize;
+        let size = self.batch.min(self.max).min(fits).max(1);
+        #[expect(clippy::cast_precision_loss, reason = "a handful")]
+        let need = (size - 1) as f64 * cost;
+        (size, need)
+    }
+
     /// The same limits, removals in batches of [`BATCH`] when `settled`
     /// frees them (see [`Limits::batch`]).
     #[must_use]

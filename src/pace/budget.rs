@@ -96,7 +96,8 @@
 //!   each delete), a learned kind's removals go in batches of up to
 //!   [`Limits::batch`]: a batch begins once the allowance holds its
 //!   kind's cost for each removal in it beyond the first, then goes whole,
-//!   in flight together, and settles once. One collection then frees what
+//!   in flight together, and settles once (one after another where the
+//!   executor allows one at a time). One collection then frees what
 //!   many removals unreferenced, where removals paced one by one paid one
 //!   each. A batch is never more than the allowance can hold.
 //! - Concurrency starts at one, rises by one after each window with
@@ -189,7 +190,7 @@ pub struct Budget {
     accounts: Accounts,
     /// The batch under way (see [`Limits::batch`]): its kind, and how many
     /// of it may still start whatever the allowance, which covered it
-    /// whole when it began.
+    /// whole when it began (never 0: a batch all started is over).
     batch: Option<(Kind, usize)>,
 }
 
@@ -350,7 +351,7 @@ impl Budget {
             Verdict::Ceiling
         } else if now.saturating_duration_since(self.measured_at) >= REST {
             Verdict::Rest
-        } else if self.batch.is_some_and(|(_, left)| left > 0) {
+        } else if self.batch.is_some() {
             Verdict::Start
         } else if balance < need {
             Verdict::PayBack(
@@ -369,7 +370,7 @@ impl Budget {
         }
         // A batch begins once the last has all started, its removals
         // possibly still in flight.
-        if verdict == Verdict::Start && size > 1 && self.batch.is_none_or(|(_, left)| left == 0) {
+        if verdict == Verdict::Start && size > 1 && self.batch.is_none() {
             self.batch = Some((kind, size));
         }
         self.held(verdict, now);
@@ -415,8 +416,15 @@ impl Budget {
     pub fn start(&mut self, kind: Kind, weight: Weight, now: Instant) -> Ticket {
         self.credit(now);
         self.least_paid -= self.least_cost(weight);
+        // A batch is over once all of it started. One that goes one at a
+        // time (the executor's limit for images by disk pressure) or whose
+        // objects went otherwise (gone, changed) stays open for the rest:
+        // the allowance covered it whole.
         if let Some((_, left)) = &mut self.batch {
             *left = left.saturating_sub(1);
+            if *left == 0 {
+                self.batch = None;
+            }
         }
         let ticket = Ticket(self.next_ticket);
         self.next_ticket += 1;
@@ -436,11 +444,6 @@ impl Budget {
     pub fn finish(&mut self, ticket: Ticket) {
         if let Some(flight) = self.flights.iter_mut().find(|f| f.ticket == ticket) {
             flight.finished = true;
-        }
-        // A batch is over when none of it is in flight: one whose objects
-        // went otherwise (gone, changed) does not stay open.
-        if self.in_flight() == 0 {
-            self.batch = None;
         }
     }
 

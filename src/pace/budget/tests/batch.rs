@@ -86,21 +86,24 @@ fn a_kind_not_yet_learned_goes_alone_and_a_batch_stays_with_its_kind() {
 }
 
 #[test]
-fn a_batch_whose_removals_are_over_does_not_stay_open() {
+fn a_batch_goes_whole_even_one_at_a_time_and_no_further() {
     let mut now = Instant::now();
     let mut budget = learned_in_batches(&mut now, 4);
-    // Just enough for a batch: two of its four start (the others were
-    // gone) and finish; the batch is over, and the next waits for its
-    // own allowance.
+    // Just enough for a batch of four, whose removals go one after
+    // another (as images do by disk pressure, or when some of a batch
+    // were gone): each finishes before the next starts, and the next
+    // still goes at once, the allowance having covered all four.
     let allowance = budget.allowance(now);
     now += Duration::from_secs_f64((0.0061 - allowance) / LIMITS.target);
-    assert_eq!(budget.gate(Kind::Container, now), Verdict::Start);
-    let tickets: Vec<Ticket> = (0..2)
-        .map(|_| budget.start(Kind::Container, Weight::default(), now))
-        .collect();
-    for ticket in tickets {
+    for n in 0..4 {
+        assert_eq!(budget.gate(Kind::Container, now), Verdict::Start, "{n}");
+        let ticket = budget.start(Kind::Container, Weight::default(), now);
         budget.finish(ticket);
+        now += WINDOW;
+        budget.observe(now, ms(2.0));
     }
+    // All four started: the batch is over, and the next waits for its
+    // own allowance.
     assert!(!budget.in_batch());
     assert!(matches!(
         budget.gate(Kind::Container, now),

@@ -296,6 +296,7 @@ impl Budget {
     }
 
     /// Whether a batch is under way (see [`Limits::batch`]).
+    #[cfg(test)]
     #[must_use]
     pub fn in_batch(&self) -> bool {
         self.batch.is_some()

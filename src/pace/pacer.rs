@@ -333,11 +333,8 @@ impl Pacer {
                 self.uncounted = true;
                 return Gate::Wait(next.saturating_duration_since(now).max(MIN_WAIT));
             }
-            // A batch under way goes whole.
-            Verdict::Start | Verdict::Full if budget.in_batch() => {
-                return Gate::Go(budget.concurrency().min(self.most));
-            }
-            Verdict::Start | Verdict::Full => return Gate::Go(most),
+            // The limit as the verdict left it: a batch it began goes whole.
+            Verdict::Start | Verdict::Full => return Gate::Go(self.limit()),
             Verdict::PayBack(d) => d.clamp(MIN_WAIT, OBSERVE),
             Verdict::Ceiling | Verdict::Rest => OBSERVE,
         };
@@ -399,9 +396,9 @@ impl Pacer {
     /// Measures the workloads' baseline before the first removal, when
     /// paced (else does nothing): reads `some total` every
     /// [`baseline::INTERVAL`] for [`baseline::SPAN`]; a stop ends it at
-    /// once. Removals go in batches where the engine frees them when they
-    /// `settle` together (see [`Limits::batch`]).
-    pub async fn measure_baseline(&mut self, settle: bool, shutdown: &Shutdown) {
+    /// once. Removals go in batches where the engine `frees_when_settled`
+    /// (see [`Limits::batch`]).
+    pub async fn measure_baseline(&mut self, frees_when_settled: bool, shutdown: &Shutdown) {
         let most = self.most;
         let Some(pace) = self.pace.as_ref() else {
             return;
@@ -411,7 +408,7 @@ impl Pacer {
             pace.io_pressure_percent / 100.0,
             most,
         )
-        .in_batches(settle);
+        .in_batches(frees_when_settled);
         let Some(b) = self.budgeted.as_mut() else {
             return;
         };

@@ -15,14 +15,21 @@ impl Budget {
     /// workloads' level, it is the baseline, and at [`RESTED`] windows the
     /// rest is over.
     pub(super) fn paused(&mut self, began: Instant, quiet: Quiet) {
-        let pause = self.pause.get_or_insert_with(|| Pause::new(began));
-        if pause.settled(began) {
+        if self
+            .pause
+            .get_or_insert_with(|| Pause::new(began))
+            .settled(began)
+        {
             keep_latest(&mut self.quiet, quiet.share(), RECENT);
             if self.quiet.len() == RECENT {
                 self.quiet_spread = baseline::spread(self.quiet.make_contiguous()).unwrap_or(0.0);
             }
         }
-        let Some(measured) = pause.take(began, quiet, &self.pool, self.rest_from) else {
+        let noise = self.noise();
+        let Some(pause) = self.pause.as_mut() else {
+            return;
+        };
+        let Some(measured) = pause.take(began, quiet, (&self.pool, noise), self.rest_from) else {
             return;
         };
         let rested = (measured.windows >= RESTED).then(|| pause.rested());

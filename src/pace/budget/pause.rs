@@ -150,9 +150,16 @@ impl Pool {
 
     /// The level and spread of a pause's `own` windows' shares pooled
     /// with these, and whether the workloads changed: when the two levels
-    /// stand further apart than [`SHIFT`] times the larger spread allows
-    /// for their counts (a writer started), the pause's own.
-    fn with(&self, own: &[f64]) -> Option<(f64, f64, bool)> {
+    /// stand further apart than [`SHIFT`] times the largest spread allows
+    /// for their counts (a writer started), the pause's own. The largest
+    /// of the two sets' and `noise`, the workloads' (`Budget::noise`):
+    /// the pool may be only the dozen windows before the first removal,
+    /// which mostly miss the workloads' bursts (they spread 0.2-0.33%
+    /// where the settled quiet windows spread 1.7%), and on their spread
+    /// alone a rest whose 3 s happened to be calm stood four errors off
+    /// and replaced the pool: Docker's quiet node went on at 1.45% beside
+    /// idle blocks at 3.8-4.6%, and its run waited 358 s of 556.
+    fn with(&self, own: &[f64], noise: f64) -> Option<(f64, f64, bool)> {
         let (level_own, spread_own) = (level(own)?, spread(own).unwrap_or(0.0));
         if self.shares.len() < MIN_WINDOWS {
             return Some((level_own, spread_own, false));
@@ -160,7 +167,7 @@ impl Pool {
         let pooled: Vec<f64> = self.shares.iter().copied().collect();
         let (level_pool, spread_pool) = (level(&pooled)?, spread(&pooled).unwrap_or(0.0));
         #[expect(clippy::cast_precision_loss, reason = "at most POOL windows")]
-        let error = spread_own.max(spread_pool)
+        let error = spread_own.max(spread_pool).max(noise)
             * (1.0 / own.len() as f64 + 1.0 / pooled.len() as f64).sqrt();
         if (level_own - level_pool).abs() > SHIFT * error {
             return Some((level_own, spread_own, true));
@@ -222,14 +229,15 @@ impl Pause {
     /// A window begun at `began` with no removal in flight during it, a
     /// rest under way since `rest` (`None`: none); once the rest has
     /// [`MIN_WINDOWS`] from [`SETTLE`] on, their level pooled with
-    /// `pool`'s (see [`Pool`]) is the baseline, and the pause's windows,
-    /// the settling ones too, are charged again at it (the budget's module
+    /// `pool`'s (see [`Pool`]; `noise`, the workloads' spread, for
+    /// whether they changed) is the baseline, and the pause's windows, the
+    /// settling ones too, are charged again at it (the budget's module
     /// says why).
     pub fn take(
         &mut self,
         began: Instant,
         quiet: Quiet,
-        pool: &Pool,
+        (pool, noise): (&Pool, f64),
         rest: Option<Instant>,
     ) -> Option<Measured> {
         let resting = rest.is_some_and(|from| began >= from);
@@ -244,7 +252,7 @@ impl Pause {
             return None;
         }
         let shares: Vec<f64> = self.windows.iter().map(Quiet::share).collect();
-        let (baseline, spread, shifted) = pool.with(&shares)?;
+        let (baseline, spread, shifted) = pool.with(&shares, noise)?;
         self.shifted = shifted;
         let first = !std::mem::replace(&mut self.measured, true);
         let back = self

@@ -169,3 +169,22 @@ fn a_lowered_baseline_is_pooled_with_the_windows_it_was_lowered_on() {
     );
     assert_eq!(budget.accounts().remeasured, 1);
 }
+
+#[test]
+fn a_calm_rest_within_the_workloads_noise_is_pooled_not_taken_alone() {
+    let mut now = Instant::now();
+    // Measured before the first removal: a dozen windows that missed the
+    // workloads' bursts, 3.9% and 4.1% by turns.
+    let mut budget = Budget::new(LIMITS, 0.04, now).with_windows(&by_turns(12, 0.039, 0.041));
+    // The workloads stall 2% and 6% by turns, 4% on average, in the
+    // pause's settled windows until removals rest: their spread is 2%.
+    while budget.gate(Kind::Container, now) != Verdict::Rest {
+        quiet_by_turns(&mut budget, &mut now, 2, 5.0, 15.0);
+    }
+    // The rest's 3 s happen to be calm: 1.4% and 1.6%, 1.5%. Sixty errors
+    // off on the first dozen windows' spread, barely three on the
+    // workloads': pooled with them, not taken as a change.
+    quiet_by_turns(&mut budget, &mut now, settling_windows() + RESTED, 3.5, 4.0);
+    assert_close(budget.baseline(), (12.0 * 0.04 + 12.0 * 0.015) / 24.0);
+    assert_eq!(budget.accounts().remeasured, 1);
+}

@@ -612,9 +612,10 @@ fn cgroup2_mount() -> PathBuf {
 }
 
 /// A cgroup v2 of the test's own that plays the pods' cgroup, and the
-/// writer in it, if any: `sh` writing 4 KiB at a time with `O_DSYNC`,
-/// some 40 times a second (a steady workload, not flat out: it stalls on
-/// its own writes 0.05 to 3% of the time, measured), its file in `dir`. On
+/// writer in it, if any: `python3` writing 4 KiB at a time with `O_DSYNC`,
+/// some 50 times a second (a steady workload, not flat out: over a paced
+/// run it stalled 0.1-1.8% of the time on I/O and 0.3-0.9% on a CPU,
+/// measured), its file in `dir`. On
 /// drop the writer is killed and the cgroup removed.
 struct WorkloadsCgroup {
     path: PathBuf,
@@ -635,15 +636,23 @@ impl WorkloadsCgroup {
     /// The same, with the writer in it, writing in `dir`.
     fn with_writer(dir: &Path) -> Self {
         let mut cgroup = Self::new();
-        // The shell moves itself into the cgroup before it starts the
-        // pipeline, so the writes are all the cgroup's. Appending, so that
+        // One process that moves itself into the cgroup before its first
+        // write, so the writes are all the cgroup's. Appending, so that
         // each write allocates and its `O_DSYNC` waits for a journal commit
         // (which the removals' metadata is in), as a database's log does.
-        let writer = Command::new("sh")
+        // No fork per write: the budget sums the workloads' I/O and CPU
+        // stall, and a shell pipeline forking `sleep` 50 times a second
+        // waited for a CPU 1.4-6.2% of the paced run (0.8-1.6% on I/O), by
+        // whatever else the machine ran; the 3 s of the baseline caught
+        // such a moment (5.3% where the run's windows stood at 4%) and the
+        // removals' I/O stall went unseen.
+        let writer = Command::new("python3")
             .args([
                 "-c",
-                "echo $$ >\"$0/cgroup.procs\" || exit 99; while :; do printf '%4096s' ''; \
-                 sleep 0.02; done | dd of=\"$1\" bs=4k iflag=fullblock oflag=dsync 2>/dev/null",
+                "import os, sys, time\n\
+                 open(sys.argv[1] + '/cgroup.procs', 'w').write(str(os.getpid()))\n\
+                 fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_DSYNC)\n\
+                 while True:\n    os.write(fd, b' ' * 4096)\n    time.sleep(0.02)\n",
             ])
             .arg(&cgroup.path)
             .arg(dir.join("writer.log"))
@@ -651,12 +660,13 @@ impl WorkloadsCgroup {
             .process_group(0)
             .spawn()
             .expect("start the writer");
+        let writer_pid = writer.id().to_string();
         cgroup.writer = Some(writer);
         // Let it settle into its pace before anything measures it.
         std::thread::sleep(Duration::from_secs(1));
         let procs = std::fs::read_to_string(cgroup.path.join("cgroup.procs")).unwrap();
         assert!(
-            procs.lines().count() >= 2,
+            procs.lines().any(|pid| pid == writer_pid),
             "the writer is in {}: {procs:?}",
             cgroup.path.display()
         );
@@ -667,14 +677,20 @@ impl WorkloadsCgroup {
         self.path.to_str().expect("a UTF-8 cgroup path")
     }
 
-    /// PSI `some total` of the cgroup now, microseconds.
+    /// PSI `some total` of the cgroup's I/O now, microseconds.
     fn stall_total(&self) -> u64 {
-        let text = std::fs::read_to_string(self.path.join("io.pressure")).unwrap();
+        self.pressure_total("io.pressure")
+    }
+
+    /// PSI `some total` of the cgroup's `file` (`io.pressure`,
+    /// `cpu.pressure`) now, microseconds.
+    fn pressure_total(&self, file: &str) -> u64 {
+        let text = std::fs::read_to_string(self.path.join(file)).unwrap();
         text.lines()
             .next()
             .and_then(|l| l.rsplit_once("total="))
             .and_then(|(_, t)| t.trim().parse().ok())
-            .unwrap_or_else(|| panic!("io.pressure: {text}"))
+            .unwrap_or_else(|| panic!("{file}: {text}"))
     }
 }
 
@@ -824,15 +840,22 @@ async fn on_docker_the_workloads_stall_slows_a_paced_run_and_the_report_says_so(
     // Paced by the writer's cgroup.
     containers_that_wrote(&engine, &image, "paced", WROTE).await;
     let paced = Cli::new(&runtime, &workloads_policy(busy.path()));
-    let stall_before = busy.stall_total();
+    let stall_before = (busy.stall_total(), busy.pressure_total("cpu.pressure"));
     let (paced_took, report, table) = run_removing_all(&paced, &engine, WROTE);
-    let writer_stalled = busy.stall_total() - stall_before;
+    let writer_stalled = (
+        busy.stall_total() - stall_before.0,
+        busy.pressure_total("cpu.pressure") - stall_before.1,
+    );
     let pace = &report["pace"];
     #[expect(clippy::cast_precision_loss, reason = "a few seconds in microseconds")]
-    let writer_share = writer_stalled as f64 / 1e4 / paced_took.as_secs_f64();
+    let writer_share = (
+        writer_stalled.0 as f64 / 1e4 / paced_took.as_secs_f64(),
+        writer_stalled.1 as f64 / 1e4 / paced_took.as_secs_f64(),
+    );
     eprintln!(
-        "unpaced {unpaced_took:?}; paced {paced_took:?}, the writer stalled {writer_share:.2}% \
-         meanwhile: {pace}"
+        "unpaced {unpaced_took:?}; paced {paced_took:?}, the writer stalled {:.2}% on I/O and \
+         {:.2}% on CPU meanwhile: {pace}",
+        writer_share.0, writer_share.1
     );
     assert_eq!(pace["signal"], "workloads", "{pace}");
     assert_eq!(

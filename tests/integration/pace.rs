@@ -677,11 +677,6 @@ impl WorkloadsCgroup {
         self.path.to_str().expect("a UTF-8 cgroup path")
     }
 
-    /// PSI `some total` of the cgroup's I/O now, microseconds.
-    fn stall_total(&self) -> u64 {
-        self.pressure_total("io.pressure")
-    }
-
     /// PSI `some total` of the cgroup's `file` (`io.pressure`,
     /// `cpu.pressure`) now, microseconds.
     fn pressure_total(&self, file: &str) -> u64 {
@@ -840,22 +835,17 @@ async fn on_docker_the_workloads_stall_slows_a_paced_run_and_the_report_says_so(
     // Paced by the writer's cgroup.
     containers_that_wrote(&engine, &image, "paced", WROTE).await;
     let paced = Cli::new(&runtime, &workloads_policy(busy.path()));
-    let stall_before = (busy.stall_total(), busy.pressure_total("cpu.pressure"));
+    // The writer's I/O and CPU stall totals, microseconds.
+    let totals = || ["io.pressure", "cpu.pressure"].map(|file| busy.pressure_total(file));
+    let before = totals();
     let (paced_took, report, table) = run_removing_all(&paced, &engine, WROTE);
-    let writer_stalled = (
-        busy.stall_total() - stall_before.0,
-        busy.pressure_total("cpu.pressure") - stall_before.1,
-    );
-    let pace = &report["pace"];
+    let after = totals();
     #[expect(clippy::cast_precision_loss, reason = "a few seconds in microseconds")]
-    let writer_share = (
-        writer_stalled.0 as f64 / 1e4 / paced_took.as_secs_f64(),
-        writer_stalled.1 as f64 / 1e4 / paced_took.as_secs_f64(),
-    );
+    let [io, cpu] = [0, 1].map(|i| (after[i] - before[i]) as f64 / 1e4 / paced_took.as_secs_f64());
+    let pace = &report["pace"];
     eprintln!(
-        "unpaced {unpaced_took:?}; paced {paced_took:?}, the writer stalled {:.2}% on I/O and \
-         {:.2}% on CPU meanwhile: {pace}",
-        writer_share.0, writer_share.1
+        "unpaced {unpaced_took:?}; paced {paced_took:?}, the writer stalled {io:.2}% on I/O and \
+         {cpu:.2}% on CPU meanwhile: {pace}"
     );
     assert_eq!(pace["signal"], "workloads", "{pace}");
     assert_eq!(

@@ -25,11 +25,10 @@ impl Budget {
                 self.quiet_spread = baseline::spread(self.quiet.make_contiguous()).unwrap_or(0.0);
             }
         }
+        // With this window's share in the quiet windows' spread.
         let noise = self.noise();
-        let Some(pause) = self.pause.as_mut() else {
-            return;
-        };
-        let Some(measured) = pause.take(began, quiet, (&self.pool, noise), self.rest_from) else {
+        let pause = self.pause.get_or_insert_with(|| Pause::new(began));
+        let Some(measured) = pause.take(began, quiet, &self.pool, noise, self.rest_from) else {
             return;
         };
         let rested = (measured.windows >= RESTED).then(|| pause.rested());

@@ -237,7 +237,8 @@ impl Pause {
         &mut self,
         began: Instant,
         quiet: Quiet,
-        (pool, noise): (&Pool, f64),
+        pool: &Pool,
+        noise: f64,
         rest: Option<Instant>,
     ) -> Option<Measured> {
         let resting = rest.is_some_and(|from| began >= from);

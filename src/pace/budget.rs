@@ -18,8 +18,8 @@
 //!   stall, so that the workloads' own ups and downs around their baseline
 //!   cost nothing on the whole (counting only the ups would charge the
 //!   removals for noise: at a target of half a point, most of it). It
-//!   holds at most [`BANK`] of the target, as much as a deficit may
-//!   ([`DEBT`]): a window's noise is then paid back as far as it is
+//!   holds at most [`BANK`](limits::BANK) of the target, as much as a deficit may
+//!   ([`DEBT`](limits::DEBT)): a window's noise is then paid back as far as it is
 //!   charged, and a run goes at the pace its removals' cost sets, where a
 //!   cap of 2 s against a floor of 30 s turned that zero-mean noise into
 //!   waits (on a busy node at 0.1%, a third of the rate the cost set).
@@ -43,7 +43,7 @@
 //!   baseline when it falls under it by more than the target and its
 //!   noise (removals only add stall): a workload that got quieter does
 //!   not leave the removals its old stall to add on top of the target.
-//! - A deficit holds at most [`DEBT`] of the target, or the dearest
+//! - A deficit holds at most [`DEBT`](limits::DEBT) of the target, or the dearest
 //!   kind's learned cost when that is more: what a window's burst cost,
 //!   the removals' or the workloads' own (in a window with a removal in
 //!   flight the two cannot be told apart), is paid back within that. Without
@@ -51,17 +51,21 @@
 //!   s of allowance at half a point, and a few of them held a run still
 //!   for minutes (measured: 0 objects/s in 220 s). The learned cost: a
 //!   removal's known cost is paid back in full, whatever the target. With
-//!   [`DEBT`] alone, at 0.1% (30 ms of stall) images that cost more went
+//!   [`DEBT`](limits::DEBT) alone, at 0.1% (30 ms of stall) images that cost more went
 //!   one per 30 s, and a run added 1.53 s in about 240 s, six times its
 //!   target.
 //! - A deficit holds removals only beyond the workloads' own noise: the
 //!   spread of their windows (measured with the baseline and again in
 //!   each rest, or that of the latest settled quiet windows when more)
-//!   summed over [`DEBT`], [`NOISE`](limits::NOISE) times; the floor is as
-//!   much deeper. At a low target the allowance is a walk on that noise
-//!   (at 0.1%, 30 ms credited against 56-81 ms of the workloads' own
-//!   spread over 30 s): held at every deficit, a run waited half its time
-//!   on nothing the removals did, and its pace was set by chance.
+//!   summed over [`DEBT`](limits::DEBT), [`NOISE`](limits::NOISE) times; the floor is
+//!   twice as much deeper, since that noise walks the allowance as far
+//!   down as up: one tolerance under the line where removals are held,
+//!   what it walked past was forgiven (at 0.1% on a quiet containerd node,
+//!   1.5 s of stall in a run: 2.7 times its target). At a low target the
+//!   allowance is a walk on that noise (at 0.1%, 30 ms credited against
+//!   56-81 ms of the workloads' own spread over 30 s): held at every
+//!   deficit, a run waited half its time on nothing the removals did, and
+//!   its pace was set by chance.
 //! - A removal starts only while the allowance, less what the removals in
 //!   flight are expected to cost and more the noise's tolerance, is not negative, and while the last
 //!   window's share is not above the ceiling (the policy's absolute
@@ -84,7 +88,7 @@
 //!   pays its least cost ([`LEAST_COST`](limits::LEAST_COST) times its engine's [`Weight`],
 //!   or [`LEAST_COST_PER_MIB`](limits::LEAST_COST_PER_MIB) of what it frees when that is more) from an
 //!   account of its own,
-//!   credited by the target with time up to [`PACE_BANK`] of it (times the
+//!   credited by the target with time up to [`PACE_BANK`](limits::PACE_BANK) of it (times the
 //!   batch) and never
 //!   by the windows: removals go no faster than the target pays for their
 //!   least costs (at 0.1%, about three small objects a second, one image
@@ -124,13 +128,14 @@ use crate::inventory::Kind;
 use crate::pace::baseline;
 use flight::Flight;
 pub use flight::Ticket;
-use limits::{BANK, DEBT, LEARNING, PACE_BANK, RECENT, REST, STOPPED, TAIL};
-pub use limits::{Limits, Weight};
 #[cfg(test)]
-use limits::{NOISE, RESTED};
+use limits::{BANK, DEBT, NOISE, PACE_BANK, RESTED};
+use limits::{LEARNING, RECENT, REST, STOPPED, TAIL};
+pub use limits::{Limits, Weight};
 use pause::{Pause, Pool, Quiet, keep_latest};
 pub use verdict::{Accounts, Verdict};
 
+mod account;
 mod flight;
 mod level;
 mod limits;
@@ -156,7 +161,7 @@ pub struct Budget {
     /// stall measured above baseline, charges aside. Negative: a deficit.
     measured: f64,
     /// The least costs' account (see the module): credited by the target
-    /// with time up to [`PACE_BANK`] of it, debited [`Self::least_cost`] by
+    /// with time up to [`PACE_BANK`](limits::PACE_BANK) of it, debited [`Self::least_cost`] by
     /// each removal that starts, never touched by the windows. Negative:
     /// the removals are ahead of the pace their least costs allow.
     least_paid: f64,
@@ -546,18 +551,6 @@ impl Budget {
         }
     }
 
-    /// `excess` seconds of stall above the baseline (negative: under it)
-    /// spent, within the cap and the floor: [`DEBT`] of the target, or
-    /// the dearest kind's learned cost when more, and the noise's
-    /// tolerance beyond it.
-    fn spend(&mut self, excess: f64) {
-        let dearest = self.costs.values().copied().fold(0.0, f64::max);
-        let floor = -(self.limits.target * DEBT.as_secs_f64()).max(dearest) - self.tolerance();
-        self.measured = (self.measured - excess).clamp(floor, self.cap());
-        self.added += excess;
-        self.accounts.added_stall = Duration::from_secs_f64(self.added.max(0.0));
-    }
-
     /// A finished removal of `kind` stalled the workloads `stall` seconds
     /// above baseline: the first sets its kind's cost, later ones move it.
     fn learn(&mut self, kind: Kind, stall: f64) {
@@ -570,27 +563,6 @@ impl Budget {
     /// What removals in flight are still charged, seconds.
     fn reserved(&self) -> f64 {
         self.flights.iter().map(Flight::reserved).sum()
-    }
-
-    /// The most the allowance holds, seconds.
-    fn cap(&self) -> f64 {
-        self.limits.target * BANK.as_secs_f64()
-    }
-
-    /// [`Self::measured`] with the time until `now` credited.
-    fn credited(&self, now: Instant) -> f64 {
-        let elapsed = now.saturating_duration_since(self.credited_at);
-        (self.measured + self.limits.target * elapsed.as_secs_f64()).min(self.cap())
-    }
-
-    fn credit(&mut self, now: Instant) {
-        let elapsed = now.saturating_duration_since(self.credited_at);
-        self.measured = self.credited(now);
-        #[expect(clippy::cast_precision_loss, reason = "a handful")]
-        let bank = PACE_BANK.as_secs_f64() * self.limits.batch as f64;
-        self.least_paid = (self.least_paid + self.limits.target * elapsed.as_secs_f64())
-            .min(self.limits.target * bank);
-        self.credited_at = self.credited_at.max(now);
     }
 }
 

@@ -1,0 +1,64 @@
+//! The allowance's account: credited by the target with time up to the
+//! cap, spent by each window's stall above the baseline down to the floor.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Budget;
+use super::limits::{BANK, DEBT, PACE_BANK};
+
+impl Budget {
+    /// `excess` seconds of stall above the baseline (negative: under it)
+    /// spent, within the cap and [`Self::floor`]. What a clamp leaves out
+    /// is traced: stall forgiven at the floor, credit lost at the cap.
+    pub(super) fn spend(&mut self, excess: f64) {
+        let (floor, cap) = (self.floor(), self.cap());
+        let unclamped = self.measured - excess;
+        self.measured = unclamped.clamp(floor, cap);
+        if unclamped < floor || unclamped > cap {
+            tracing::trace!(
+                forgiven_ms = (floor - unclamped).max(0.0) * 1e3,
+                lost_ms = (unclamped - cap).max(0.0) * 1e3,
+                "safety.pace: clamped"
+            );
+        }
+        self.added += excess;
+        self.accounts.added_stall = Duration::from_secs_f64(self.added.max(0.0));
+    }
+
+    /// The deepest the allowance goes, seconds: a deficit that holds
+    /// removals (beyond the noise's tolerance) of [`DEBT`] of the target,
+    /// or the dearest kind's learned cost when more, and the tolerance
+    /// again below that. The workloads' own noise walks the allowance as
+    /// far down as up; a floor one tolerance under the line where
+    /// removals are held forgave what it walked past (at 0.1% on a quiet
+    /// containerd node, 1.5 s of stall in a run, 2.7 times its target).
+    pub(super) fn floor(&self) -> f64 {
+        let dearest = self.costs.values().copied().fold(0.0, f64::max);
+        -(self.limits.target * DEBT.as_secs_f64()).max(dearest) - 2.0 * self.tolerance()
+    }
+
+    /// The most the allowance holds, seconds.
+    pub(super) fn cap(&self) -> f64 {
+        self.limits.target * BANK.as_secs_f64()
+    }
+
+    /// [`Self::measured`] with the time until `now` credited.
+    pub(super) fn credited(&self, now: Instant) -> f64 {
+        let elapsed = now.saturating_duration_since(self.credited_at);
+        (self.measured + self.limits.target * elapsed.as_secs_f64()).min(self.cap())
+    }
+
+    /// Time until `now` credited, to the allowance and to the least
+    /// costs' account (up to [`PACE_BANK`] of the target times the batch).
+    pub(super) fn credit(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.credited_at);
+        self.measured = self.credited(now);
+        #[expect(clippy::cast_precision_loss, reason = "a handful")]
+        let bank = PACE_BANK.as_secs_f64() * self.limits.batch as f64;
+        self.least_paid = (self.least_paid + self.limits.target * elapsed.as_secs_f64())
+            .min(self.limits.target * bank);
+        self.credited_at = self.credited_at.max(now);
+    }
+}

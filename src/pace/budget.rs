@@ -30,8 +30,9 @@
 //!   `MIN_WINDOWS` of them their level (`baseline::level`) pooled with
 //!   earlier rests' windows and those measured before the first removal,
 //!   two minutes of them (`pause::POOL`), is the baseline; a rest whose
-//!   own level stands [`SHIFT`](pause::SHIFT) errors from the pool's (the
-//!   workloads changed) replaces it. What the pause's windows were charged
+//!   own level, alone or with the latest rests' ([`LATEST`](pause::LATEST)),
+//!   stands [`SHIFT`](pause::SHIFT) errors from the older windows' (the
+//!   workloads changed) replaces them. What the pause's windows were charged
 //!   above it is given back: a workload that got busier while the
 //!   removals waited is not the removals' doing. The settling windows are
 //!   charged again at the new baseline: what they stalled above it stands

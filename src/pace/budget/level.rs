@@ -38,11 +38,12 @@ impl Budget {
         tracing::trace!(
             baseline_percent = measured.baseline * 100.0,
             spread_percent = measured.spread * 100.0,
-            shifted = measured.shifted,
+            shifted = measured.shifted.is_some(),
+            latest_rests = measured.shifted.unwrap_or(0),
             first = measured.first,
             "safety.pace: the workloads' level measured again in a rest"
         );
-        if measured.shifted {
+        if measured.shifted.is_some() {
             // The windows before the workloads changed: not theirs now.
             self.recent.clear();
         }

@@ -61,6 +61,17 @@ pub const POOL: usize = 480;
 /// smaller change joins the pool pause by pause.
 pub const SHIFT: f64 = 4.0;
 
+/// How many of the latest rests' windows, with a rest's own, are tested
+/// together against the older ones for a change (see [`Pool`]): the
+/// workloads drift by tenths of a point within minutes, which no dozen
+/// windows show at [`SHIFT`] errors (0.6 points at the benchmark's quiet
+/// Docker node, windows of 0.5% spread), while a pool of
+/// [`POOL`] windows that only rests add to spans half an hour. Tested on
+/// one rest alone, a lull that lowered the baseline (the 30-s mean,
+/// while removals went) stood 0.5 points under the idle blocks' for the
+/// next 20 minutes of a Docker quiet run, and no removal went in them.
+pub const LATEST: usize = 4;
+
 /// A window of a pause: what it stalled and what it was charged for it.
 #[derive(Debug, Clone, Copy)]
 pub struct Quiet {
@@ -99,9 +110,10 @@ pub struct Pause {
     settling: Vec<Quiet>,
     /// It has measured the baseline again.
     measured: bool,
-    /// Its level stood beyond the noise from the pool's: the workloads
-    /// changed, and its windows replace the pool's.
-    shifted: bool,
+    /// Its level, alone or with the latest sets of the pool's (`Some` of
+    /// how many), stood beyond the noise from the older ones': the
+    /// workloads changed, and its windows and those sets are the pool.
+    shifted: Option<usize>,
 }
 
 /// `share` joins `shares`, of which the latest `most` are kept.
@@ -113,11 +125,13 @@ pub fn keep_latest(shares: &mut VecDeque<f64>, share: f64, most: usize) {
 }
 
 /// The quiet windows' shares of earlier rests since the workloads last
-/// changed, the latest [`POOL`]: each rest's windows join them when it
-/// ends.
+/// changed, the latest [`POOL`], a set for each rest (the first, those
+/// measured before the first removal or that a lowering began from): each
+/// rest's windows join them when it ends.
 #[derive(Debug, Clone, Default)]
 pub struct Pool {
-    shares: VecDeque<f64>,
+    /// Oldest first.
+    sets: VecDeque<Vec<f64>>,
 }
 
 impl Pool {
@@ -125,52 +139,85 @@ impl Pool {
     /// earlier pauses' windows say nothing of them now, and the windows
     /// it fell in, `shares`, are the pool.
     pub fn begin_again(&mut self, shares: impl IntoIterator<Item = f64>) {
-        self.shares.clear();
+        self.sets.clear();
         self.extend(shares);
     }
 
-    /// `pause` has ended: its rest's windows join the pool, or replace it
-    /// when the workloads had changed.
+    /// `pause` has ended: its rest's windows join the pool, or, when the
+    /// workloads had changed, replace all but the sets that changed with
+    /// them.
     pub fn fold(&mut self, pause: &Pause) {
-        let shares = pause.windows.iter().map(Quiet::share);
-        if pause.shifted {
-            self.begin_again(shares);
-        } else {
-            self.extend(shares);
+        if let Some(latest) = pause.shifted {
+            let older = self.sets.len().saturating_sub(latest);
+            self.sets.drain(..older);
         }
+        self.extend(pause.windows.iter().map(Quiet::share));
     }
 
-    /// `shares` join the pool: the windows measured before the first
-    /// removal, chosen by nothing they showed.
+    /// `shares` join the pool as a set: the windows measured before the
+    /// first removal, chosen by nothing they showed, or a rest's. The
+    /// oldest go beyond [`POOL`].
     pub fn extend(&mut self, shares: impl IntoIterator<Item = f64>) {
-        for share in shares {
-            keep_latest(&mut self.shares, share, POOL);
+        let set: Vec<f64> = shares.into_iter().collect();
+        if !set.is_empty() {
+            self.sets.push_back(set);
+        }
+        let mut over = self
+            .sets
+            .iter()
+            .map(Vec::len)
+            .sum::<usize>()
+            .saturating_sub(POOL);
+        while over > 0 {
+            let Some(oldest) = self.sets.front_mut() else {
+                break;
+            };
+            if oldest.len() <= over {
+                over -= oldest.len();
+                self.sets.pop_front();
+            } else {
+                oldest.drain(..over);
+                over = 0;
+            }
         }
     }
 
     /// The level and spread of a pause's `own` windows' shares pooled
-    /// with these, and whether the workloads changed: when the two levels
-    /// stand further apart than [`SHIFT`] times the largest spread allows
-    /// for their counts (a writer started), the pause's own. The largest
-    /// of the two sets' and `noise`, the workloads' (`Budget::noise`):
-    /// the pool may be only the dozen windows before the first removal,
-    /// which mostly miss the workloads' bursts (they spread 0.2-0.33%
-    /// where the settled quiet windows spread 1.7%), and on their spread
-    /// alone a rest whose 3 s happened to be calm stood four errors off
-    /// and replaced the pool: Docker's quiet node went on at 1.45% beside
-    /// idle blocks at 3.8-4.6%, and its run waited 358 s of 556.
-    fn with(&self, own: &[f64], noise: f64) -> Option<(f64, f64, bool)> {
+    /// with these, and whether the workloads changed: `Some` of how many
+    /// of the latest sets changed with them, when `own`, alone or with up
+    /// to [`LATEST`] of the latest sets, stands further from the older
+    /// windows than [`SHIFT`] times the largest spread allows for their
+    /// counts (a writer started, the workloads drifted); their level is
+    /// then the baseline. The largest of the two sets' and `noise`, the
+    /// workloads' (`Budget::noise`): the pool may be only the dozen
+    /// windows before the first removal, which mostly miss the workloads'
+    /// bursts (they spread 0.2-0.33% where the settled quiet windows
+    /// spread 1.7%), and on their spread alone a rest whose 3 s happened
+    /// to be calm stood four errors off and replaced the pool: Docker's
+    /// quiet node went on at 1.45% beside idle blocks at 3.8-4.6%, and its
+    /// run waited 358 s of 556.
+    fn with(&self, own: &[f64], noise: f64) -> Option<(f64, f64, Option<usize>)> {
         let (level_own, spread_own) = (level(own)?, spread(own).unwrap_or(0.0));
-        if self.shares.len() < MIN_WINDOWS {
-            return Some((level_own, spread_own, false));
+        let pooled: Vec<f64> = self.sets.iter().flatten().copied().collect();
+        if pooled.len() < MIN_WINDOWS {
+            return Some((level_own, spread_own, None));
         }
-        let pooled: Vec<f64> = self.shares.iter().copied().collect();
-        let (level_pool, spread_pool) = (level(&pooled)?, spread(&pooled).unwrap_or(0.0));
-        #[expect(clippy::cast_precision_loss, reason = "at most POOL windows")]
-        let error = spread_own.max(spread_pool).max(noise)
-            * (1.0 / own.len() as f64 + 1.0 / pooled.len() as f64).sqrt();
-        if (level_own - level_pool).abs() > SHIFT * error {
-            return Some((level_own, spread_own, true));
+        let mut latest = own.to_vec();
+        for changed in 0..=LATEST.min(self.sets.len()) {
+            if changed > 0 {
+                latest.extend(&self.sets[self.sets.len() - changed]);
+            }
+            let older = &pooled[..pooled.len() - (latest.len() - own.len())];
+            if older.len() < MIN_WINDOWS {
+                break;
+            }
+            if stand_apart(&latest, older, noise)? {
+                return Some((
+                    level(&latest)?,
+                    spread(&latest).unwrap_or(0.0),
+                    Some(changed),
+                ));
+            }
         }
         let keep = POOL.saturating_sub(own.len());
         let union: Vec<f64> = pooled[pooled.len().saturating_sub(keep)..]
@@ -178,8 +225,21 @@ impl Pool {
             .chain(own)
             .copied()
             .collect();
-        Some((level(&union)?, spread(&union).unwrap_or(0.0), false))
+        Some((level(&union)?, spread(&union).unwrap_or(0.0), None))
     }
+}
+
+/// Whether the levels of two sets of windows' shares stand further apart
+/// than [`SHIFT`] times the largest of their spreads and `noise` allows
+/// for their counts.
+fn stand_apart(a: &[f64], b: &[f64], noise: f64) -> Option<bool> {
+    let spread_most = spread(a)
+        .unwrap_or(0.0)
+        .max(spread(b).unwrap_or(0.0))
+        .max(noise);
+    #[expect(clippy::cast_precision_loss, reason = "at most POOL windows")]
+    let error = spread_most * (1.0 / a.len() as f64 + 1.0 / b.len() as f64).sqrt();
+    Some((level(a)? - level(b)?).abs() > SHIFT * error)
 }
 
 /// What a pause's window measured.
@@ -197,8 +257,9 @@ pub struct Measured {
     /// How many of the rest's windows it is the level of (the pool's
     /// aside).
     pub windows: usize,
-    /// The workloads changed: the pause's own level, not the pool's.
-    pub shifted: bool,
+    /// The workloads changed: the level of the pause's own windows and of
+    /// so many of the pool's latest sets (see [`Pool`]), not the pool's.
+    pub shifted: Option<usize>,
 }
 
 impl Pause {
@@ -209,7 +270,7 @@ impl Pause {
             windows: Vec::new(),
             settling: Vec::new(),
             measured: false,
-            shifted: false,
+            shifted: None,
         }
     }
 

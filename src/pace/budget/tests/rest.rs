@@ -188,3 +188,45 @@ fn a_calm_rest_within_the_workloads_noise_is_pooled_not_taken_alone() {
     assert_close(budget.baseline(), (12.0 * 0.04 + 12.0 * 0.015) / 24.0);
     assert_eq!(budget.accounts().remeasured, 1);
 }
+
+#[test]
+fn a_drift_no_rest_shows_alone_shows_in_the_latest_rests_together() {
+    let mut now = Instant::now();
+    // Measured at 4% on 40 windows of 3% and 5%; then a lull while a
+    // removal goes lowers the baseline to 2%, and the pool begins again
+    // from its RECENT windows (1% and 3%).
+    let first = by_turns(40, 0.03, 0.05);
+    let mut budget = Budget::new(Limits { max: 1, ..LIMITS }, 0.04, now).with_windows(&first);
+    let ticket = budget.start(Kind::Image, Weight::default(), now);
+    for i in 0..RECENT {
+        now += WINDOW;
+        budget.observe(now, ms(if i % 2 == 0 { 2.5 } else { 7.5 }));
+    }
+    budget.finish(ticket);
+    tail(&mut budget, &mut now);
+    assert_close(budget.baseline(), 0.02);
+    // The workloads come back to 3% (2% and 4%). One rest's dozen
+    // windows stand about three errors over the pool: pooled, as a rest
+    // stands by chance.
+    rest(&mut budget, &mut now);
+    quiet_by_turns(&mut budget, &mut now, RESTED, 5.0, 10.0);
+    #[expect(clippy::cast_precision_loss, reason = "a few hundred windows")]
+    let (recent, rested) = (RECENT as f64, RESTED as f64);
+    assert_close(
+        budget.baseline(),
+        (recent * 0.02 + rested * 0.03) / (recent + rested),
+    );
+    // The next rest's, with the last one's, stand beyond SHIFT errors of
+    // the lull's windows: the workloads changed, and the two rests' level
+    // is the baseline. Pooled on, a level half a point under the workloads'
+    // held a Docker run for 20 minutes.
+    rest(&mut budget, &mut now);
+    quiet_by_turns(&mut budget, &mut now, RESTED, 5.0, 10.0);
+    assert_close(budget.baseline(), 0.03);
+    // And the pool is those two rests' windows: a third at 3.5% (2.5% and
+    // 4.5%) is pooled with them alone.
+    rest(&mut budget, &mut now);
+    quiet_by_turns(&mut budget, &mut now, RESTED, 6.25, 11.25);
+    assert_close(budget.baseline(), (2.0 * 0.03 + 0.035) / 3.0);
+    assert_eq!(budget.accounts().remeasured, 3);
+}

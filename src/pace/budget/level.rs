@@ -38,6 +38,7 @@ impl Budget {
         tracing::trace!(
             baseline_percent = measured.baseline * 100.0,
             spread_percent = measured.spread * 100.0,
+            own_percent = measured.own * 100.0,
             shifted = measured.shifted.is_some(),
             latest_rests = measured.shifted.unwrap_or(0),
             first = measured.first,

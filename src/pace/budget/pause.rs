@@ -257,6 +257,9 @@ pub struct Measured {
     /// How many of the rest's windows it is the level of (the pool's
     /// aside).
     pub windows: usize,
+    /// The level of those windows alone, 0 to 1 (traced: a rest against
+    /// the pool it joins).
+    pub own: f64,
     /// The workloads changed: the level of the pause's own windows and of
     /// so many of the pool's latest sets (see [`Pool`]), not the pool's.
     pub shifted: Option<usize>,
@@ -329,6 +332,7 @@ impl Pause {
             back,
             first,
             windows: self.windows.len(),
+            own: level(&shares).unwrap_or(0.0),
             shifted,
         })
     }

@@ -59,14 +59,11 @@
 //!   spread of their windows (measured with the baseline and again in
 //!   each rest, or that of the latest settled quiet windows when more)
 //!   summed over [`DEBT`](limits::DEBT), [`NOISE`](limits::NOISE) times; the floor is
-//!   twice as much deeper, since that noise walks the allowance as far
-//!   down as up: one tolerance under the line where removals are held,
-//!   what it walked past was forgiven (at 0.1% on a quiet containerd node,
-//!   1.5 s of stall in a run: 2.7 times its target). At a low target the
-//!   allowance is a walk on that noise (at 0.1%, 30 ms credited against
-//!   56-81 ms of the workloads' own spread over 30 s): held at every
-//!   deficit, a run waited half its time on nothing the removals did, and
-//!   its pace was set by chance.
+//!   as much deeper (what the walk goes past it is forgiven: see
+//!   `Budget::floor`). At a low target the allowance is a walk on that
+//!   noise (at 0.1%, 30 ms credited against 56-81 ms of the workloads' own
+//!   spread over 30 s): held at every deficit, a run waited half its time
+//!   on nothing the removals did, and its pace was set by chance.
 //! - A removal starts only while the allowance, less what the removals in
 //!   flight are expected to cost and more the noise's tolerance, is not negative, and while the last
 //!   window's share is not above the ceiling (the policy's absolute

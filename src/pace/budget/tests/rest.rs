@@ -140,22 +140,28 @@ fn rests_pool_their_windows_until_the_workloads_change() {
     assert_eq!(budget.accounts().remeasured, 4);
 }
 
-#[test]
-fn a_lowered_baseline_is_pooled_with_the_windows_it_was_lowered_on() {
-    let mut now = Instant::now();
-    // Measured at 4%, on 40 windows of 3% and 5% by turns.
+/// A budget measured at 4%, on 40 windows of 3% and 5% by turns; then
+/// the workloads drop to 2% as a removal goes: [`RECENT`] windows of 1%
+/// and 3% by turns lower the baseline to their mean, and the pool begins
+/// again from them. `now` moves to the removal's tail's end.
+fn lowered_to_2_percent(now: &mut Instant) -> Budget {
     let first = by_turns(40, 0.03, 0.05);
-    let mut budget = Budget::new(Limits { max: 1, ..LIMITS }, 0.04, now).with_windows(&first);
-    // The workloads drop to 2% as a removal goes: RECENT windows of 1%
-    // and 3% by turns lower the baseline to their mean.
-    let ticket = budget.start(Kind::Image, Weight::default(), now);
+    let mut budget = Budget::new(Limits { max: 1, ..LIMITS }, 0.04, *now).with_windows(&first);
+    let ticket = budget.start(Kind::Image, Weight::default(), *now);
     for i in 0..RECENT {
-        now += WINDOW;
-        budget.observe(now, ms(if i % 2 == 0 { 2.5 } else { 7.5 }));
+        *now += WINDOW;
+        budget.observe(*now, ms(if i % 2 == 0 { 2.5 } else { 7.5 }));
     }
     assert_close(budget.baseline(), 0.02);
     budget.finish(ticket);
-    tail(&mut budget, &mut now);
+    tail(&mut budget, now);
+    budget
+}
+
+#[test]
+fn a_lowered_baseline_is_pooled_with_the_windows_it_was_lowered_on() {
+    let mut now = Instant::now();
+    let mut budget = lowered_to_2_percent(&mut now);
     // The next rest's dozen windows stand at 1.5% (0.5% and 2.5%), within
     // their noise of those 120: pooled with them, not taken alone, as
     // they were when the lowering emptied the pool.
@@ -192,19 +198,9 @@ fn a_calm_rest_within_the_workloads_noise_is_pooled_not_taken_alone() {
 #[test]
 fn a_drift_no_rest_shows_alone_shows_in_the_latest_rests_together() {
     let mut now = Instant::now();
-    // Measured at 4% on 40 windows of 3% and 5%; then a lull while a
-    // removal goes lowers the baseline to 2%, and the pool begins again
-    // from its RECENT windows (1% and 3%).
-    let first = by_turns(40, 0.03, 0.05);
-    let mut budget = Budget::new(Limits { max: 1, ..LIMITS }, 0.04, now).with_windows(&first);
-    let ticket = budget.start(Kind::Image, Weight::default(), now);
-    for i in 0..RECENT {
-        now += WINDOW;
-        budget.observe(now, ms(if i % 2 == 0 { 2.5 } else { 7.5 }));
-    }
-    budget.finish(ticket);
-    tail(&mut budget, &mut now);
-    assert_close(budget.baseline(), 0.02);
+    // A lull while a removal went lowered the baseline to 2%, and the pool
+    // began again from its windows.
+    let mut budget = lowered_to_2_percent(&mut now);
     // The workloads come back to 3% (2% and 4%). One rest's dozen
     // windows stand about three errors over the pool: pooled, as a rest
     // stands by chance.

@@ -42,8 +42,10 @@
 //!   `pause`). And while
 //!   removals go, the mean of the latest [`RECENT`] windows lowers the
 //!   baseline when it falls under it by more than the target and its
-//!   noise (removals only add stall): a workload that got quieter does
-//!   not leave the removals its old stall to add on top of the target.
+//!   noise (removals only add stall), until the next rest, which is pooled
+//!   as ever: a workload that got quieter does not leave the removals its
+//!   old stall to add on top of the target, and a lull (a mean chosen for
+//!   standing low) is no measure of their level.
 //! - A deficit holds at most [`DEBT`](limits::DEBT) of the target, or the dearest
 //!   kind's learned cost when that is more: what a window's burst cost,
 //!   the removals' or the workloads' own (in a window with a removal in

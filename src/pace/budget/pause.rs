@@ -126,8 +126,9 @@ pub fn keep_latest(shares: &mut VecDeque<f64>, share: f64, most: usize) {
 
 /// The quiet windows' shares of earlier rests since the workloads last
 /// changed, the latest [`POOL`], a set for each rest (the first, those
-/// measured before the first removal or that a lowering began from): each
-/// rest's windows join them when it ends.
+/// measured before the first removal): each rest's windows join them when
+/// it ends. Only what nothing chose by their level: a rest begins on the
+/// clock and takes a fixed count of windows.
 #[derive(Debug, Clone, Default)]
 pub struct Pool {
     /// Oldest first.
@@ -135,14 +136,6 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// The workloads changed (their stall fell while removals went): the
-    /// earlier pauses' windows say nothing of them now, and the windows
-    /// it fell in, `shares`, are the pool.
-    pub fn begin_again(&mut self, shares: impl IntoIterator<Item = f64>) {
-        self.sets.clear();
-        self.extend(shares);
-    }
-
     /// `pause` has ended: its rest's windows join the pool, or, when the
     /// workloads had changed, replace all but the sets that changed with
     /// them.

@@ -1,6 +1,6 @@
 //! Rests: removals go at most [`REST`] after the baseline was last
 //! measured, whether or not a deficit paused them, and only a rest
-//! measures it; its windows join the pool, the one a lowering began.
+//! measures it; its windows join the pool, which a lowering leaves alone.
 
 use super::*;
 use crate::pace::budget::limits::RESTED;
@@ -141,39 +141,60 @@ fn rests_pool_their_windows_until_the_workloads_change() {
 }
 
 /// A budget measured at 4%, on 40 windows of 3% and 5% by turns; then
-/// the workloads drop to 2% as a removal goes: [`RECENT`] windows of 1%
-/// and 3% by turns lower the baseline to their mean, and the pool begins
-/// again from them. `now` moves to the removal's tail's end.
-fn lowered_to_2_percent(now: &mut Instant) -> Budget {
+/// the workloads' stall falls to `lull` as a removal goes: [`RECENT`]
+/// windows a point under and over it by turns lower the baseline to their
+/// mean. `now` moves to the removal's tail's end.
+fn lowered(now: &mut Instant, lull: f64) -> Budget {
     let first = by_turns(40, 0.03, 0.05);
     let mut budget = Budget::new(Limits { max: 1, ..LIMITS }, 0.04, *now).with_windows(&first);
     let ticket = budget.start(Kind::Image, Weight::default(), *now);
-    for i in 0..RECENT {
+    let window = WINDOW.as_secs_f64() * 1000.0;
+    for share in by_turns(RECENT, lull - 0.01, lull + 0.01) {
         *now += WINDOW;
-        budget.observe(*now, ms(if i % 2 == 0 { 2.5 } else { 7.5 }));
+        budget.observe(*now, ms(window * share));
     }
-    assert_close(budget.baseline(), 0.02);
+    assert_close(budget.baseline(), lull);
     budget.finish(ticket);
     tail(&mut budget, now);
     budget
 }
 
 #[test]
-fn a_lowered_baseline_is_pooled_with_the_windows_it_was_lowered_on() {
+fn a_lull_lowers_the_baseline_only_until_the_next_rest() {
     let mut now = Instant::now();
-    let mut budget = lowered_to_2_percent(&mut now);
-    // The next rest's dozen windows stand at 1.5% (0.5% and 2.5%), within
-    // their noise of those 120: pooled with them, not taken alone, as
-    // they were when the lowering emptied the pool.
+    // Half a minute at 3% lowered it: a lull, and a mean chosen for
+    // standing low measures no level.
+    let mut budget = lowered(&mut now, 0.03);
+    // The workloads are back at 4% (3% and 5%). The next rest is pooled
+    // with the rests' windows, not with the lull's: pooled with those 120
+    // windows, within its noise of them (3.3 errors), the baseline stayed
+    // at 3.1%, and the rests after it were pooled there too (0.4 points
+    // under the workloads' level held a containerd busy run for 11
+    // minutes).
     rest(&mut budget, &mut now);
-    quiet_by_turns(&mut budget, &mut now, RESTED, 1.25, 6.25);
-    #[expect(clippy::cast_precision_loss, reason = "a few hundred windows")]
-    let (recent, rested) = (RECENT as f64, RESTED as f64);
-    assert_close(
-        budget.baseline(),
-        (recent * 0.02 + rested * 0.015) / (recent + rested),
-    );
+    quiet_by_turns(&mut budget, &mut now, RESTED, 7.5, 12.5);
+    assert_close(budget.baseline(), 0.04);
     assert_eq!(budget.accounts().remeasured, 1);
+}
+
+#[test]
+fn a_drop_the_next_rest_confirms_is_the_workloads_level() {
+    let mut now = Instant::now();
+    // The workloads' stall falls from 4% to 2% (a writer stopped) as a
+    // removal goes: the baseline is lowered to it.
+    let mut budget = lowered(&mut now, 0.02);
+    // The next rest's windows stand there too, six errors under the
+    // rests' 4%: the workloads changed, and the rest's level is the
+    // baseline.
+    rest(&mut budget, &mut now);
+    quiet_by_turns(&mut budget, &mut now, RESTED, 2.5, 7.5);
+    assert_close(budget.baseline(), 0.02);
+    // And the pool begins again from its windows: a second rest at 2.5%
+    // (1.5% and 3.5%) is pooled with them alone.
+    rest(&mut budget, &mut now);
+    quiet_by_turns(&mut budget, &mut now, RESTED, 3.75, 8.75);
+    assert_close(budget.baseline(), (12.0 * 0.02 + 12.0 * 0.025) / 24.0);
+    assert_eq!(budget.accounts().remeasured, 2);
 }
 
 #[test]
@@ -198,9 +219,9 @@ fn a_calm_rest_within_the_workloads_noise_is_pooled_not_taken_alone() {
 #[test]
 fn a_drift_no_rest_shows_alone_shows_in_the_latest_rests_together() {
     let mut now = Instant::now();
-    // A lull while a removal went lowered the baseline to 2%, and the pool
-    // began again from its windows.
-    let mut budget = lowered_to_2_percent(&mut now);
+    // Measured at 2% before the first removal, on 120 windows of 1% and
+    // 3% by turns.
+    let mut budget = Budget::new(LIMITS, 0.02, now).with_windows(&by_turns(RECENT, 0.01, 0.03));
     // The workloads come back to 3% (2% and 4%). One rest's dozen
     // windows stand about three errors over the pool: pooled, as a rest
     // stands by chance.
@@ -213,7 +234,7 @@ fn a_drift_no_rest_shows_alone_shows_in_the_latest_rests_together() {
         (recent * 0.02 + rested * 0.03) / (recent + rested),
     );
     // The next rest's, with the last one's, stand beyond SHIFT errors of
-    // the lull's windows: the workloads changed, and the two rests' level
+    // the first windows: the workloads changed, and the two rests' level
     // is the baseline. Pooled on, a level half a point under the workloads'
     // held a Docker run for 20 minutes.
     rest(&mut budget, &mut now);

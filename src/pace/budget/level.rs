@@ -17,7 +17,7 @@ impl Budget {
     pub(super) fn paused(&mut self, began: Instant, quiet: Quiet) {
         if self
             .pause
-            .get_or_insert_with(|| Pause::new(began))
+            .get_or_insert_with(|| Pause::new(began, self.limits.settle))
             .settled(began)
         {
             keep_latest(&mut self.quiet, quiet.share(), RECENT);
@@ -27,7 +27,7 @@ impl Budget {
         }
         // With this window's share in the quiet windows' spread.
         let noise = self.noise();
-        let pause = self.pause.get_or_insert_with(|| Pause::new(began));
+        let pause = self.pause.get_or_insert_with(|| Pause::new(began, self.limits.settle));
         let Some(measured) = pause.take(began, quiet, &self.pool, noise, self.rest_from) else {
             return;
         };

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use super::pause::{SETTLE, SETTLE_COLLECTED};
+
 /// How much of the target the allowance may hold, as the time it takes to
 /// grow it: as much as a deficit may hold ([`DEBT`]), so that the
 /// windows' noise about the baseline, as often under it as over, gives
@@ -172,6 +174,10 @@ pub struct Limits {
     /// that frees when its removals settle, 1 (each as the allowance
     /// allows) elsewhere.
     pub batch: usize,
+    /// How long after the last removal in flight a pause's windows begin
+    /// to count as the workloads' own: [`SETTLE_COLLECTED`] on an engine
+    /// that frees when its removals settle, [`SETTLE`] elsewhere.
+    pub settle: Duration,
 }
 
 impl Limits {
@@ -186,6 +192,7 @@ impl Limits {
             least_cost: LEAST_COST,
             least_cost_per_mib: LEAST_COST_PER_MIB,
             batch: 1,
+            settle: SETTLE,
         }
     }
 
@@ -211,12 +218,14 @@ impl Limits {
         (size, need)
     }
 
-    /// The same limits, removals in batches of [`BATCH`] when `settled`
-    /// frees them (see [`Limits::batch`]).
+    /// The same limits, removals in batches of [`BATCH`] and pauses
+    /// settling for [`SETTLE_COLLECTED`] when `settled` frees them (see
+    /// [`Limits::batch`]).
     #[must_use]
     pub fn in_batches(self, settled: bool) -> Self {
         Self {
             batch: if settled { BATCH } else { 1 },
+            settle: if settled { SETTLE_COLLECTED } else { SETTLE },
             ..self
         }
     }

@@ -14,6 +14,7 @@ const LIMITS: Limits = Limits {
     least_cost: 0.0,
     least_cost_per_mib: 0.0,
     batch: 1,
+    settle: SETTLE,
 };
 
 /// A window of the pacer's timer.

@@ -534,7 +534,10 @@ impl Budget {
         if let Some(pause) = self.pause.take() {
             self.pool.fold(&pause);
         }
-        self.pause = self.flights.is_empty().then(|| Pause::new(now, self.limits.settle));
+        self.pause = self
+            .flights
+            .is_empty()
+            .then(|| Pause::new(now, self.limits.settle));
         self.lower_baseline();
         let in_deficit = self.measured + self.tolerance() < 0.0;
         let accounts = &mut self.accounts;

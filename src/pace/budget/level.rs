@@ -27,7 +27,9 @@ impl Budget {
         }
         // With this window's share in the quiet windows' spread.
         let noise = self.noise();
-        let pause = self.pause.get_or_insert_with(|| Pause::new(began, self.limits.settle));
+        let pause = self
+            .pause
+            .get_or_insert_with(|| Pause::new(began, self.limits.settle));
         let Some(measured) = pause.take(began, quiet, &self.pool, noise, self.rest_from) else {
             return;
         };
@@ -73,7 +75,13 @@ impl Budget {
     /// rest of a run, the rests pooled with it (0.4 points under the idle
     /// blocks' on containerd's busy node, 6.2-6.3% beside rests at
     /// 6.4-6.85%, and no removal went for 11 minutes; 0.5 points on
-    /// Docker's quiet node). Their mean, not their level, and only beyond
+    /// Docker's quiet node; left to the rests, it went at 1.63 objects a
+    /// second where it had gone at 0.69, and added -0.02%). The rests must
+    /// then measure the workloads alone: on containerd from 12 s after the
+    /// last removal ([`SETTLE_COLLECTED`](super::pause::SETTLE_COLLECTED)),
+    /// or its busy node's rests took the collector's late stall for theirs
+    /// and pooled the baseline back up over their falling level (5.7 times
+    /// the target added). Their mean, not their level, and only beyond
     /// their noise, over [`RECENT`] of them: on less (the target alone, or
     /// a dozen windows' noise) the workloads' own noise ratcheted the
     /// baseline down, charging it to the removals. To the mean, not that

@@ -40,12 +40,13 @@ pub const SETTLE: Duration = Duration::from_secs(5);
 pub const SETTLE_COLLECTED: Duration = Duration::from_secs(12);
 
 /// The most settling windows a pause keeps: windows are at least
-/// `psi::MIN_WINDOW` (100 ms) long, so [`SETTLE_COLLECTED`] holds at most 120, and a
-/// deficit's pause before a rest, at most [`REST`](super::limits::REST)
-/// and [`SETTLE`] long, 650: all of them are charged again at what the
-/// rest measures, and a writer that started while the removals waited is
-/// given back (kept to [`SETTLE`]'s, a drift's minute stood charged to
-/// the removals, 2.2 s of stall where they added 0.24).
+/// `psi::MIN_WINDOW` (100 ms) long, so [`SETTLE_COLLECTED`] holds at most
+/// 120, and a deficit's pause before a rest, at most
+/// [`REST`](super::limits::REST) and [`SETTLE_COLLECTED`] long, 720: all
+/// of them are charged again at what the rest measures, and a writer that
+/// started while the removals waited is given back (kept to [`SETTLE`]'s,
+/// a drift's minute stood charged to the removals, 2.2 s of stall where
+/// they added 0.24).
 const SETTLING: usize = 1024;
 
 /// How many quiet windows, of this rest and the earlier ones since the

@@ -408,7 +408,7 @@ impl Pacer {
             pace.io_pressure_percent / 100.0,
             most,
         )
-        .in_batches(frees_when_settled);
+        .frees_when_settled(frees_when_settled);
         let Some(b) = self.budgeted.as_mut() else {
             return;
         };

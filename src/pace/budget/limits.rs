@@ -218,11 +218,13 @@ impl Limits {
         (size, need)
     }
 
-    /// The same limits, removals in batches of [`BATCH`] and pauses
-    /// settling for [`SETTLE_COLLECTED`] when `settled` frees them (see
-    /// [`Limits::batch`]).
+    /// The same limits for an engine that frees what its removals
+    /// unreferenced when they settle (`settled`: containerd's collector),
+    /// or not: removals in batches of [`BATCH`] (see [`Limits::batch`]) and
+    /// pauses settling for [`SETTLE_COLLECTED`], or one by one and
+    /// [`SETTLE`].
     #[must_use]
-    pub fn in_batches(self, settled: bool) -> Self {
+    pub fn frees_when_settled(self, settled: bool) -> Self {
         Self {
             batch: if settled { BATCH } else { 1 },
             settle: if settled { SETTLE_COLLECTED } else { SETTLE },

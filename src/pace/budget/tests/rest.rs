@@ -255,7 +255,7 @@ fn where_removals_settle_later_a_rest_waits_out_their_late_stall() {
     // An engine that frees when its removals settle (containerd): its
     // collector's stall shows for some 10 s after the last removal.
     let limits = Limits {
-        settle: LIMITS.in_batches(true).settle,
+        settle: LIMITS.frees_when_settled(true).settle,
         ..LIMITS
     };
     let mut budget = Budget::new(limits, 0.02, now);
@@ -264,7 +264,8 @@ fn where_removals_settle_later_a_rest_waits_out_their_late_stall() {
     // The workloads stall 2%; the collection adds 4 points for the
     // pause's first 12 s. Measured from 5 s, as on Docker, the rest
     // would take that for the workloads' level.
-    let collecting = 48;
+    let collecting = usize::try_from(limits.settle.as_millis() / WINDOW.as_millis()).unwrap();
+    assert_eq!(collecting, 48);
     assert!(collecting > settling_windows());
     quiet(&mut budget, &mut now, collecting, ms(15.0));
     assert_eq!(budget.accounts().remeasured, 0);

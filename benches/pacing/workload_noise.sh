@@ -8,7 +8,9 @@
 # as the budget spends it): the mean share, a window's standard deviation,
 # and what the windows' stall above their mean sums to over 30 s (the
 # budget's DEBT): its spread measured over sliding 30-s spans, and as
-# independent windows would give it. Then the probe's p50 and p99.
+# independent windows would give it; the spread of a rest's level (3 s,
+# 12 windows, as the budget measures it again) against the same, and how
+# far successive windows correlate. Then the probe's p50 and p99.
 #
 # Run: benches/pacing/workload_noise.sh    (root; writes in DIR, default
 #      a mktemp directory in /var/tmp, removed on exit)
@@ -80,6 +82,11 @@ print(f"{phase}: stalled {mean * 100:.2f}% of the time; a 250-ms window's spread
       f" {sd * 100:.2f}% ({sd * 250:.1f} ms); summed over 30 s"
       f" {st.pstdev(spans) * 1000:.0f} ms (independent windows:"
       f" {sd * 0.25 * 120 ** 0.5 * 1000:.0f} ms); {len(shares)} windows")
+rests = [st.mean(shares[i:i + 12]) for i in range(0, len(shares) - 11, 12)]
+lag = [(a - mean) * (b - mean) for a, b in zip(shares, shares[1:])]
+print(f"  a rest's level (3 s, 12 windows): spread {st.pstdev(rests) * 100:.2f}%"
+      f" (independent windows: {sd / 12 ** 0.5 * 100:.2f}%); successive windows"
+      f" correlate {st.mean(lag) / sd ** 2:.2f}")
 EOF
   to=$(wc -l <"$dir/probe.log")
   sed -n "$((from + 1)),${to}p" "$dir/probe.log" | awk '{ print $2 }' | sort -n >"$dir/latencies"

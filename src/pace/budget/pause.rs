@@ -83,6 +83,14 @@ pub const SHIFT: f64 = 4.0;
 /// next 20 minutes of a Docker quiet run, and no removal went in them.
 pub const LATEST: usize = 4;
 
+/// How many sets of windows (the first measure, rests) there must be
+/// before how far their levels move apart counts in [`SHIFT`]'s errors
+/// (see [`between`]): on fewer, the figure rests on one or two
+/// differences, and a rest that stood apart by chance makes it (a writer
+/// starting at the third rest, 6% beside the first measure's 2.5% and
+/// rests at 2% and 3.5%, stood within four such errors of them).
+const BETWEEN: usize = 4;
+
 /// A window of a pause: what it stalled and what it was charged for it.
 #[derive(Debug, Clone, Copy)]
 pub struct Quiet {
@@ -217,7 +225,8 @@ impl Pool {
             if older.len() < MIN_WINDOWS {
                 break;
             }
-            if stand_apart(&latest, older, noise)? {
+            let rests_apart = between(self.sets.range(..self.sets.len() - changed));
+            if stand_apart(&latest, older, noise.max(rests_apart.unwrap_or(0.0)))? {
                 return Some((
                     level(&latest)?,
                     spread(&latest).unwrap_or(0.0),
@@ -233,6 +242,41 @@ impl Pool {
             .collect();
         Some((level(&union)?, spread(&union).unwrap_or(0.0), None))
     }
+}
+
+/// How far whole sets' levels move about the level of all their windows,
+/// as a window's spread would move a set's of its count (the square root
+/// of their mean square between), once there are [`BETWEEN`] sets of
+/// [`MIN_WINDOWS`] windows or more. The workloads' windows are not each
+/// drawn afresh: beside the benchmark's busy writer successive windows
+/// correlate 0.68, and a dozen windows' level moved by 0.41% where their
+/// spread allows 0.16% (`benches/pacing/workload_noise.sh`; quiet, 0.41%
+/// against 0.36%); the workloads also drift within minutes. So a rest's
+/// level moves further than the windows' spread says, and on that alone
+/// a rest that stood high by chance was taken alone: at containerd's
+/// busy node a rest at 8.40% beside idle blocks at 7.2-7.6%, the baseline
+/// held over the workloads' level until rests pooled it away.
+fn between<'a>(sets: impl Iterator<Item = &'a Vec<f64>>) -> Option<f64> {
+    let levels: Vec<(f64, f64)> = sets
+        .filter(|set| set.len() >= MIN_WINDOWS)
+        .filter_map(|set| {
+            #[expect(clippy::cast_precision_loss, reason = "at most POOL windows")]
+            let count = set.len() as f64;
+            Some((count, level(set)?))
+        })
+        .collect();
+    if levels.len() < BETWEEN {
+        return None;
+    }
+    let windows: f64 = levels.iter().map(|(count, _)| count).sum();
+    let all = levels.iter().map(|(count, set)| count * set).sum::<f64>() / windows;
+    let squares: f64 = levels
+        .iter()
+        .map(|(count, set)| count * (set - all).powi(2))
+        .sum();
+    #[expect(clippy::cast_precision_loss, reason = "at most POOL sets")]
+    let freedom = (levels.len() - 1) as f64;
+    Some((squares / freedom).sqrt())
 }
 
 /// Whether the levels of two sets of windows' shares stand further apart

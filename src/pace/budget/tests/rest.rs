@@ -273,3 +273,41 @@ fn where_removals_settle_later_a_rest_waits_out_their_late_stall() {
     assert_close(budget.baseline(), 0.02);
     assert_eq!(budget.accounts().remeasured, 1);
 }
+
+#[test]
+fn a_rest_stands_apart_only_beyond_how_far_rests_levels_move() {
+    let mut now = Instant::now();
+    // Measured at 4% before the first removal (3.5% and 4.5% by turns).
+    let mut budget = Budget::new(LIMITS, 0.04, now).with_windows(&by_turns(RESTED, 0.035, 0.045));
+    // The workloads' stall comes in runs of windows: each rest's dozen
+    // move by half a point (its windows' spread) about a level that
+    // moves by as much again from rest to rest, 4% on average.
+    let levels = [0.043, 0.037, 0.046, 0.034, 0.040];
+    for level in levels {
+        rest(&mut budget, &mut now);
+        quiet_by_turns(
+            &mut budget,
+            &mut now,
+            RESTED,
+            (level - 0.005) * 250.0,
+            (level + 0.005) * 250.0,
+        );
+    }
+    assert_close(budget.baseline(), 0.04);
+    // A rest at 5.2%: some five errors over the pool on the windows'
+    // spread, under three on the rests' own moves (a dozen windows' level
+    // moves by 0.42 points). Pooled, not taken alone: taken alone, such a rest
+    // held the baseline over the workloads' level until rests pooled it
+    // away, and the removals spent the difference.
+    rest(&mut budget, &mut now);
+    quiet_by_turns(&mut budget, &mut now, RESTED, 11.75, 14.25);
+    #[expect(clippy::cast_precision_loss, reason = "a few sets")]
+    let sets = (levels.len() + 1) as f64;
+    assert_close(budget.baseline(), (sets * 0.04 + 0.052) / (sets + 1.0));
+    // A writer starts: the next rest at 8% stands beyond the rests' moves
+    // too, and its own level is the baseline.
+    rest(&mut budget, &mut now);
+    quiet_by_turns(&mut budget, &mut now, RESTED, 18.75, 21.25);
+    assert_close(budget.baseline(), 0.08);
+    assert_eq!(budget.accounts().remeasured, 7);
+}

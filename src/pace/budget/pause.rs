@@ -209,7 +209,9 @@ impl Pool {
     /// spread 1.7%), and on their spread alone a rest whose 3 s happened
     /// to be calm stood four errors off and replaced the pool: Docker's
     /// quiet node went on at 1.45% beside idle blocks at 3.8-4.6%, and its
-    /// run waited 358 s of 556.
+    /// run waited 358 s of 556. And, from [`BETWEEN`] older sets on, how
+    /// far their levels move apart ([`between`]): a rest's dozen windows
+    /// are not drawn afresh one by one.
     fn with(&self, own: &[f64], noise: f64) -> Option<(f64, f64, Option<usize>)> {
         let (level_own, spread_own) = (level(own)?, spread(own).unwrap_or(0.0));
         let pooled: Vec<f64> = self.sets.iter().flatten().copied().collect();

@@ -283,22 +283,18 @@ fn a_rest_stands_apart_only_beyond_how_far_rests_levels_move() {
     // move by half a point (its windows' spread) about a level that
     // moves by as much again from rest to rest, 4% on average.
     let levels = [0.043, 0.037, 0.046, 0.034, 0.040];
+    let window = WINDOW.as_secs_f64() * 1000.0;
     for level in levels {
         rest(&mut budget, &mut now);
-        quiet_by_turns(
-            &mut budget,
-            &mut now,
-            RESTED,
-            (level - 0.005) * 250.0,
-            (level + 0.005) * 250.0,
-        );
+        let (low, high) = ((level - 0.005) * window, (level + 0.005) * window);
+        quiet_by_turns(&mut budget, &mut now, RESTED, low, high);
     }
     assert_close(budget.baseline(), 0.04);
     // A rest at 5.2%: some five errors over the pool on the windows'
     // spread, under three on the rests' own moves (a dozen windows' level
-    // moves by 0.42 points). Pooled, not taken alone: taken alone, such a rest
-    // held the baseline over the workloads' level until rests pooled it
-    // away, and the removals spent the difference.
+    // moves by 0.42 points). Pooled, not taken alone: taken alone, such a
+    // rest held the baseline over the workloads' level until rests pooled
+    // it away, and the removals spent the difference.
     rest(&mut budget, &mut now);
     quiet_by_turns(&mut budget, &mut now, RESTED, 11.75, 14.25);
     #[expect(clippy::cast_precision_loss, reason = "a few sets")]

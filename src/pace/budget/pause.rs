@@ -154,6 +154,15 @@ pub fn keep_latest(shares: &mut VecDeque<f64>, share: f64, most: usize) {
 pub struct Pool {
     /// Oldest first.
     sets: VecDeque<Vec<f64>>,
+    /// How far the sets' levels moved apart ([`between`]) before the
+    /// workloads last changed, for as long as fewer than [`BETWEEN`] sets
+    /// have been pooled since: how far a rest's level moves is the
+    /// workloads' way, which a change of their level seldom changes. Begun
+    /// again on one set, a containerd quiet run's pool took two rests
+    /// alone within minutes, each within how far the rests had moved
+    /// before, the last 0.2-0.4 points under the idle blocks' level for
+    /// the rest of the run, and the removals were charged that.
+    apart: Option<f64>,
 }
 
 impl Pool {
@@ -163,6 +172,7 @@ impl Pool {
     pub fn fold(&mut self, pause: &Pause) {
         if let Some(latest) = pause.shifted {
             let older = self.sets.len().saturating_sub(latest);
+            self.apart = between(self.sets.range(..older)).or(self.apart);
             self.sets.drain(..older);
         }
         self.extend(pause.windows.iter().map(Quiet::share));
@@ -196,6 +206,13 @@ impl Pool {
         }
     }
 
+    /// How far the pooled sets' levels move apart, as a window's spread
+    /// would move them ([`between`]), or how far they moved before the
+    /// workloads last changed; `None` before [`BETWEEN`] sets.
+    pub fn apart(&self) -> Option<f64> {
+        between(self.sets.iter()).or(self.apart)
+    }
+
     /// The level and spread of a pause's `own` windows' shares pooled
     /// with these, and whether the workloads changed: `Some` of how many
     /// of the latest sets changed with them, when `own`, alone or with up
@@ -210,7 +227,8 @@ impl Pool {
     /// to be calm stood four errors off and replaced the pool: Docker's
     /// quiet node went on at 1.45% beside idle blocks at 3.8-4.6%, and its
     /// run waited 358 s of 556. And, from [`BETWEEN`] older sets on, how
-    /// far their levels move apart ([`between`]): a rest's dozen windows
+    /// far their levels move apart ([`between`]; before that, how far they
+    /// moved before the workloads last changed): a rest's dozen windows
     /// are not drawn afresh one by one.
     fn with(&self, own: &[f64], noise: f64) -> Option<(f64, f64, Option<usize>)> {
         let (level_own, spread_own) = (level(own)?, spread(own).unwrap_or(0.0));
@@ -227,7 +245,7 @@ impl Pool {
             if older.len() < MIN_WINDOWS {
                 break;
             }
-            let rests_apart = between(self.sets.range(..self.sets.len() - changed));
+            let rests_apart = between(self.sets.range(..self.sets.len() - changed)).or(self.apart);
             if stand_apart(&latest, older, noise.max(rests_apart.unwrap_or(0.0)))? {
                 return Some((
                     level(&latest)?,

@@ -88,21 +88,25 @@ impl Budget {
     /// error above it: the mean holds what the removals added too, and
     /// the error left the baseline 0.4 points over the workloads' level
     /// on containerd's busy node (windows of 2.3% spread), the removals
-    /// adding that on top of the target. Its error on
-    /// [`Self::lasting_noise`]: on the windows' noise alone, Docker's busy
-    /// node lowered the baseline 12 times in 22 minutes, 0.2-0.4 points
-    /// under the idle blocks' level each time until the next rest (the
-    /// removals were charged that, and went at 1.65 objects a second).
+    /// adding that on top of the target. Its error from how far the
+    /// rests' levels move too ([`Pool::apart`]), where that is more than
+    /// the windows' noise: the workloads' windows are not drawn afresh,
+    /// and on their noise alone Docker's busy node lowered the baseline 12
+    /// times in 22 minutes, 0.2-0.4 points under the idle blocks' level
+    /// each time until the next rest (the removals were charged that, and
+    /// went at 1.65 objects a second).
     ///
     /// [`Pool`]: super::pause::Pool
+    /// [`Pool::apart`]: super::pause::Pool::apart
     pub(super) fn lower_baseline(&mut self) {
         if self.recent.len() < RECENT {
             return;
         }
+        let noise = self.noise().max(self.pool.apart().unwrap_or(0.0));
         #[expect(clippy::cast_precision_loss, reason = "RECENT windows")]
         let (mean, error) = (
             self.recent.iter().sum::<f64>() / self.recent.len() as f64,
-            NOISE * self.lasting_noise() / (RECENT as f64).sqrt(),
+            NOISE * noise / (RECENT as f64).sqrt(),
         );
         if mean + error < self.baseline - self.limits.target {
             tracing::trace!(
@@ -130,28 +134,9 @@ impl Budget {
         self.spread.max(self.quiet_spread)
     }
 
-    /// How far the workloads' stall moves over many windows, as a
-    /// window's spread would move their sum or mean: the larger of
-    /// [`Self::noise`] and how far the rests' levels move
-    /// ([`Pool::apart`]). Their windows are not drawn afresh: beside the
-    /// benchmark's busy writer 30 s of them moved 4.5 times as far as
-    /// their spread says (68 ms against 15), and rests' levels as a
-    /// spread of 1.25-1.43% would move them where their windows spread
-    /// 0.68-0.75%.
-    ///
-    /// [`Pool::apart`]: super::pause::Pool::apart
-    pub(super) fn lasting_noise(&self) -> f64 {
-        self.noise().max(self.pool.apart().unwrap_or(0.0))
-    }
-
     /// The deficit the workloads' own noise explains, seconds: [`NOISE`]
-    /// times the spread of their windows' sum over [`DEBT`], on
-    /// [`Self::lasting_noise`]. On the windows' noise alone (some 30 ms),
-    /// Docker's busy node waited out deficits deeper than that for some
-    /// 370 s of its 681, and did not finish its fixture in 10 minutes.
+    /// times the spread of their windows' sum over [`DEBT`].
     pub(super) fn tolerance(&self) -> f64 {
-        NOISE
-            * self.lasting_noise()
-            * (baseline::INTERVAL.as_secs_f64() * DEBT.as_secs_f64()).sqrt()
+        NOISE * self.noise() * (baseline::INTERVAL.as_secs_f64() * DEBT.as_secs_f64()).sqrt()
     }
 }

@@ -172,7 +172,7 @@ impl Pool {
     pub fn fold(&mut self, pause: &Pause) {
         if let Some(latest) = pause.shifted {
             let older = self.sets.len().saturating_sub(latest);
-            self.apart = between(self.sets.range(..older)).or(self.apart);
+            self.apart = self.apart_before(older);
             self.sets.drain(..older);
         }
         self.extend(pause.windows.iter().map(Quiet::share));
@@ -210,7 +210,12 @@ impl Pool {
     /// would move them ([`between`]), or how far they moved before the
     /// workloads last changed; `None` before [`BETWEEN`] sets.
     pub fn apart(&self) -> Option<f64> {
-        between(self.sets.iter()).or(self.apart)
+        self.apart_before(self.sets.len())
+    }
+
+    /// [`Self::apart`] of the sets before the `n`th alone.
+    fn apart_before(&self, n: usize) -> Option<f64> {
+        between(self.sets.range(..n)).or(self.apart)
     }
 
     /// The level and spread of a pause's `own` windows' shares pooled
@@ -245,7 +250,7 @@ impl Pool {
             if older.len() < MIN_WINDOWS {
                 break;
             }
-            let rests_apart = between(self.sets.range(..self.sets.len() - changed)).or(self.apart);
+            let rests_apart = self.apart_before(self.sets.len() - changed);
             if stand_apart(&latest, older, noise.max(rests_apart.unwrap_or(0.0)))? {
                 return Some((
                     level(&latest)?,

@@ -330,6 +330,21 @@ impl Budget {
         self.credited(now) - self.reserved()
     }
 
+    /// What a deficit must pass before it holds removals, seconds (the
+    /// workloads' noise: see the module), and the least costs' account at
+    /// `now` (negative: removals ahead of their pace): the two balances a
+    /// wait is for, for its trace.
+    #[must_use]
+    pub fn held_by(&self, now: Instant) -> (f64, f64) {
+        let elapsed = now
+            .saturating_duration_since(self.credited_at)
+            .as_secs_f64();
+        (
+            self.tolerance(),
+            self.least_paid + self.limits.target * elapsed,
+        )
+    }
+
     /// How the run was held so far.
     #[must_use]
     pub fn accounts(&self) -> Accounts {

@@ -353,9 +353,12 @@ impl Pacer {
                 OnMaxDelay::Stop => Gate::Stop,
             };
         }
+        let (tolerance, least) = budget.held_by(now);
         tracing::debug!(
             wait_ms = wait.as_millis(),
             allowance_ms = budget.allowance(now) * 1000.0,
+            tolerance_ms = tolerance * 1000.0,
+            least_ms = least * 1000.0,
             baseline_percent = budget.baseline() * 100.0,
             "safety.pace: the removals' added I/O stall over budget, waiting"
         );

@@ -91,7 +91,7 @@
 //!   credited by the target with time up to [`PACE_BANK`](limits::PACE_BANK) of it (times the
 //!   batch) and never
 //!   by the windows: removals go no faster than the target pays for their
-//!   least costs (at 0.1%, about three small objects a second, one image
+//!   least costs (at 0.1%, about five small objects a second, one image
 //!   of 14 MiB), however the windows' noise runs. A
 //!   kind not yet learned goes one at a time until one of its removals
 //!   was observed.

@@ -318,6 +318,13 @@ impl Engine for CriRuntime {
         &[Kind::Volume, Kind::Network, Kind::BuildCache]
     }
 
+    /// Not measured beside a probe (CRI-O is in no registry here): a
+    /// removal keeps the 0.3 ms least cost it was paced at before
+    /// Docker's went to 0.2 ms, 1.5 times Docker's.
+    fn removal_weight(&self) -> f64 {
+        1.5
+    }
+
     async fn inventory(&self) -> Result<Inventory, RuntimeError> {
         let images = api::list_images(&self.channel)
             .await

@@ -331,18 +331,12 @@ impl Budget {
     }
 
     /// What a deficit must pass before it holds removals, seconds (the
-    /// workloads' noise: see the module), and the least costs' account at
-    /// `now` (negative: removals ahead of their pace): the two balances a
-    /// wait is for, for its trace.
+    /// workloads' noise: see the module), and the least costs' account as
+    /// the last gate credited it (negative: removals ahead of their pace):
+    /// the two balances a wait is for, for its trace.
     #[must_use]
-    pub fn held_by(&self, now: Instant) -> (f64, f64) {
-        let elapsed = now
-            .saturating_duration_since(self.credited_at)
-            .as_secs_f64();
-        (
-            self.tolerance(),
-            self.least_paid + self.limits.target * elapsed,
-        )
+    pub fn held_by(&self) -> (f64, f64) {
+        (self.tolerance(), self.least_paid)
     }
 
     /// How the run was held so far.

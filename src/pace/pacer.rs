@@ -353,7 +353,7 @@ impl Pacer {
                 OnMaxDelay::Stop => Gate::Stop,
             };
         }
-        let (tolerance, least) = budget.held_by(now);
+        let (tolerance, least) = budget.held_by();
         tracing::debug!(
             wait_ms = wait.as_millis(),
             allowance_ms = budget.allowance(now) * 1000.0,

@@ -34,9 +34,10 @@ pub const TAIL: Duration = Duration::from_secs(1);
 /// sat high went at 39 a second with 5.01%. At a target of 0.1% it holds
 /// the removals to about five a second; at 1%, fifty. At 0.3 ms Docker's
 /// busy fixture waited 317 s of 681 s on least costs alone and was not
-/// removed in 10 minutes; at 0.2 ms it went at 3.0 a second (384 s), the
-/// probe 0.89% past its idle p99 (1.04% on the quiet node). containerd
-/// keeps its 0.45 ms (`Engine::removal_weight`).
+/// removed in 10 minutes; at 0.2 ms it took 384 and 642 s in two runs
+/// (the second held 289 s by deficits), the probe 0.89% and 1.44% past its
+/// idle p99 (1.04% on the quiet node). containerd keeps its 0.45 ms
+/// (`Engine::removal_weight`).
 pub const LEAST_COST: f64 = 0.000_2;
 
 /// What a removal's least cost grows by with the bytes it frees, seconds of

@@ -92,7 +92,11 @@
 //!   batch) and never
 //!   by the windows: removals go no faster than the target pays for their
 //!   least costs (at 0.1%, about five small objects a second, one image
-//!   of 14 MiB), however the windows' noise runs. A
+//!   of 14 MiB), however the windows' noise runs. What the account earns
+//!   beyond its bank while removals are held (a deficit, a rest) is its
+//!   lag, up to [`LAG`](limits::LAG) of the target, which credits it again
+//!   as fast as time does: held removals catch up at twice that pace,
+//!   never faster, where a deficit's wait was lost to the least costs too. A
 //!   kind not yet learned goes one at a time until one of its removals
 //!   was observed.
 //! - Where the engine frees what removals unreferenced only when they
@@ -129,7 +133,7 @@ use crate::pace::baseline;
 use flight::Flight;
 pub use flight::Ticket;
 #[cfg(test)]
-use limits::{BANK, DEBT, NOISE, PACE_BANK, RESTED};
+use limits::{BANK, DEBT, LAG, NOISE, PACE_BANK, RESTED};
 use limits::{LEARNING, RECENT, REST, STOPPED, TAIL};
 pub use limits::{Limits, Weight};
 use pause::{Pause, Pool, Quiet, keep_latest};
@@ -165,6 +169,10 @@ pub struct Budget {
     /// each removal that starts, never touched by the windows. Negative:
     /// the removals are ahead of the pace their least costs allow.
     least_paid: f64,
+    /// What the least costs' account earned beyond its bank while removals
+    /// were held, up to [`LAG`](limits::LAG) of the target: it credits the
+    /// account again, as fast as time does (see [`Self::credit`]).
+    lag: f64,
     /// Until when time is credited.
     credited_at: Instant,
     /// When the last window ended.
@@ -216,6 +224,7 @@ impl Budget {
             quiet: VecDeque::with_capacity(RECENT),
             measured: 0.0,
             least_paid: 0.0,
+            lag: 0.0,
             credited_at: now,
             observed_at: now,
             last_share: baseline,
@@ -331,12 +340,12 @@ impl Budget {
     }
 
     /// What a deficit must pass before it holds removals, seconds (the
-    /// workloads' noise: see the module), and the least costs' account as
-    /// the last gate credited it (negative: removals ahead of their pace):
-    /// the two balances a wait is for, for its trace.
+    /// workloads' noise: see the module), the least costs' account as the
+    /// last gate credited it (negative: removals ahead of their pace) and
+    /// its lag: the balances a wait is for, for its trace.
     #[must_use]
-    pub fn held_by(&self) -> (f64, f64) {
-        (self.tolerance(), self.least_paid)
+    pub fn held_by(&self) -> (f64, f64, f64) {
+        (self.tolerance(), self.least_paid, self.lag)
     }
 
     /// How the run was held so far.
@@ -360,19 +369,16 @@ impl Budget {
         let (size, need) = self
             .limits
             .batch_of(self.costs.get(&kind).copied(), self.cap());
-        let balance =
-            (self.measured - self.reserved() + self.tolerance()).min(self.least_paid + need);
+        let measured = self.measured - self.reserved() + self.tolerance();
         let verdict = if self.last_share > self.limits.ceiling {
             Verdict::Ceiling
         } else if now.saturating_duration_since(self.measured_at) >= REST {
             Verdict::Rest
         } else if self.batch.is_some() {
             Verdict::Start
-        } else if balance < need {
-            Verdict::PayBack(
-                Duration::try_from_secs_f64((need - balance) / self.limits.target)
-                    .unwrap_or(Duration::MAX),
-            )
+        } else if measured < need || self.least_paid < 0.0 {
+            let wait = ((need - measured).max(0.0) / self.limits.target).max(self.least_wait());
+            Verdict::PayBack(Duration::try_from_secs_f64(wait).unwrap_or(Duration::MAX))
         } else if self.in_flight() >= self.concurrency
             || (!self.costs.contains_key(&kind) && self.flights.iter().any(|f| f.kind == kind))
         {

@@ -353,12 +353,13 @@ impl Pacer {
                 OnMaxDelay::Stop => Gate::Stop,
             };
         }
-        let (tolerance, least) = budget.held_by();
+        let (tolerance, least, lag) = budget.held_by();
         tracing::debug!(
             wait_ms = wait.as_millis(),
             allowance_ms = budget.allowance(now) * 1000.0,
             tolerance_ms = tolerance * 1000.0,
             least_ms = least * 1000.0,
+            lag_ms = lag * 1000.0,
             baseline_percent = budget.baseline() * 100.0,
             "safety.pace: the removals' added I/O stall over budget, waiting"
         );

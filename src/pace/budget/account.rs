@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Budget;
-use super::limits::{BANK, DEBT, PACE_BANK};
+use super::limits::{BANK, DEBT, LAG, PACE_BANK};
 
 impl Budget {
     /// `excess` seconds of stall above the baseline (negative: under it)
@@ -56,13 +56,31 @@ impl Budget {
 
     /// Time until `now` credited, to the allowance and to the least
     /// costs' account (up to [`PACE_BANK`] of the target times the batch).
+    /// What the account earns beyond that goes to its lag (up to [`LAG`]
+    /// of the target), which credits it again as fast as time does while
+    /// it is under its bank: held removals catch up at twice the pace
+    /// their least costs allow, never faster.
     pub(super) fn credit(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.credited_at);
         self.measured = self.credited(now);
         #[expect(clippy::cast_precision_loss, reason = "a handful")]
-        let bank = PACE_BANK.as_secs_f64() * self.limits.batch as f64;
-        self.least_paid = (self.least_paid + self.limits.target * elapsed.as_secs_f64())
-            .min(self.limits.target * bank);
+        let bank = self.limits.target * PACE_BANK.as_secs_f64() * self.limits.batch as f64;
+        let earned = self.limits.target * elapsed.as_secs_f64();
+        let room = (bank - self.least_paid).max(0.0);
+        let by_time = earned.min(room);
+        let by_lag = self.lag.min(earned).min(room - by_time);
+        self.least_paid += by_time + by_lag;
+        self.lag =
+            (self.lag - by_lag + earned - by_time).min(self.limits.target * LAG.as_secs_f64());
         self.credited_at = self.credited_at.max(now);
+    }
+
+    /// How long the least costs' account takes to be paid back to nothing,
+    /// seconds: at twice the target's rate while its lag lasts, then at
+    /// the target's.
+    pub(super) fn least_wait(&self) -> f64 {
+        let owed = (-self.least_paid).max(0.0);
+        let lag = self.lag.min(owed / 2.0);
+        (owed - lag) / self.limits.target
     }
 }

@@ -80,6 +80,17 @@ impl Default for Weight {
 /// first 40 s).
 pub const PACE_BANK: Duration = Duration::from_secs(2);
 
+/// How far behind the pace of its least costs a run may fall and still
+/// catch up, as the time the target takes to pay for it: what the least
+/// costs' account earns beyond [`PACE_BANK`] while removals are held (by a
+/// deficit, a rest, the ceiling) is kept up to this, and credits the
+/// account again at the target's rate on top of time's, so that the
+/// removals catch up at twice the pace their least costs allow, never
+/// faster. Without it a deficit's wait was time lost to the least costs
+/// too: Docker's busy fixture waited 289 s on deficits and 284 s on least
+/// costs, one after the other, and took 642 s (BENCHMARKS.md).
+pub const LAG: Duration = Duration::from_secs(60);
+
 /// How many removals go together on an engine that frees what they
 /// unreferenced when they settle (containerd, see
 /// `Engine::frees_when_settled`): containerd's garbage collector runs after

@@ -160,7 +160,10 @@ fn removals_go_no_faster_than_their_least_costs_while_the_workloads_stall() {
     // 0.5% of 2 s: ten removals of 1 ms.
     assert_close(LIMITS.target * PACE_BANK.as_secs_f64(), 0.010);
     assert_eq!(started, 11, "PACE_BANK's worth and no more");
-    assert_pays_back(budget.gate(Kind::Container, now), ms(200.0));
+    // The 50 s went by with no removal held for its least costs: what the
+    // account earned beyond its bank is its lag, and the next removals go
+    // at twice the pace (see the next test).
+    assert_pays_back(budget.gate(Kind::Container, now), ms(100.0));
 
     // Where the workloads stall nothing, any stall a removal makes shows
     // in its windows: no least cost, no wait.
@@ -171,6 +174,81 @@ fn removals_go_no_faster_than_their_least_costs_while_the_workloads_stall() {
     idle.finish(ticket);
     // Where the first part had to pay 200 ms back, another starts at once.
     assert_eq!(idle.gate(Kind::Volume, now), Verdict::Start);
+}
+
+/// Removals of 1 ms least cost, each finished as it starts, going as soon
+/// as `budget` lets them over `secs` seconds from `now` (10-ms steps, a
+/// window at the 1% baseline every 250 ms): when each started, seconds
+/// from `now`.
+fn go(budget: &mut Budget, now: &mut Instant, secs: u32) -> Vec<f64> {
+    let from = *now;
+    let mut starts = Vec::new();
+    for step in 1..=secs * 100 {
+        while budget.gate(Kind::Container, *now) == Verdict::Start {
+            let ticket = budget.start(Kind::Container, Weight::default(), *now);
+            budget.finish(ticket);
+            starts.push(now.duration_since(from).as_secs_f64());
+        }
+        *now += ms(10.0);
+        if step % 25 == 0 {
+            budget.observe(*now, ms(2.5));
+        }
+    }
+    starts
+}
+
+/// How many of `starts` fall in `[from, to)` seconds.
+fn within(starts: &[f64], from: f64, to: f64) -> usize {
+    starts.iter().filter(|&&t| t >= from && t < to).count()
+}
+
+#[test]
+fn held_removals_catch_up_at_twice_their_least_costs_pace_and_no_faster() {
+    let mut now = Instant::now();
+    let limits = Limits {
+        least_cost: 0.001,
+        ..LIMITS
+    };
+    // 1 ms each at 0.5%: five a second. The workloads stall 1%.
+    let mut budget = Budget::new(limits, 0.01, now);
+    // Removals held 40 s (no removal could go: as in a deficit or a rest).
+    quiet(&mut budget, &mut now, 160, ms(2.5));
+    let starts = go(&mut budget, &mut now, 80);
+    // The 40 s are caught up: in the 120 s since the budget began, as
+    // many removals as the target pays for (600) and the bank (10) allow,
+    // less the rest the run made at 60 s, which it caught up too.
+    assert!(
+        (590..=611).contains(&starts.len()),
+        "{} removals in 120 s",
+        starts.len()
+    );
+    // The first removal goes alone until its tail is over (a kind not yet
+    // learned), then the bank's burst: eleven at 1.25 s.
+    assert_eq!(within(&starts, 1.25, 1.3), 11);
+    // Never faster than twice the pace, one per 100 ms, but for the bank's
+    // burst after a pause (the first removal's tail, the rest at 60 s).
+    let mut burst = 0;
+    for pair in starts.windows(2) {
+        let gap = pair[1] - pair[0];
+        if gap > 1.0 {
+            burst = 10;
+        } else if gap < 0.1 - 1e-9 {
+            assert!(burst > 0, "{gap} s apart at {} s", pair[1]);
+            burst -= 1;
+        }
+    }
+    // Twice the pace while the lag lasts: 100 in the first 10 s after the
+    // burst.
+    let caught_up = within(&starts, 1.3, 11.3);
+    assert!((99..=101).contains(&caught_up), "{caught_up} in 10 s");
+    // Held 200 s: the lag holds at most LAG of the target, 60 s of twice
+    // the pace (and what the rest at 60 s earns), the rest of it is lost:
+    // five a second from 80 s.
+    quiet(&mut budget, &mut now, 800, ms(2.5));
+    let starts = go(&mut budget, &mut now, 100);
+    assert_eq!(LAG, Duration::from_secs(60));
+    let late = within(&starts, 80.0, 100.0);
+    assert!((99..=101).contains(&late), "{late} in 20 s past the lag");
 }
 
 #[test]

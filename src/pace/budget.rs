@@ -93,7 +93,7 @@
 //!   by the windows: removals go no faster than the target pays for their
 //!   least costs (at 0.1%, about five small objects a second, one image
 //!   of 14 MiB), however the windows' noise runs. What the account earns
-//!   beyond its bank while removals are held (a deficit, a rest) is its
+//!   beyond its bank while removals do not spend it (held, none ready) is its
 //!   lag, up to [`LAG`](limits::LAG) of the target, which credits it again
 //!   as fast as time does: held removals catch up at twice that pace,
 //!   never faster, where a deficit's wait was lost to the least costs too. A
@@ -170,7 +170,7 @@ pub struct Budget {
     /// the removals are ahead of the pace their least costs allow.
     least_paid: f64,
     /// What the least costs' account earned beyond its bank while removals
-    /// were held, up to [`LAG`](limits::LAG) of the target: it credits the
+    /// did not spend it, up to [`LAG`](limits::LAG) of the target: it credits the
     /// account again, as fast as time does (see [`Self::credit`]).
     lag: f64,
     /// Until when time is credited.

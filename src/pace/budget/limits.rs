@@ -82,8 +82,9 @@ pub const PACE_BANK: Duration = Duration::from_secs(2);
 
 /// How far behind the pace of its least costs a run may fall and still
 /// catch up, as the time the target takes to pay for it: what the least
-/// costs' account earns beyond [`PACE_BANK`] while removals are held (by a
-/// deficit, a rest, the ceiling) is kept up to this, and credits the
+/// costs' account earns beyond [`PACE_BANK`] (times the batch) while
+/// removals do not spend it (held by a deficit, a rest or the ceiling, or
+/// none ready to go) is kept up to this, and credits the
 /// account again at the target's rate on top of time's, so that the
 /// removals catch up at twice the pace their least costs allow, never
 /// faster. Without it a deficit's wait was time lost to the least costs

@@ -93,11 +93,11 @@
 //!   by the windows: removals go no faster than the target pays for their
 //!   least costs (at 0.1%, about five small objects a second, one image
 //!   of 14 MiB), however the windows' noise runs. What the account earns
-//!   beyond its bank while removals do not spend it (held, none ready) is its
-//!   lag, up to [`LAG`](limits::LAG) of the target, which credits it again
-//!   as fast as time does: held removals catch up at twice that pace,
-//!   never faster, where a deficit's wait was lost to the least costs too. A
-//!   kind not yet learned goes one at a time until one of its removals
+//!   beyond its bank while removals do not spend it (held, or none ready)
+//!   is its lag, up to [`LAG`](limits::LAG) of the target, which credits
+//!   it again as fast as time does: removals catch up at twice that pace,
+//!   never faster, where a deficit's wait was lost to the least costs too.
+//!   A kind not yet learned goes one at a time until one of its removals
 //!   was observed.
 //! - Where the engine frees what removals unreferenced only when they
 //!   settle (containerd's garbage collector, which otherwise runs after
@@ -170,8 +170,9 @@ pub struct Budget {
     /// the removals are ahead of the pace their least costs allow.
     least_paid: f64,
     /// What the least costs' account earned beyond its bank while removals
-    /// did not spend it, up to [`LAG`](limits::LAG) of the target: it credits the
-    /// account again, as fast as time does (see [`Self::credit`]).
+    /// did not spend it, up to [`LAG`](limits::LAG) of the target: it
+    /// credits the account again, as fast as time does (see
+    /// [`Self::credit`]).
     lag: f64,
     /// Until when time is credited.
     credited_at: Instant,

@@ -84,10 +84,9 @@ pub const PACE_BANK: Duration = Duration::from_secs(2);
 /// catch up, as the time the target takes to pay for it: what the least
 /// costs' account earns beyond [`PACE_BANK`] (times the batch) while
 /// removals do not spend it (held by a deficit, a rest or the ceiling, or
-/// none ready to go) is kept up to this, and credits the
-/// account again at the target's rate on top of time's, so that the
-/// removals catch up at twice the pace their least costs allow, never
-/// faster. Without it a deficit's wait was time lost to the least costs
+/// none ready to go) is kept up to this, and credits the account again at
+/// the target's rate on top of time's, so that the removals catch up at
+/// twice the pace their least costs allow, never faster. Without it a deficit's wait was time lost to the least costs
 /// too: Docker's busy fixture waited 289 s on deficits and 284 s on least
 /// costs, one after the other, and took 642 s (BENCHMARKS.md).
 pub const LAG: Duration = Duration::from_secs(60);

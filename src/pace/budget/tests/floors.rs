@@ -241,14 +241,21 @@ fn held_removals_catch_up_at_twice_their_least_costs_pace_and_no_faster() {
     // burst.
     let caught_up = within(&starts, 1.3, 11.3);
     assert!((99..=101).contains(&caught_up), "{caught_up} in 10 s");
-    // Held 200 s: the lag holds at most LAG of the target, 60 s of twice
-    // the pace (and what the rest at 60 s earns), the rest of it is lost:
-    // five a second from 80 s.
-    quiet(&mut budget, &mut now, 800, ms(2.5));
-    let starts = go(&mut budget, &mut now, 100);
-    assert_eq!(LAG, Duration::from_secs(60));
-    let late = within(&starts, 80.0, 100.0);
-    assert!((99..=101).contains(&late), "{late} in 20 s past the lag");
+    // Held 600 s: the lag holds at most LAG of the target, 300 s of twice
+    // the pace (and what the rests earn, a dozen seconds a minute): 200 s
+    // on, the run still catches up, at twice the pace but for a rest or
+    // two; the rest of the hold is lost, and from 400 s it goes five a
+    // second.
+    quiet(&mut budget, &mut now, 2400, ms(2.5));
+    let starts = go(&mut budget, &mut now, 600);
+    assert_eq!(LAG, Duration::from_secs(300));
+    let catching_up = within(&starts, 200.0, 300.0);
+    assert!(
+        (800..=1000).contains(&catching_up),
+        "{catching_up} in 100 s from 200 s"
+    );
+    let late = within(&starts, 400.0, 600.0);
+    assert!((980..=1020).contains(&late), "{late} in 200 s past the lag");
 }
 
 #[test]
